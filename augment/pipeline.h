@@ -1,0 +1,84 @@
+// Pipeline: decode an encoded image and apply a chain of torchvision-style
+// transforms, producing uint8 HWC RGB pixels of a fixed output size.
+//
+// A pipeline is written as text, the same everywhere (serve, local, bench,
+// Python):
+//
+//   ASSIGN_OR_RETURN(Pipeline pipeline,
+//                    Pipeline::Parse("random_resized_crop(224)|hflip(0.5)"));
+//   std::vector<uint8_t> pixels(pipeline.output_bytes());
+//   RETURN_IF_ERROR(pipeline.Run(jpeg_bytes, {seed, epoch, index},
+//                                pixels.data()));
+//
+// Operations (see docs/pipeline.md):
+//   random_resized_crop(size[,scale=lo:hi][,ratio=lo:hi])
+//   resize(size)        shorter side to `size`, aspect kept
+//   center_crop(size)
+//   hflip(p)            horizontal flip with probability p
+//
+// Every random draw comes from a CounterRng keyed by (seed, epoch, index), so
+// a sample's output is bit-identical on any thread, process or server.
+#ifndef HETERODL_AUGMENT_PIPELINE_H_
+#define HETERODL_AUGMENT_PIPELINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace heterodl {
+
+// What a sample's randomness is keyed by.
+struct SampleKey {
+  uint64_t seed = 0;
+  uint32_t epoch = 0;
+  uint64_t index = 0;
+};
+
+class Transform;  // one operation of the chain; defined in transforms.h
+
+class Pipeline {
+ public:
+  // Parses `spec`. Errors name the character position and the reason, e.g.
+  // "pipeline spec: at 20: unknown operation 'hflp'". The last operation that
+  // sets the size must give a fixed size (a crop), since a batch is a dense
+  // [B,H,W,3] array.
+  static absl::StatusOr<Pipeline> Parse(absl::string_view spec);
+
+  Pipeline(Pipeline&&) noexcept;
+  Pipeline& operator=(Pipeline&&) noexcept;
+  ~Pipeline();
+
+  // Decodes `encoded` (JPEG, PNG, ... anything OpenCV reads) and writes
+  // output_height() x output_width() x 3 RGB bytes to `out`. Returns
+  // InvalidArgument for data that is not a decodable image; never aborts.
+  absl::Status Run(absl::string_view encoded, const SampleKey& key,
+                   uint8_t* out) const;
+
+  int output_height() const { return output_height_; }
+  int output_width() const { return output_width_; }
+  size_t output_bytes() const {
+    return static_cast<size_t>(output_height_) * output_width_ * 3;
+  }
+  // The spec in canonical form, every parameter written out.
+  std::string CanonicalSpec() const;
+
+ private:
+  Pipeline() = default;
+
+  std::vector<std::unique_ptr<Transform>> transforms_;
+  int output_height_ = 0;
+  int output_width_ = 0;
+};
+
+// The pipeline used when none is given.
+inline constexpr absl::string_view kDefaultPipeline =
+    "random_resized_crop(224)|hflip(0.5)";
+
+}  // namespace heterodl
+
+#endif  // HETERODL_AUGMENT_PIPELINE_H_

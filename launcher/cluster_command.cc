@@ -1,0 +1,96 @@
+// `heterodl cluster` and `heterodl launch`: the cluster view, and becoming
+// the role it gives this host.
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "launcher/commands.h"
+#include "launcher/flags.h"
+#include "src/common/log.h"
+
+namespace heterodl {
+
+ClusterSettings ClusterSettingsFromFlags() {
+  ClusterSettings settings;
+  settings.role = absl::GetFlag(FLAGS_role);
+  settings.data_servers = absl::GetFlag(FLAGS_data_servers);
+  settings.dnn_hosts = absl::GetFlag(FLAGS_dnn_hosts);
+  settings.current_host = absl::GetFlag(FLAGS_current_host);
+  if (absl::GetFlag(FLAGS_ranks_per_host) > 0) {
+    settings.ranks_per_host = absl::GetFlag(FLAGS_ranks_per_host);
+  }
+  if (absl::GetFlag(FLAGS_port) >= 0) settings.data_port = absl::GetFlag(FLAGS_port);
+  if (absl::GetFlag(FLAGS_master_port) > 0) settings.master_port = absl::GetFlag(FLAGS_master_port);
+  settings.resource_config = absl::GetFlag(FLAGS_resource_config);
+  settings.data_group = absl::GetFlag(FLAGS_data_group);
+  settings.dnn_group = absl::GetFlag(FLAGS_dnn_group);
+  if (absl::GetFlag(FLAGS_slurm_data_component) >= 0) {
+    settings.slurm_data_component = absl::GetFlag(FLAGS_slurm_data_component);
+  }
+  settings.dataset = absl::GetFlag(FLAGS_dataset);
+  return settings;
+}
+
+int RunClusterCommand() {
+  absl::StatusOr<ClusterView> view =
+      ResolveClusterView(ClusterSettingsFromFlags(), CurrentEnvironment());
+  if (!view.ok()) {
+    std::fprintf(stderr, "heterodl cluster: %s\n", std::string(view.status().message()).c_str());
+    return kExitUsage;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("%s\n", ClusterViewToJson(*view).c_str());
+    return kExitOk;
+  }
+  std::printf("role          %s\nsource        %s\ncurrent host  %s\ndata servers  %s\n"
+              "dnn hosts     %s\nleader        %s\nworld size    %d (%d per host)\n",
+              RoleName(view->role), view->source.c_str(), view->current_host.c_str(),
+              absl::StrJoin(view->data_servers, ", ").c_str(),
+              absl::StrJoin(view->dnn_hosts, ", ").c_str(), view->leader.c_str(),
+              view->world_size, view->ranks_per_host);
+  return kExitOk;
+}
+
+int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop) {
+  if (!arguments.empty()) {
+    // `launch -- ARGS`: the arguments after `--` are trainer flags.
+    std::vector<char*> argv = {const_cast<char*>("heterodl")};
+    for (const std::string& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+    absl::ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  }
+  absl::StatusOr<ClusterView> view =
+      ResolveClusterView(ClusterSettingsFromFlags(), CurrentEnvironment());
+  if (!view.ok()) {
+    LogError("%s", view.status().ToString());
+    return kExitUsage;
+  }
+  if (absl::GetFlag(FLAGS_dataset).empty() && !view->dataset.empty()) {
+    absl::SetFlag(&FLAGS_dataset, view->dataset);
+  }
+  LogInfo("cluster view (%s): this host %s is %s", view->source, view->current_host,
+          RoleName(view->role));
+  switch (view->role) {
+    case Role::kData:
+      SetLogTag("serve");
+      if (absl::GetFlag(FLAGS_port) < 0) absl::SetFlag(&FLAGS_port, view->data_port);
+      return RunServeCommand(stop);
+    case Role::kDnn:
+      if (view->homogeneous || view->data_servers.empty()) {
+        // No data group: decode on this host, as `local` does.
+        SetLogTag("local");
+        if (absl::GetFlag(FLAGS_ranks) <= 0) absl::SetFlag(&FLAGS_ranks, view->ranks_per_host);
+        absl::SetFlag(&FLAGS_data_servers, std::string("1"));
+        return RunLocalCommand(stop);
+      }
+      SetLogTag("train");
+      return RunTrainCommand(stop);
+    case Role::kLocal:
+      SetLogTag("local");
+      return RunLocalCommand(stop);
+  }
+  return kExitUsage;
+}
+
+}  // namespace heterodl

@@ -1,0 +1,27 @@
+// `heterodl dataset sample DIR`: writes the built-in sample dataset.
+#include "absl/flags/flag.h"
+#include "launcher/commands.h"
+#include "launcher/flags.h"
+#include "src/common/log.h"
+#include "src/data/sample_dataset.h"
+
+namespace heterodl {
+
+int RunDatasetCommand(const std::vector<std::string>& arguments) {
+  if (arguments.size() != 2 || arguments[0] != "sample") {
+    LogError("usage: heterodl dataset sample DIR [--images N] [--seed S]");
+    return kExitUsage;
+  }
+  SampleDatasetOptions options;
+  options.output_dir = arguments[1];
+  options.num_images = absl::GetFlag(FLAGS_images);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  absl::Status status = WriteSampleDataset(options);
+  if (!status.ok()) {
+    LogError("%s", status.ToString());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace heterodl

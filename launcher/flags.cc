@@ -1,0 +1,49 @@
+#include "launcher/flags.h"
+
+#include "absl/flags/flag.h"
+
+ABSL_FLAG(std::string, dataset, "",
+          "dataset: an image folder (CLASS/IMAGE.jpg) or a file list (path<TAB>label)");
+ABSL_FLAG(std::string, pipeline, "",
+          "augmentation pipeline, e.g. 'random_resized_crop(224)|hflip(0.5)' (default)");
+ABSL_FLAG(uint64_t, seed, 0, "seed of the epoch plan and the augmentations");
+ABSL_FLAG(int32_t, batch_size, 32, "samples per batch, per rank");
+
+ABSL_FLAG(std::string, address, "", "serve: address to bind (default: 0.0.0.0:--port)");
+ABSL_FLAG(int32_t, port, -1, "serve: port to listen on (0 picks a free one; default 50051)");
+ABSL_FLAG(std::string, port_file, "", "serve: write the bound port to this file once listening");
+ABSL_FLAG(int32_t, threads, 0, "serve: decode/augment threads (0: one per core)");
+ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
+          "serve: exit when no client has been connected for this long");
+ABSL_FLAG(absl::Duration, startup_timeout, absl::Minutes(30),
+          "serve: exit when no client comes within this long of starting");
+
+ABSL_FLAG(std::string, model, "small_cnn", "train: model (small_cnn)");
+ABSL_FLAG(int64_t, steps, 0, "train: stop after this many steps (0: run --epochs)");
+ABSL_FLAG(int32_t, epochs, 1, "train: epochs to run when --steps is 0");
+ABSL_FLAG(double, lr, 0.05, "train: SGD learning rate");
+ABSL_FLAG(int32_t, ranks, 0, "train/local: trainer ranks (processes) on this host");
+ABSL_FLAG(int32_t, rank, -1, "train: run only this global rank (internal; set by the launcher)");
+ABSL_FLAG(int32_t, world_size, 0, "train: total ranks (internal; set by the launcher)");
+ABSL_FLAG(std::string, master_addr, "", "train: rendezvous host (default: the cluster's leader)");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(120),
+          "train: how long to wait for data servers and the other ranks");
+ABSL_FLAG(std::string, metrics_file, "", "train/local: write per-step metrics as JSON lines");
+ABSL_FLAG(std::string, sample_log_dir, "",
+          "train/local: each rank logs the samples it trained on to DIR/rank<R>.samples");
+
+ABSL_FLAG(std::string, role, "", "cluster: data | dnn | local (default: detected)");
+ABSL_FLAG(std::string, data_servers, "", "train/cluster: data servers, host:port,...; local: how many to start (default 2)");
+ABSL_FLAG(std::string, dnn_hosts, "", "cluster: dnn hosts, host,...");
+ABSL_FLAG(std::string, current_host, "", "cluster: this host's name in the host lists");
+ABSL_FLAG(int32_t, ranks_per_host, 0, "cluster: trainer ranks per dnn host (default: GPUs, or 1)");
+ABSL_FLAG(int32_t, master_port, 0, "cluster: rendezvous port on the leader (default 29500)");
+ABSL_FLAG(std::string, resource_config, "",
+          "cluster: SageMaker resourceconfig.json (default /opt/ml/input/config/resourceconfig.json)");
+ABSL_FLAG(std::string, data_group, "", "cluster: SageMaker instance group of data hosts");
+ABSL_FLAG(std::string, dnn_group, "", "cluster: SageMaker instance group of dnn hosts");
+ABSL_FLAG(int32_t, slurm_data_component, -1,
+          "cluster: Slurm het-job component that is the data group (default 0)");
+
+ABSL_FLAG(bool, json, false, "print machine-readable JSON");
+ABSL_FLAG(int32_t, images, 512, "dataset sample: number of images");

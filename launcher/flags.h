@@ -1,0 +1,53 @@
+// Command-line flags of the heterodl launcher, shared by its commands. Each
+// command turns them into the options struct of the library it runs; no
+// library reads flags.
+#ifndef HETERODL_LAUNCHER_FLAGS_H_
+#define HETERODL_LAUNCHER_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/time/time.h"
+
+// Data and pipeline.
+ABSL_DECLARE_FLAG(std::string, dataset);
+ABSL_DECLARE_FLAG(std::string, pipeline);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(int32_t, batch_size);
+// Server.
+ABSL_DECLARE_FLAG(std::string, address);
+ABSL_DECLARE_FLAG(int32_t, port);
+ABSL_DECLARE_FLAG(std::string, port_file);
+ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(absl::Duration, idle_timeout);
+ABSL_DECLARE_FLAG(absl::Duration, startup_timeout);
+// Trainer.
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(int64_t, steps);
+ABSL_DECLARE_FLAG(int32_t, epochs);
+ABSL_DECLARE_FLAG(double, lr);
+ABSL_DECLARE_FLAG(int32_t, ranks);
+ABSL_DECLARE_FLAG(int32_t, rank);
+ABSL_DECLARE_FLAG(int32_t, world_size);
+ABSL_DECLARE_FLAG(std::string, master_addr);
+ABSL_DECLARE_FLAG(absl::Duration, connect_timeout);
+ABSL_DECLARE_FLAG(std::string, metrics_file);
+ABSL_DECLARE_FLAG(std::string, sample_log_dir);
+// Cluster view (also HETERODL_* variables).
+ABSL_DECLARE_FLAG(std::string, role);
+ABSL_DECLARE_FLAG(std::string, data_servers);
+ABSL_DECLARE_FLAG(std::string, dnn_hosts);
+ABSL_DECLARE_FLAG(std::string, current_host);
+ABSL_DECLARE_FLAG(int32_t, ranks_per_host);
+ABSL_DECLARE_FLAG(int32_t, master_port);
+ABSL_DECLARE_FLAG(std::string, resource_config);
+ABSL_DECLARE_FLAG(std::string, data_group);
+ABSL_DECLARE_FLAG(std::string, dnn_group);
+ABSL_DECLARE_FLAG(int32_t, slurm_data_component);
+// Output.
+ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(int32_t, images);
+
+#endif  // HETERODL_LAUNCHER_FLAGS_H_

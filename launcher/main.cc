@@ -1,0 +1,69 @@
+// heterodl: one binary, every role. See docs/architecture.md.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "launcher/commands.h"
+#include "launcher/stop_signal.h"
+#include "src/common/log.h"
+#include "src/common/signal_watcher.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(heterodl: heterogeneous data-parallel training
+
+usage: heterodl [COMMAND] [FLAGS] [ARGS]
+
+commands:
+  launch [-- ARGS]     (default) read the cluster environment, become serve or train
+  serve                data-group server: decode, augment, stream batches over gRPC
+  train                dnn-group trainer: N ranks fed by the remote loader
+  local                a whole heterogeneous job on this machine (servers + ranks)
+  cluster [--json]     print the resolved cluster view
+  dataset sample DIR   write the built-in sample dataset (--images N --seed S)
+  status HOST:PORT...  live statistics of data servers
+
+Run 'heterodl --helpfull' for every flag.)";
+
+bool IsCommand(const char* word) {
+  static constexpr const char* kCommands[] = {"launch", "serve",   "train",  "local",
+                                              "cluster", "dataset", "status"};
+  for (const char* command : kCommands) {
+    if (std::strcmp(word, command) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread starts: the watcher blocks SIGTERM/SIGINT for every
+  // thread created after it, so only it receives them.
+  heterodl::StopSignal stop;
+  heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
+  absl::SetProgramUsageMessage(kUsage);
+  std::string command = "launch";
+  std::vector<char*> args(argv, argv + argc);
+  if (argc > 1 && argv[1][0] != '-') {
+    if (!IsCommand(argv[1])) {
+      std::fprintf(stderr, "heterodl: unknown command '%s'\n\n%s\n", argv[1], kUsage);
+      return heterodl::kExitUsage;
+    }
+    command = argv[1];
+    args.erase(args.begin() + 1);
+  }
+  std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  std::vector<std::string> positional(rest.begin() + 1, rest.end());
+  heterodl::SetLogTag(command);
+
+  if (command == "serve") return heterodl::RunServeCommand(stop);
+  if (command == "train") return heterodl::RunTrainCommand(stop);
+  if (command == "local") return heterodl::RunLocalCommand(stop);
+  if (command == "cluster") return heterodl::RunClusterCommand();
+  if (command == "dataset") return heterodl::RunDatasetCommand(positional);
+  if (command == "status") return heterodl::RunStatusCommand(positional);
+  return heterodl::RunLaunchCommand(positional, stop);
+}

@@ -1,0 +1,69 @@
+// `heterodl serve`: the data-group server.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "launcher/commands.h"
+#include "launcher/flags.h"
+#include "src/common/log.h"
+#include "src/server/data_server.h"
+
+namespace heterodl {
+namespace {
+
+// Written to a temporary name and renamed, so a reader never sees a partial
+// port number.
+bool WritePortFile(const std::string& path, int port) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    if (!(file << port << "\n")) return false;
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  return !error;
+}
+
+}  // namespace
+
+int RunServeCommand(StopSignal& stop) {
+  DataServerOptions options;
+  options.dataset = absl::GetFlag(FLAGS_dataset);
+  if (options.dataset.empty()) {
+    LogError("serve needs --dataset DIR (an image folder or a file list)");
+    return kExitUsage;
+  }
+  options.pipeline = absl::GetFlag(FLAGS_pipeline);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.idle_timeout = absl::GetFlag(FLAGS_idle_timeout);
+  options.startup_timeout = absl::GetFlag(FLAGS_startup_timeout);
+  const int port = absl::GetFlag(FLAGS_port) >= 0 ? absl::GetFlag(FLAGS_port) : 50051;
+  options.address = absl::GetFlag(FLAGS_address).empty() ? absl::StrCat("0.0.0.0:", port)
+                                                         : absl::GetFlag(FLAGS_address);
+
+  absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
+  if (!server.ok()) {
+    LogError("cannot start the data server: %s", server.status().ToString());
+    return kExitFailure;
+  }
+  DataServer* running = server->get();
+  stop.OnStop([running](int signal) { running->RequestStop(absl::StrCat("signal ", signal)); });
+  LogInfo("listening on %s (port %d)", options.address, running->port());
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty() && !WritePortFile(port_file, running->port())) {
+    LogError("cannot write the port file '%s'", port_file);
+    running->RequestStop("port file");
+    running->Wait().IgnoreError();
+    return kExitFailure;
+  }
+  absl::Status ended = running->Wait();
+  if (!ended.ok()) {
+    LogError("data server failed: %s", ended.ToString());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace heterodl

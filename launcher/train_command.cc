@@ -1,0 +1,148 @@
+// `heterodl train`: starts this host's trainer ranks (one heterodl-trainer
+// process each) and, on the leader host, tells the data servers to shut down
+// when they end.
+#include <signal.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "launcher/commands.h"
+#include "launcher/flags.h"
+#include "src/client/remote_loader.h"
+#include "src/common/child_process.h"
+#include "src/common/log.h"
+#include "src/common/status_macros.h"
+
+namespace heterodl {
+namespace {
+
+// How long ranks get to stop after a peer failed, before SIGKILL.
+constexpr absl::Duration kRankGrace = absl::Seconds(15);
+
+std::vector<std::string> RankArguments(const std::string& trainer, const ClusterView& view,
+                                       int global_rank) {
+  std::vector<std::string> argv = {trainer,
+                                   absl::StrCat("--rank=", global_rank),
+                                   absl::StrCat("--world_size=", view.world_size),
+                                   absl::StrCat("--data_servers=", absl::StrJoin(view.data_servers, ",")),
+                                   absl::StrCat("--master_addr=", view.leader),
+                                   absl::StrCat("--master_port=", view.master_port),
+                                   absl::StrCat("--current_host=", view.current_host),
+                                   absl::StrCat("--dnn_hosts=", absl::StrJoin(view.dnn_hosts, ",")),
+                                   absl::StrCat("--ranks_per_host=", view.ranks_per_host),
+                                   absl::StrCat("--model=", absl::GetFlag(FLAGS_model)),
+                                   absl::StrCat("--steps=", absl::GetFlag(FLAGS_steps)),
+                                   absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)),
+                                   absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)),
+                                   absl::StrCat("--seed=", absl::GetFlag(FLAGS_seed)),
+                                   absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr)),
+                                   absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)),
+                                   absl::StrCat("--connect_timeout=",
+                                                absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout))),
+                                   absl::StrCat("--metrics_file=", absl::GetFlag(FLAGS_metrics_file)),
+                                   absl::StrCat("--sample_log_dir=", absl::GetFlag(FLAGS_sample_log_dir))};
+  return argv;
+}
+
+// Waits for every rank; when one fails, the others are stopped (a collective
+// would otherwise wait for the dead peer until its timeout).
+int SuperviseRanks(std::vector<ChildProcess>& ranks, StopSignal& stop) {
+  std::optional<int> first_failure;
+  std::optional<absl::Time> kill_at;
+  stop.OnStop([&ranks](int signal) {
+    for (ChildProcess& rank : ranks) rank.Signal(signal);
+  });
+  while (true) {
+    bool all_done = true;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      std::optional<int> code = ranks[i].Poll();
+      if (!code) {
+        all_done = false;
+        continue;
+      }
+      if (*code != 0 && !first_failure) {
+        first_failure = *code;
+        LogError("rank process %d exited with %d; stopping the others", i, *code);
+        for (ChildProcess& rank : ranks) rank.Signal(SIGTERM);
+        kill_at = absl::Now() + kRankGrace;
+      }
+    }
+    if (all_done) break;
+    if (kill_at && absl::Now() > *kill_at) {
+      for (ChildProcess& rank : ranks) rank.Kill();
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return first_failure ? kExitFailure : kExitOk;
+}
+
+// The rank executable, installed next to this one. It is a separate binary
+// so that LibTorch is never loaded into the launcher or a data server (it
+// also exports libstdc++ symbols that would interpose on ours).
+absl::StatusOr<std::string> TrainerExecutable() {
+  ASSIGN_OR_RETURN(std::string self, SelfExecutable());
+  const std::filesystem::path trainer =
+      std::filesystem::path(self).parent_path() / "heterodl-trainer";
+  std::error_code error;
+  if (!std::filesystem::exists(trainer, error)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", trainer.string(), "' is missing: this heterodl was built without LibTorch "
+        "(HETERODL_WITH_TORCH=OFF) and can serve data but not train"));
+  }
+  return trainer.string();
+}
+
+}  // namespace
+
+int RunTrainCommand(StopSignal& stop) {
+  absl::StatusOr<ClusterView> resolved =
+      ResolveClusterView(ClusterSettingsFromFlags(), CurrentEnvironment());
+  if (!resolved.ok()) {
+    LogError("%s", resolved.status().ToString());
+    return kExitUsage;
+  }
+  ClusterView view = *resolved;
+  if (view.data_servers.empty()) {
+    LogError("train needs data servers: --data_servers host:port,... (or a cluster "
+             "environment that names them)");
+    return kExitUsage;
+  }
+  if (absl::GetFlag(FLAGS_ranks) > 0) {
+    view.ranks_per_host = absl::GetFlag(FLAGS_ranks);
+    view.world_size = static_cast<int>(view.dnn_hosts.size()) * view.ranks_per_host;
+  }
+  if (view.node_rank < 0) {
+    LogError("this host '%s' is not among the dnn hosts [%s]", view.current_host,
+             absl::StrJoin(view.dnn_hosts, ", "));
+    return kExitUsage;
+  }
+  absl::StatusOr<std::string> trainer = TrainerExecutable();
+  if (!trainer.ok()) {
+    LogError("%s", trainer.status().ToString());
+    return kExitFailure;
+  }
+  std::vector<ChildProcess> ranks;
+  for (int local = 0; local < view.ranks_per_host; ++local) {
+    const int global_rank = view.node_rank * view.ranks_per_host + local;
+    absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(RankArguments(*trainer, view, global_rank));
+    if (!child.ok()) {
+      LogError("%s", child.status().ToString());
+      return kExitFailure;  // started ranks are killed by their destructors
+    }
+    ranks.push_back(std::move(*child));
+  }
+  const int result = SuperviseRanks(ranks, stop);
+  if (view.node_rank == 0) {
+    const std::string reason = result == kExitOk ? "training finished" : "training failed";
+    LogInfo("%s; telling %d data server(s) to shut down", reason, view.data_servers.size());
+    absl::Status shutdown = ShutdownDataServers(view.data_servers, reason, absl::Seconds(10));
+    if (!shutdown.ok()) LogWarning("%s", shutdown.ToString());
+  }
+  return result;
+}
+
+}  // namespace heterodl

@@ -1,0 +1,51 @@
+// heterodl-trainer: one trainer rank, started by `heterodl train` with the
+// rank's flags (see launcher/train_command.cc). The only executable that
+// loads LibTorch.
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "launcher/flags.h"
+#include "launcher/stop_signal.h"
+#include "src/common/log.h"
+#include "src/common/signal_watcher.h"
+#include "src/train/trainer.h"
+
+int main(int argc, char** argv) {
+  heterodl::StopSignal stop;
+  heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
+  absl::ParseCommandLine(argc, argv);
+
+  heterodl::TrainerOptions options;
+  options.data_servers =
+      absl::StrSplit(absl::GetFlag(FLAGS_data_servers), ',', absl::SkipEmpty());
+  options.model = absl::GetFlag(FLAGS_model);
+  options.steps = absl::GetFlag(FLAGS_steps);
+  options.epochs = absl::GetFlag(FLAGS_epochs);
+  options.batch_size = static_cast<uint32_t>(absl::GetFlag(FLAGS_batch_size));
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.pipeline = absl::GetFlag(FLAGS_pipeline);
+  options.learning_rate = absl::GetFlag(FLAGS_lr);
+  options.rank = static_cast<uint32_t>(absl::GetFlag(FLAGS_rank));
+  options.world_size = static_cast<uint32_t>(absl::GetFlag(FLAGS_world_size));
+  options.master_addr = absl::GetFlag(FLAGS_master_addr);
+  options.master_port = absl::GetFlag(FLAGS_master_port);
+  options.gloo_hostname = absl::GetFlag(FLAGS_current_host);
+  options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  options.metrics_file = options.rank == 0 ? absl::GetFlag(FLAGS_metrics_file) : "";
+  options.sample_log_dir = absl::GetFlag(FLAGS_sample_log_dir);
+  options.stop_requested = &stop.stopped();
+  heterodl::SetLogTag(absl::StrCat("train/", options.rank));
+  if (absl::GetFlag(FLAGS_rank) < 0 || options.world_size == 0 ||
+      options.rank >= options.world_size || options.data_servers.empty()) {
+    heterodl::LogError("heterodl-trainer is started by 'heterodl train'; it needs --rank, "
+                       "--world_size and --data_servers");
+    return 2;
+  }
+  absl::Status result = heterodl::RunTrainerRank(options);
+  if (!result.ok()) {
+    heterodl::LogError("rank %d failed: %s", options.rank, result.ToString());
+    return 1;
+  }
+  return 0;
+}

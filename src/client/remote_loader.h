@@ -1,0 +1,121 @@
+// RemoteLoader: the dnn group's data loader. Pulls the batches of one rank
+// from any number of data servers and hands them over in order.
+//
+//   RemoteLoaderOptions options;
+//   options.servers = {"algo-2:50051", "algo-3:50051"};
+//   options.batch_size = 256;
+//   options.rank = rank;
+//   options.world_size = world_size;
+//   ASSIGN_OR_RETURN(std::unique_ptr<RemoteLoader> loader, RemoteLoader::Connect(options));
+//   for (uint32_t epoch = 0; epoch < epochs; ++epoch) {
+//     loader->SetEpoch(epoch);
+//     while (true) {
+//       ASSIGN_OR_RETURN(std::optional<Batch> batch, loader->Next());
+//       if (!batch) break;  // end of epoch
+//       Train(*batch);
+//     }
+//   }
+//
+// The batches of an epoch follow the epoch plan (src/data/epoch_plan.h), which
+// client and servers compute alike. The loader asks each server for a few
+// batch ids at a time (credits: a faster server answers sooner and so gets
+// more), checks every batch against the plan, and delivers in order. A server
+// that fails or stalls has its outstanding ids handed to the others, and is
+// retried with backoff; every batch reaches the trainer exactly once.
+//
+// This header is free of gRPC and protobuf: trainers include it next to
+// LibTorch.
+#ifndef HETERODL_SRC_CLIENT_REMOTE_LOADER_H_
+#define HETERODL_SRC_CLIENT_REMOTE_LOADER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace heterodl {
+
+struct RemoteLoaderOptions {
+  std::vector<std::string> servers;  // host:port
+  uint32_t batch_size = 32;
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  uint64_t seed = 0;
+  bool drop_last = false;
+  // Augmentation pipeline spec; empty: the servers' default.
+  std::string pipeline;
+  // Batches requested ahead from each server.
+  int credits_per_server = 4;
+  // How long Connect() waits for servers to answer.
+  absl::Duration connect_timeout = absl::Seconds(60);
+  // A server holding requested batches without sending one for this long is
+  // treated as failed; with no server delivering for this long, Next() fails.
+  absl::Duration stall_timeout = absl::Seconds(60);
+};
+
+// One batch: images uint8 [size, height, width, channels] (NHWC, RGB).
+struct Batch {
+  uint32_t epoch = 0;
+  int64_t index = 0;  // k within the rank's epoch
+  int height = 0;
+  int width = 0;
+  int channels = 0;
+  std::string images;
+  std::vector<int64_t> labels;
+  std::vector<int64_t> indices;  // planned dataset indices
+  int failed = 0;                // slots filled by replacements
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+};
+
+// What the servers serve, as the first server that answered describes it.
+struct DatasetDescription {
+  uint64_t fingerprint = 0;
+  uint64_t num_samples = 0;
+  std::vector<std::string> class_names;
+  int height = 0;  // of the servers' default pipeline
+  int width = 0;
+};
+
+// Where the loader is: resume with SetEpoch(position.epoch, position.next_batch).
+struct LoaderPosition {
+  uint32_t epoch = 0;
+  int64_t next_batch = 0;
+};
+
+class RemoteLoader {
+ public:
+  // Asks every server for its dataset description, waiting up to
+  // connect_timeout for servers that are not up yet. Fails naming the servers
+  // when none answers, or naming both sides when two servers serve different
+  // datasets (fingerprints differ). Servers that did not answer in time are
+  // still used once they come up.
+  static absl::StatusOr<std::unique_ptr<RemoteLoader>> Connect(
+      const RemoteLoaderOptions& options);
+  virtual ~RemoteLoader() = default;
+
+  virtual const DatasetDescription& dataset() const = 0;
+  // Batches this rank gets per epoch.
+  virtual int64_t size() const = 0;
+  // Starts epoch `epoch` at batch `start_batch` (for resuming a checkpoint).
+  // Cancels what was in flight for the previous epoch.
+  virtual absl::Status SetEpoch(uint32_t epoch, int64_t start_batch = 0) = 0;
+  // The next batch in order; nullopt at the end of the epoch. Fails when no
+  // server delivers within stall_timeout (naming each server's last error) or
+  // a server refuses the plan (e.g. a dataset mismatch).
+  virtual absl::StatusOr<std::optional<Batch>> Next() = 0;
+  virtual LoaderPosition position() const = 0;
+};
+
+// Tells every data server to shut down and waits for each to acknowledge,
+// retrying until `deadline`. Returns an error naming the servers that did not
+// acknowledge (already gone, or unreachable).
+absl::Status ShutdownDataServers(const std::vector<std::string>& servers,
+                                 const std::string& reason, absl::Duration deadline);
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_CLIENT_REMOTE_LOADER_H_

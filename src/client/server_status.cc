@@ -1,0 +1,38 @@
+#include "src/client/server_status.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "heterodl/data_service.grpc.pb.h"
+
+namespace heterodl {
+
+absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address,
+                                               absl::Duration timeout) {
+  auto stub = v1::DataService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::ServerStats stats;
+  grpc::Status status = stub->GetStats(&context, v1::StatsRequest(), &stats);
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        absl::StrCat(address, ": ", status.error_message()));
+  }
+  ServerStatus result;
+  result.address = address;
+  result.uptime_seconds = stats.uptime_seconds();
+  result.images_per_second = stats.images_per_second();
+  result.active_streams = stats.active_streams();
+  result.batches_sent = stats.batches_sent();
+  result.samples_sent = stats.samples_sent();
+  result.samples_failed = stats.samples_failed();
+  result.worker_threads = stats.worker_threads();
+  result.read_seconds = stats.read_seconds();
+  result.decode_augment_seconds = stats.decode_seconds();
+  result.peak_rss_bytes = stats.peak_rss_bytes();
+  return result;
+}
+
+}  // namespace heterodl

@@ -1,0 +1,139 @@
+#include "src/common/child_process.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace heterodl {
+namespace {
+
+int DecodeWaitStatus(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+absl::StatusOr<ChildProcess> ChildProcess::Spawn(
+    const std::vector<std::string>& argv,
+    const std::vector<std::string>& extra_env) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty argv");
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+
+  std::vector<char*> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) env.push_back(*entry);
+  for (const std::string& entry : extra_env) env.push_back(const_cast<char*>(entry.c_str()));
+  env.push_back(nullptr);
+
+  // The child starts with default signal dispositions and an empty mask even
+  // when the parent blocks SIGTERM/SIGINT for its signal-watching thread.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty_mask, default_signals;
+  sigemptyset(&empty_mask);
+  sigemptyset(&default_signals);
+  sigaddset(&default_signals, SIGTERM);
+  sigaddset(&default_signals, SIGINT);
+  sigaddset(&default_signals, SIGPIPE);
+  posix_spawnattr_setsigmask(&attr, &empty_mask);
+  posix_spawnattr_setsigdefault(&attr, &default_signals);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, args[0], nullptr, &attr, args.data(), env.data());
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return absl::InternalError(absl::StrCat("cannot start '",
+                                            absl::StrJoin(argv, " "),
+                                            "': ", std::strerror(rc)));
+  }
+  return ChildProcess(pid);
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)),
+      exit_code_(std::exchange(other.exit_code_, std::nullopt)) {}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    if (running()) {
+      Kill();
+      Wait();
+    }
+    pid_ = std::exchange(other.pid_, -1);
+    exit_code_ = std::exchange(other.exit_code_, std::nullopt);
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() {
+  if (running()) {
+    Kill();
+    Wait();
+  }
+}
+
+void ChildProcess::Signal(int signal) {
+  if (running()) ::kill(pid_, signal);
+}
+
+int ChildProcess::Wait() {
+  if (exit_code_) return *exit_code_;
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0) {
+    if (errno != EINTR) {
+      exit_code_ = -1;
+      return -1;
+    }
+  }
+  exit_code_ = DecodeWaitStatus(status);
+  return *exit_code_;
+}
+
+std::optional<int> ChildProcess::Poll() {
+  if (exit_code_ || pid_ <= 0) return exit_code_;
+  int status = 0;
+  pid_t rc = waitpid(pid_, &status, WNOHANG);
+  if (rc == pid_) {
+    exit_code_ = DecodeWaitStatus(status);
+  } else if (rc < 0 && errno != EINTR) {
+    exit_code_ = -1;
+  }
+  return exit_code_;
+}
+
+std::optional<int> ChildProcess::WaitFor(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    if (std::optional<int> code = Poll()) return code;
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::StatusOr<std::string> SelfExecutable() {
+  char buffer[4096];
+  ssize_t length = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  if (length <= 0) {
+    return absl::InternalError(
+        absl::StrCat("readlink(/proc/self/exe): ", std::strerror(errno)));
+  }
+  return std::string(buffer, static_cast<size_t>(length));
+}
+
+}  // namespace heterodl

@@ -1,0 +1,67 @@
+// ChildProcess: a started program, owned until it is reaped.
+//
+//   ASSIGN_OR_RETURN(ChildProcess server,
+//                    ChildProcess::Spawn({SelfExecutable(), "serve", ...}));
+//   ...
+//   std::optional<int> code = server.WaitFor(absl::Seconds(5));
+//   if (!code) server.Kill();
+//
+// The destructor kills (SIGKILL) and reaps a child that is still running, so
+// an error path never leaves orphans behind.
+#ifndef HETERODL_SRC_COMMON_CHILD_PROCESS_H_
+#define HETERODL_SRC_COMMON_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace heterodl {
+
+class ChildProcess {
+ public:
+  // Starts argv[0] (a path) with the given arguments, inheriting stdio and
+  // the environment plus `extra_env` ("NAME=value" entries).
+  static absl::StatusOr<ChildProcess> Spawn(
+      const std::vector<std::string>& argv,
+      const std::vector<std::string>& extra_env = {});
+
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0 && !exit_code_.has_value(); }
+
+  // Sends `signal` if the child is still running.
+  void Signal(int signal);
+  void Kill() { Signal(9); }
+
+  // Exit code once the child has ended: its status, or 128 + signal number
+  // when a signal ended it (as a shell reports it).
+  int Wait();
+  // As Wait(), but returns nullopt if the child still runs after `timeout`.
+  std::optional<int> WaitFor(absl::Duration timeout);
+  // Non-blocking: the exit code if the child has ended, else nullopt.
+  std::optional<int> Poll();
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
+
+// Absolute path of the running executable (/proc/self/exe), used to start
+// copies of this binary in another role.
+absl::StatusOr<std::string> SelfExecutable();
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_COMMON_CHILD_PROCESS_H_

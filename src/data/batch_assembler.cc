@@ -1,0 +1,87 @@
+#include "src/data/batch_assembler.h"
+
+#include <cstring>
+
+#include "absl/time/clock.h"
+#include "src/common/counter_rng.h"
+#include "src/common/log.h"
+
+namespace heterodl {
+namespace {
+
+// Replacement candidates tried before a slot is zero-filled.
+constexpr int kReplacementAttempts = 3;
+
+double SecondsSince(absl::Time start) {
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+}  // namespace
+
+BatchAssembler::BatchAssembler(const Dataset& dataset, const Pipeline& pipeline)
+    : dataset_(dataset), pipeline_(pipeline) {}
+
+absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t index,
+                                        uint8_t* out, StageSeconds* seconds) const {
+  absl::Time start = absl::Now();
+  absl::StatusOr<std::string> bytes = dataset_.ReadSample(static_cast<size_t>(index));
+  seconds->read += SecondsSince(start);
+  absl::Status status = bytes.status();
+  if (status.ok()) {
+    start = absl::Now();
+    status = pipeline_.Run(*bytes, {seed, epoch, static_cast<uint64_t>(index)}, out);
+    seconds->decode_augment += SecondsSince(start);
+  }
+  if (!status.ok()) {
+    bool first_time;
+    {
+      absl::MutexLock lock(&mu_);
+      first_time = reported_failures_.insert(index).second;
+    }
+    if (first_time) {
+      LogWarning("sample %d (%s) failed and is replaced: %s", index,
+                 dataset_.sample(static_cast<size_t>(index)).path, status.ToString());
+    }
+  }
+  return status;
+}
+
+std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request,
+                                                 uint8_t* pixels,
+                                                 StageSeconds* seconds) const {
+  const size_t bytes_per_sample = sample_bytes();
+  std::vector<SlotResult> slots;
+  slots.reserve(request.indices.size());
+  for (size_t slot = 0; slot < request.indices.size(); ++slot) {
+    const int64_t index = request.indices[slot];
+    uint8_t* out = pixels + slot * bytes_per_sample;
+    SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label,
+                      SampleOutcome::kOk};
+    if (!LoadSample(request.seed, request.epoch, index, out, seconds).ok()) {
+      result.outcome = SampleOutcome::kZeroFilled;
+      CounterRng rng(request.seed,
+                     {kStreamReplacement, request.epoch, static_cast<uint32_t>(index)});
+      for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
+        const int64_t candidate = static_cast<int64_t>(rng.Below(dataset_.size()));
+        if (candidate != index &&
+            LoadSample(request.seed, request.epoch, candidate, out, seconds).ok()) {
+          result.outcome = SampleOutcome::kReplaced;
+          result.label = dataset_.sample(static_cast<size_t>(candidate)).label;
+          break;
+        }
+      }
+      if (result.outcome == SampleOutcome::kZeroFilled) {
+        std::memset(out, 0, bytes_per_sample);
+      }
+    }
+    slots.push_back(result);
+  }
+  return slots;
+}
+
+int64_t BatchAssembler::distinct_failed_samples() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(reported_failures_.size());
+}
+
+}  // namespace heterodl

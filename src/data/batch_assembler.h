@@ -1,0 +1,79 @@
+// BatchAssembler: reads, decodes and augments the samples of one batch into a
+// caller-provided uint8 NHWC buffer.
+//
+//   BatchAssembler assembler(dataset, pipeline);
+//   std::vector<uint8_t> pixels(indices.size() * assembler.sample_bytes());
+//   std::vector<SlotResult> slots =
+//       assembler.Assemble({seed, epoch, indices}, pixels.data(), &times);
+//
+// A sample that cannot be read or decoded never fails the batch: its slot is
+// filled by a replacement sample picked deterministically from (seed, epoch,
+// index), or with zeros if no replacement decodes either, and the slot says so.
+// Thread-safe: many workers may assemble batches at once.
+#ifndef HETERODL_SRC_DATA_BATCH_ASSEMBLER_H_
+#define HETERODL_SRC_DATA_BATCH_ASSEMBLER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "augment/pipeline.h"
+#include "src/data/dataset.h"
+
+namespace heterodl {
+
+enum class SampleOutcome { kOk, kReplaced, kZeroFilled };
+
+struct SlotResult {
+  int64_t index = 0;  // the planned dataset index
+  int64_t label = 0;  // label of the image actually in the slot
+  SampleOutcome outcome = SampleOutcome::kOk;
+};
+
+// Seconds spent per stage, summed over the samples of a batch.
+struct StageSeconds {
+  double read = 0;
+  double decode_augment = 0;
+};
+
+struct BatchRequestSpec {
+  uint64_t seed = 0;
+  uint32_t epoch = 0;
+  absl::Span<const int64_t> indices;
+};
+
+class BatchAssembler {
+ public:
+  // `dataset` and `pipeline` must outlive the assembler.
+  BatchAssembler(const Dataset& dataset, const Pipeline& pipeline);
+
+  size_t sample_bytes() const { return pipeline_.output_bytes(); }
+  const Pipeline& pipeline() const { return pipeline_; }
+
+  // Writes indices.size() * sample_bytes() bytes to `pixels`.
+  // REQUIRES: every index < dataset size (validated by the caller).
+  std::vector<SlotResult> Assemble(const BatchRequestSpec& request, uint8_t* pixels,
+                                   StageSeconds* seconds) const;
+
+  // Samples that failed so far (each counted once), for stats.
+  int64_t distinct_failed_samples() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Reads and augments one sample into `out`. Logs the first failure of each
+  // sample.
+  absl::Status LoadSample(uint64_t seed, uint32_t epoch, int64_t index, uint8_t* out,
+                          StageSeconds* seconds) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  const Dataset& dataset_;
+  const Pipeline& pipeline_;
+  mutable absl::Mutex mu_;
+  mutable absl::flat_hash_set<int64_t> reported_failures_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_DATA_BATCH_ASSEMBLER_H_

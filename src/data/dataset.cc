@@ -1,0 +1,142 @@
+#include "src/data/dataset.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "src/common/fingerprint.h"
+#include "src/common/status_macros.h"
+
+namespace heterodl {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool HasImageExtension(const fs::path& path) {
+  std::string extension = absl::AsciiStrToLower(path.extension().string());
+  static constexpr absl::string_view kExtensions[] = {
+      ".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm"};
+  return std::find(std::begin(kExtensions), std::end(kExtensions), extension) !=
+         std::end(kExtensions);
+}
+
+}  // namespace
+
+Dataset::Dataset(std::string source, std::string root, std::vector<Sample> samples,
+                 std::vector<std::string> class_names)
+    : source_(std::move(source)),
+      root_(std::move(root)),
+      samples_(std::move(samples)),
+      class_names_(std::move(class_names)) {
+  Fingerprint fingerprint;
+  fingerprint.Add(static_cast<uint64_t>(class_names_.size()));
+  for (const std::string& name : class_names_) fingerprint.Add(name);
+  fingerprint.Add(static_cast<uint64_t>(samples_.size()));
+  for (const Sample& sample : samples_) {
+    fingerprint.Add(sample.path).Add(static_cast<uint64_t>(sample.label));
+  }
+  fingerprint_ = fingerprint.value();
+}
+
+absl::StatusOr<Dataset> Dataset::Open(const std::string& path) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (error || !fs::exists(status)) {
+    return absl::NotFoundError(absl::StrCat("dataset '", path, "' does not exist"));
+  }
+  if (fs::is_directory(status)) return OpenImageFolder(path);
+  return OpenFileList(path);
+}
+
+absl::StatusOr<Dataset> Dataset::OpenImageFolder(const std::string& root) {
+  std::vector<std::string> class_names;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
+    if (entry.is_directory()) class_names.push_back(entry.path().filename().string());
+  }
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot list dataset folder '", root, "': ", error.message()));
+  }
+  std::sort(class_names.begin(), class_names.end());
+
+  std::vector<Sample> samples;
+  for (size_t label = 0; label < class_names.size(); ++label) {
+    std::vector<std::string> files;
+    const fs::path class_dir = fs::path(root) / class_names[label];
+    for (const fs::directory_entry& entry :
+         fs::recursive_directory_iterator(class_dir, error)) {
+      if (entry.is_regular_file() && HasImageExtension(entry.path())) {
+        files.push_back(fs::relative(entry.path(), root).string());
+      }
+    }
+    if (error) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot list class folder '", class_dir.string(), "': ", error.message()));
+    }
+    std::sort(files.begin(), files.end());
+    for (std::string& file : files) {
+      samples.push_back({std::move(file), static_cast<int64_t>(label)});
+    }
+  }
+  if (samples.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset folder '", root,
+        "' holds no images: expected ROOT/CLASS/IMAGE.jpg (ImageNet layout)"));
+  }
+  return Dataset(root, root, std::move(samples), std::move(class_names));
+}
+
+absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
+  ASSIGN_OR_RETURN(std::string contents, ReadFileToString(list_path));
+  std::vector<Sample> samples;
+  int64_t max_label = -1;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(contents, '\n')) {
+    ++line_number;
+    line = absl::StripTrailingAsciiWhitespace(line);
+    if (line.empty() || line.front() == '#') continue;
+    std::vector<absl::string_view> fields = absl::StrSplit(line, '\t');
+    int64_t label = -1;
+    if (fields.size() != 2 || fields[0].empty() ||
+        !absl::SimpleAtoi(fields[1], &label) || label < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "file list '", list_path, "' line ", line_number,
+          ": expected 'path<TAB>label' with a label >= 0, got '", line, "'"));
+    }
+    max_label = std::max(max_label, label);
+    samples.push_back({std::string(fields[0]), label});
+  }
+  if (samples.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("file list '", list_path, "' lists no samples"));
+  }
+  std::vector<std::string> class_names;
+  for (int64_t label = 0; label <= max_label; ++label) {
+    class_names.push_back(absl::StrCat(label));
+  }
+  const std::string root = fs::path(list_path).parent_path().string();
+  return Dataset(list_path, root.empty() ? "." : root, std::move(samples),
+                 std::move(class_names));
+}
+
+absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
+  if (index >= samples_.size()) {
+    return absl::OutOfRangeError(absl::StrCat("sample index ", index,
+                                              " outside dataset of ", samples_.size()));
+  }
+  const std::string& path = samples_[index].path;
+  if (!path.empty() && path.front() == '/') return ReadFileToString(path);
+  return ReadFileToString((fs::path(root_) / path).string());
+}
+
+}  // namespace heterodl

@@ -1,0 +1,66 @@
+// Dataset: an ordered list of samples (index, source, label) with a
+// fingerprint that client and server compare.
+//
+//   ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open("/data/train"));
+//   ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(17));
+//
+// Formats:
+//   - image folder: ROOT/CLASS/FILE with image extensions; classes sorted by
+//     name get labels 0..C-1, files sorted within a class (ImageNet layout);
+//   - file list: a text file of `path<TAB>label` lines, paths relative to the
+//     list's folder unless absolute.
+// Sample order is a pure function of the files present, so every data server
+// that sees the same files computes the same dataset and fingerprint.
+#ifndef HETERODL_SRC_DATA_DATASET_H_
+#define HETERODL_SRC_DATA_DATASET_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "src/common/read_file.h"
+
+namespace heterodl {
+
+struct Sample {
+  std::string path;  // relative to Dataset::root()
+  int64_t label = 0;
+};
+
+class Dataset {
+ public:
+  // Opens an image folder (a directory) or a file list (a regular file).
+  // Errors name the path and the problem: missing, empty, no classes, a
+  // malformed list line (with its line number).
+  static absl::StatusOr<Dataset> Open(const std::string& path);
+
+  size_t size() const { return samples_.size(); }
+  const Sample& sample(size_t index) const { return samples_[index]; }
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  uint64_t fingerprint() const { return fingerprint_; }
+  // The path given to Open().
+  const std::string& source() const { return source_; }
+
+  // Reads sample `index`'s encoded bytes. NotFound / Unavailable with the
+  // file's path when it cannot be read; OutOfRange for a bad index.
+  absl::StatusOr<std::string> ReadSample(size_t index) const;
+
+ private:
+  Dataset(std::string source, std::string root, std::vector<Sample> samples,
+          std::vector<std::string> class_names);
+
+  static absl::StatusOr<Dataset> OpenImageFolder(const std::string& root);
+  static absl::StatusOr<Dataset> OpenFileList(const std::string& list_path);
+
+  std::string source_;
+  std::string root_;
+  std::vector<Sample> samples_;
+  std::vector<std::string> class_names_;
+  uint64_t fingerprint_ = 0;
+};
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_DATA_DATASET_H_

@@ -1,0 +1,67 @@
+// EpochPlan: which dataset samples form batch k of rank r in an epoch.
+//
+// A pure function of (fingerprint, seed, epoch, world_size, batch_size,
+// drop_last): a seeded permutation of the dataset, split across ranks the way
+// PyTorch's DistributedSampler does (rank r takes every world_size-th index
+// starting at r; without drop_last the permutation is padded by repeating its
+// head so every rank gets the same count; with drop_last the tail is cut),
+// then cut into batches the way DataLoader does.
+//
+//   ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params, /*epoch=*/3));
+//   for (int64_t k = 0; k < plan.batches_per_rank(); ++k)
+//     std::vector<int64_t> indices = plan.BatchIndices(rank, k);
+#ifndef HETERODL_SRC_DATA_EPOCH_PLAN_H_
+#define HETERODL_SRC_DATA_EPOCH_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace heterodl {
+
+struct PlanParams {
+  uint64_t num_samples = 0;
+  uint64_t seed = 0;
+  uint32_t world_size = 1;
+  uint32_t batch_size = 1;
+  bool drop_last = false;
+  // Whether the order is permuted; false keeps dataset order (evaluation).
+  bool shuffle = true;
+};
+
+// Batches each rank gets per epoch, without building the permutation.
+// InvalidArgument for zero sizes or a dataset too small for the world.
+absl::StatusOr<int64_t> BatchesPerRank(const PlanParams& params);
+
+class EpochPlan {
+ public:
+  static absl::StatusOr<EpochPlan> Create(const PlanParams& params, uint32_t epoch);
+
+  uint32_t epoch() const { return epoch_; }
+  const PlanParams& params() const { return params_; }
+  int64_t samples_per_rank() const { return samples_per_rank_; }
+  int64_t batches_per_rank() const { return batches_per_rank_; }
+
+  // Dataset indices of batch `k` of `rank`, in order. The last batch may be
+  // short when drop_last is false. REQUIRES: rank < world_size,
+  // k < batches_per_rank() (callers validate untrusted ids first).
+  std::vector<int64_t> BatchIndices(uint32_t rank, int64_t k) const;
+
+  // All indices `rank` sees this epoch, in order.
+  std::vector<int64_t> RankIndices(uint32_t rank) const;
+
+ private:
+  EpochPlan() = default;
+
+  PlanParams params_;
+  uint32_t epoch_ = 0;
+  int64_t samples_per_rank_ = 0;
+  int64_t batches_per_rank_ = 0;
+  // Padded or truncated to samples_per_rank_ * world_size entries.
+  std::vector<int64_t> order_;
+};
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_DATA_EPOCH_PLAN_H_

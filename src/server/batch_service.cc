@@ -1,0 +1,221 @@
+#include "src/server/batch_service.h"
+
+#include <fstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "src/common/fingerprint.h"
+#include "src/common/status_macros.h"
+
+namespace heterodl {
+namespace {
+
+constexpr size_t kMaxCachedPlans = 16;
+constexpr size_t kMaxPipelines = 16;
+
+v1::SampleStatus ToProto(SampleOutcome outcome) {
+  switch (outcome) {
+    case SampleOutcome::kOk:
+      return v1::SAMPLE_OK;
+    case SampleOutcome::kReplaced:
+      return v1::SAMPLE_REPLACED;
+    case SampleOutcome::kZeroFilled:
+      return v1::SAMPLE_ZERO_FILLED;
+  }
+  return v1::SAMPLE_ZERO_FILLED;
+}
+
+}  // namespace
+
+uint64_t PeakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::vector<absl::string_view> fields =
+          absl::StrSplit(line, ' ', absl::SkipWhitespace());
+      uint64_t kilobytes = 0;
+      if (fields.size() >= 2 && absl::SimpleAtoi(fields[1], &kilobytes)) {
+        return kilobytes * 1024;
+      }
+    }
+  }
+  return 0;
+}
+
+BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
+                           RequestLimits limits)
+    : dataset_(std::move(dataset)),
+      default_pipeline_(std::move(default_pipeline)),
+      default_assembler_(dataset_, default_pipeline_),
+      limits_(limits),
+      start_time_(absl::Now()),
+      pool_(threads) {}
+
+BatchService::~BatchService() = default;
+
+v1::DatasetInfo BatchService::Info() const {
+  v1::DatasetInfo info;
+  info.set_fingerprint(dataset_.fingerprint());
+  info.set_num_samples(dataset_.size());
+  for (const std::string& name : dataset_.class_names()) info.add_class_names(name);
+  info.set_source(dataset_.source());
+  info.set_default_pipeline(default_pipeline_.CanonicalSpec());
+  info.set_height(default_pipeline_.output_height());
+  info.set_width(default_pipeline_.output_width());
+  return info;
+}
+
+absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
+    const v1::PlanConfig& config) {
+  if (config.dataset_fingerprint() != dataset_.fingerprint()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset mismatch: the client expects fingerprint ",
+        FingerprintToHex(config.dataset_fingerprint()), " but this server's dataset '",
+        dataset_.source(), "' has ", FingerprintToHex(dataset_.fingerprint())));
+  }
+  if (config.batch_size() == 0 || config.batch_size() > limits_.max_batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size ", config.batch_size(),
+                                                   " outside [1, ", limits_.max_batch_size, "]"));
+  }
+  if (config.world_size() == 0 || config.world_size() > limits_.max_world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("world_size ", config.world_size(),
+                                                   " outside [1, ", limits_.max_world_size, "]"));
+  }
+  auto stream = std::make_shared<StreamPlan>();
+  stream->params.num_samples = dataset_.size();
+  stream->params.seed = config.seed();
+  stream->params.world_size = config.world_size();
+  stream->params.batch_size = config.batch_size();
+  stream->params.drop_last = config.drop_last();
+  RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
+
+  if (config.pipeline().empty()) {
+    stream->assembler = &default_assembler_;
+  } else {
+    absl::MutexLock lock(&mu_);
+    auto it = pipelines_.find(config.pipeline());
+    if (it == pipelines_.end()) {
+      if (pipelines_.size() >= kMaxPipelines) {
+        return absl::ResourceExhaustedError("too many distinct pipelines on this server");
+      }
+      ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(config.pipeline()));
+      auto owned = std::make_unique<Pipeline>(std::move(pipeline));
+      auto assembler = std::make_unique<BatchAssembler>(dataset_, *owned);
+      it = pipelines_.emplace(config.pipeline(), std::make_pair(std::move(owned),
+                                                                std::move(assembler)))
+               .first;
+    }
+    stream->assembler = it->second.second.get();
+  }
+  const uint64_t batch_bytes =
+      static_cast<uint64_t>(config.batch_size()) * stream->assembler->sample_bytes();
+  if (batch_bytes > limits_.max_batch_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a batch would be ", batch_bytes,
+                                                   " bytes, over the limit of ",
+                                                   limits_.max_batch_bytes));
+  }
+  return stream;
+}
+
+absl::Status BatchService::ValidateBatchId(const StreamPlan& stream,
+                                           const v1::BatchId& id) const {
+  if (id.epoch() > limits_.max_epoch) {
+    return absl::InvalidArgumentError(absl::StrCat("epoch ", id.epoch(), " over the limit"));
+  }
+  if (id.rank() >= stream.params.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", id.rank(), " outside world_size ",
+                                                   stream.params.world_size));
+  }
+  ASSIGN_OR_RETURN(int64_t batches, BatchesPerRank(stream.params));
+  if (id.index() >= batches) {
+    return absl::InvalidArgumentError(absl::StrCat("batch index ", id.index(),
+                                                   " outside the epoch's ", batches,
+                                                   " batches per rank"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const PlanParams& params,
+                                                                       uint32_t epoch) {
+  const PlanKey key{params.seed, params.world_size, params.batch_size, params.drop_last, epoch};
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+  }
+  // Built outside the lock: a permutation of a large dataset takes a while.
+  ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params, epoch));
+  auto shared = std::make_shared<const EpochPlan>(std::move(plan));
+  absl::MutexLock lock(&mu_);
+  if (plans_.emplace(key, shared).second) {
+    plan_order_.push_back(key);
+    if (plan_order_.size() > kMaxCachedPlans) {
+      plans_.erase(plan_order_.front());
+      plan_order_.pop_front();
+    }
+  }
+  return shared;
+}
+
+void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
+                              std::function<void(std::unique_ptr<v1::Batch>)> done) {
+  pool_.Schedule([this, stream = std::move(stream), id, done = std::move(done)] {
+    done(Build(*stream, id));
+  });
+}
+
+std::unique_ptr<v1::Batch> BatchService::Build(const StreamPlan& stream, const v1::BatchId& id) {
+  auto batch = std::make_unique<v1::Batch>();
+  *batch->mutable_id() = id;
+  absl::StatusOr<std::shared_ptr<const EpochPlan>> plan = PlanFor(stream.params, id.epoch());
+  // ValidateBatchId ran before; the plan of validated parameters exists.
+  const std::vector<int64_t> indices = (*plan)->BatchIndices(id.rank(), id.index());
+  const BatchAssembler& assembler = *stream.assembler;
+  batch->set_height(assembler.pipeline().output_height());
+  batch->set_width(assembler.pipeline().output_width());
+  batch->set_channels(3);
+  std::string* pixels = batch->mutable_images();
+  pixels->resize(indices.size() * assembler.sample_bytes());
+  StageSeconds seconds;
+  std::vector<SlotResult> slots = assembler.Assemble(
+      {stream.params.seed, id.epoch(), indices}, reinterpret_cast<uint8_t*>(pixels->data()),
+      &seconds);
+  uint32_t failed = 0;
+  for (const SlotResult& slot : slots) {
+    batch->add_labels(slot.label);
+    batch->add_indices(slot.index);
+    batch->add_status(ToProto(slot.outcome));
+    if (slot.outcome != SampleOutcome::kOk) ++failed;
+  }
+  batch->set_failed(failed);
+  batches_built_.fetch_add(1, std::memory_order_relaxed);
+  samples_built_.fetch_add(slots.size(), std::memory_order_relaxed);
+  samples_failed_.fetch_add(failed, std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  read_seconds_ += seconds.read;
+  decode_augment_seconds_ += seconds.decode_augment;
+  return batch;
+}
+
+v1::ServerStats BatchService::Stats() const {
+  v1::ServerStats stats;
+  const double uptime = absl::ToDoubleSeconds(absl::Now() - start_time_);
+  stats.set_uptime_seconds(uptime);
+  stats.set_batches_sent(batches_built_.load());
+  stats.set_samples_sent(samples_built_.load());
+  stats.set_samples_failed(samples_failed_.load());
+  stats.set_images_per_second(uptime > 0 ? samples_built_.load() / uptime : 0);
+  stats.set_peak_rss_bytes(PeakRssBytes());
+  stats.set_worker_threads(pool_.size());
+  absl::MutexLock lock(&mu_);
+  stats.set_read_seconds(read_seconds_);
+  stats.set_decode_seconds(decode_augment_seconds_);
+  return stats;
+}
+
+}  // namespace heterodl

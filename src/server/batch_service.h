@@ -1,0 +1,116 @@
+// BatchService: the data server's logic, free of gRPC. It validates what
+// clients ask for and builds batches on a worker pool; data_server.cc adapts
+// it to the DataService RPCs.
+//
+//   BatchService service(std::move(dataset), std::move(pipeline), threads);
+//   ASSIGN_OR_RETURN(auto stream, service.OpenStream(open_request));
+//   RETURN_IF_ERROR(service.ValidateBatchId(*stream, id));
+//   service.BuildAsync(stream, id, [](std::unique_ptr<v1::Batch> batch) {...});
+#ifndef HETERODL_SRC_SERVER_BATCH_SERVICE_H_
+#define HETERODL_SRC_SERVER_BATCH_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "augment/pipeline.h"
+#include "heterodl/data_service.pb.h"
+#include "src/common/thread_pool.h"
+#include "src/data/batch_assembler.h"
+#include "src/data/dataset.h"
+#include "src/data/epoch_plan.h"
+
+namespace heterodl {
+
+// Limits on what one client may ask for. Requests beyond them are refused
+// with INVALID_ARGUMENT, so a client cannot make a server allocate without
+// bound.
+struct RequestLimits {
+  uint32_t max_batch_size = 4096;
+  uint32_t max_world_size = 65536;
+  uint32_t max_epoch = 1'000'000;
+  uint64_t max_batch_bytes = 1ull << 30;
+};
+
+// What one open stream builds batches for: its validated plan parameters and
+// the assembler of its pipeline.
+struct StreamPlan {
+  PlanParams params;
+  const BatchAssembler* assembler = nullptr;
+};
+
+class BatchService {
+ public:
+  // `default_pipeline` serves streams that name no pipeline.
+  BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
+               RequestLimits limits = {});
+  ~BatchService();
+
+  v1::DatasetInfo Info() const;
+
+  // Validates a stream's PlanConfig: fingerprint (FAILED_PRECONDITION naming
+  // both fingerprints on mismatch), sizes within limits, pipeline spec
+  // (INVALID_ARGUMENT with the parser's message).
+  absl::StatusOr<std::shared_ptr<const StreamPlan>> OpenStream(const v1::PlanConfig& config)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // INVALID_ARGUMENT unless `id` names a batch of the stream's plan.
+  absl::Status ValidateBatchId(const StreamPlan& stream, const v1::BatchId& id) const;
+
+  // Builds batch `id` on the worker pool and passes it to `done` (on a
+  // worker thread). REQUIRES: ValidateBatchId(stream, id) is OK.
+  void BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
+                  std::function<void(std::unique_ptr<v1::Batch>)> done);
+
+  v1::ServerStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  int threads() const { return pool_.size(); }
+
+ private:
+  using PlanKey = std::tuple<uint64_t, uint32_t, uint32_t, bool, uint32_t>;
+
+  absl::StatusOr<std::shared_ptr<const EpochPlan>> PlanFor(const PlanParams& params,
+                                                           uint32_t epoch)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::unique_ptr<v1::Batch> Build(const StreamPlan& stream, const v1::BatchId& id);
+
+  const Dataset dataset_;
+  const Pipeline default_pipeline_;
+  const BatchAssembler default_assembler_;
+  const RequestLimits limits_;
+  const absl::Time start_time_;
+
+  mutable absl::Mutex mu_;
+  // Pipelines other than the default, by spec; never erased, so the
+  // assemblers' references stay valid.
+  std::map<std::string, std::pair<std::unique_ptr<Pipeline>, std::unique_ptr<BatchAssembler>>>
+      pipelines_ ABSL_GUARDED_BY(mu_);
+  // Recently used epoch plans; a few epochs of a few clients.
+  std::map<PlanKey, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
+  std::deque<PlanKey> plan_order_ ABSL_GUARDED_BY(mu_);
+  double read_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double decode_augment_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::atomic<uint64_t> batches_built_{0};
+  std::atomic<uint64_t> samples_built_{0};
+  std::atomic<uint64_t> samples_failed_{0};
+
+  // Last member: destroyed first, so running builds finish while the rest of
+  // the service is still alive.
+  ThreadPool pool_;
+};
+
+// Peak resident set size of this process, from /proc/self/status (VmHWM).
+uint64_t PeakRssBytes();
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_SERVER_BATCH_SERVICE_H_

@@ -1,0 +1,349 @@
+#include "src/server/data_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "heterodl/data_service.grpc.pb.h"
+#include "src/common/fingerprint.h"
+#include "src/common/log.h"
+#include "src/common/status_macros.h"
+#include "src/server/batch_service.h"
+
+namespace heterodl {
+namespace {
+
+// Batches a stream may have requested and not yet received. Clients keep far
+// fewer; the limit only stops a client from queueing unbounded work.
+constexpr int kMaxInFlightPerStream = 64;
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+// Tracks client activity for the idle and startup timeouts.
+class ActivityMonitor {
+ public:
+  void StreamOpened() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    ++open_streams_;
+    ever_connected_ = true;
+  }
+  void StreamClosed() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    --open_streams_;
+    last_activity_ = absl::Now();
+  }
+  void Touch() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    ever_connected_ = true;
+    last_activity_ = absl::Now();
+  }
+  int open_streams() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return open_streams_;
+  }
+  // Why the server should stop on its own, or empty.
+  std::string TimeoutReason(absl::Duration idle, absl::Duration startup) const
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    if (!ever_connected_ && now - start_ > startup) {
+      return absl::StrCat("no client came within the startup timeout of ",
+                          absl::FormatDuration(startup));
+    }
+    if (ever_connected_ && open_streams_ == 0 && now - last_activity_ > idle) {
+      return absl::StrCat("no client for the idle timeout of ", absl::FormatDuration(idle));
+    }
+    return "";
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ever_connected_ ABSL_GUARDED_BY(mu_) = false;
+  const absl::Time start_ = absl::Now();
+  absl::Time last_activity_ ABSL_GUARDED_BY(mu_) = absl::Now();
+};
+
+// One StreamBatches call. Reads requests, schedules builds on the service's
+// pool, writes finished batches one at a time (gRPC allows one outstanding
+// write), and deletes itself once gRPC is done with it and no build still
+// refers to it.
+class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::Batch> {
+ public:
+  BatchStreamReactor(BatchService& service, ActivityMonitor& activity)
+      : service_(service), activity_(activity) {
+    activity_.StreamOpened();
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+      AdvanceLocked();
+      return;
+    }
+    absl::Status status = HandleRequest();
+    absl::MutexLock lock(&mu_);
+    if (!status.ok()) {
+      FinishLocked(status);
+    } else if (!finish_requested_) {
+      StartRead(&request_);
+    }
+    AdvanceLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_.reset();
+    --in_flight_;
+    if (!ok) FinishLocked(absl::CancelledError("client went away"));
+    AdvanceLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(absl::CancelledError("stream cancelled"));
+    AdvanceLocked();
+  }
+
+  void OnDone() override {
+    activity_.StreamClosed();
+    bool destroy;
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      destroy = pending_builds_ == 0;
+    }
+    if (destroy) delete this;
+  }
+
+ private:
+  absl::Status HandleRequest() {
+    activity_.Touch();
+    if (request_.has_open()) {
+      if (stream_ != nullptr) return absl::InvalidArgumentError("stream opened twice");
+      ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open()));
+      return absl::OkStatus();
+    }
+    if (!request_.has_batch()) return absl::InvalidArgumentError("empty request");
+    if (stream_ == nullptr) {
+      return absl::InvalidArgumentError("the first request of a stream must be 'open'");
+    }
+    RETURN_IF_ERROR(service_.ValidateBatchId(*stream_, request_.batch()));
+    {
+      absl::MutexLock lock(&mu_);
+      if (in_flight_ >= kMaxInFlightPerStream) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "more than ", kMaxInFlightPerStream, " batches in flight on one stream"));
+      }
+      ++in_flight_;
+      ++pending_builds_;
+    }
+    service_.BuildAsync(stream_, request_.batch(), [this](std::unique_ptr<v1::Batch> batch) {
+      bool destroy;
+      {
+        absl::MutexLock lock(&mu_);
+        --pending_builds_;
+        ready_.push_back(std::move(batch));
+        AdvanceLocked();
+        destroy = done_ && pending_builds_ == 0;
+      }
+      if (destroy) delete this;
+    });
+    return absl::OkStatus();
+  }
+
+  // Starts the next write, or finishes the call, as the state allows.
+  void AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (done_) return;
+    if (finish_requested_) {
+      if (!finish_started_ && writing_ == nullptr) {
+        finish_started_ = true;
+        Finish(finish_status_);
+      }
+      return;
+    }
+    if (writing_ == nullptr && !ready_.empty()) {
+      writing_ = std::move(ready_.front());
+      ready_.pop_front();
+      StartWrite(writing_.get());
+      return;
+    }
+    if (reads_done_ && pending_builds_ == 0 && ready_.empty() && writing_ == nullptr) {
+      FinishLocked(absl::OkStatus());
+      AdvanceLocked();
+    }
+  }
+
+  void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finish_requested_) return;
+    finish_requested_ = true;
+    finish_status_ = ToGrpc(status);
+    if (!status.ok() && !absl::IsCancelled(status)) {
+      LogWarning("batch stream ended with error: %s", status.ToString());
+    }
+  }
+
+  BatchService& service_;
+  ActivityMonitor& activity_;
+  // Only touched by OnReadDone's thread, between StartRead calls.
+  v1::BatchRequest request_;
+  std::shared_ptr<const StreamPlan> stream_;
+
+  absl::Mutex mu_;
+  std::deque<std::unique_ptr<v1::Batch>> ready_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<v1::Batch> writing_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int pending_builds_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
+};
+
+class DataServiceImpl final : public v1::DataService::CallbackService {
+ public:
+  DataServiceImpl(BatchService& service, ActivityMonitor& activity,
+                  std::function<void(const std::string&)> request_stop)
+      : service_(service), activity_(activity), request_stop_(std::move(request_stop)) {}
+
+  grpc::ServerUnaryReactor* GetDatasetInfo(grpc::CallbackServerContext* context,
+                                           const v1::DatasetInfoRequest*,
+                                           v1::DatasetInfo* info) override {
+    activity_.Touch();
+    *info = service_.Info();
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerBidiReactor<v1::BatchRequest, v1::Batch>* StreamBatches(
+      grpc::CallbackServerContext*) override {
+    return new BatchStreamReactor(service_, activity_);
+  }
+
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const v1::StatsRequest*, v1::ServerStats* stats) override {
+    *stats = service_.Stats();
+    stats->set_active_streams(activity_.open_streams());
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* context,
+                                     const v1::ShutdownRequest* request,
+                                     v1::ShutdownResponse* response) override {
+    response->set_accepted(true);
+    request_stop_(absl::StrCat("shutdown requested by ", context->peer(), ": ",
+                               request->reason().substr(0, 200)));
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  BatchService& service_;
+  ActivityMonitor& activity_;
+  std::function<void(const std::string&)> request_stop_;
+};
+
+class GrpcDataServer final : public DataServer {
+ public:
+  GrpcDataServer(const DataServerOptions& options, std::unique_ptr<BatchService> service)
+      : options_(options),
+        service_(std::move(service)),
+        impl_(*service_, activity_, [this](const std::string& reason) { RequestStop(reason); }) {}
+
+  absl::Status Listen() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(), &port_);
+    builder.SetMaxReceiveMessageSize(4 << 20);
+    builder.SetMaxSendMessageSize(-1);
+    builder.RegisterService(&impl_);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", options_.address, " (address in use or invalid?)"));
+    }
+    return absl::OkStatus();
+  }
+
+  int port() const override { return port_; }
+
+  void RequestStop(const std::string& reason) override {
+    absl::MutexLock lock(&mu_);
+    if (stop_reason_.empty()) stop_reason_ = reason;
+  }
+
+  absl::Status Wait() override {
+    std::string reason;
+    {
+      absl::MutexLock lock(&mu_);
+      while (stop_reason_.empty()) {
+        std::string timeout =
+            activity_.TimeoutReason(options_.idle_timeout, options_.startup_timeout);
+        if (!timeout.empty()) {
+          stop_reason_ = timeout;
+          break;
+        }
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](std::string* r) { return !r->empty(); }, &stop_reason_),
+                             absl::Milliseconds(200));
+      }
+      reason = stop_reason_;
+    }
+    LogInfo("stopping: %s", reason);
+    // Open streams get a short grace to finish their writes, then are
+    // cancelled; the worker pool drains when the service is destroyed.
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      absl::ToChronoMilliseconds(options_.drain_timeout));
+    server_->Wait();
+    v1::ServerStats stats = service_->Stats();
+    LogInfo("stopped: %d batches, %d samples (%d failed) served, peak RSS %d MiB",
+            stats.batches_sent(), stats.samples_sent(), stats.samples_failed(),
+            stats.peak_rss_bytes() >> 20);
+    return absl::OkStatus();
+  }
+
+ private:
+  const DataServerOptions options_;
+  ActivityMonitor activity_;
+  std::unique_ptr<BatchService> service_;
+  DataServiceImpl impl_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Mutex mu_;
+  std::string stop_reason_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options) {
+  ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset));
+  ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(options.pipeline.empty()
+                                                          ? std::string(kDefaultPipeline)
+                                                          : options.pipeline));
+  const int threads =
+      options.threads > 0 ? options.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  LogInfo("dataset %s: %d samples, %d classes, fingerprint %s; pipeline %s; %d threads",
+          dataset.source(), dataset.size(), dataset.class_names().size(),
+          FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads);
+  auto service = std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads);
+  auto server = std::make_unique<GrpcDataServer>(options, std::move(service));
+  RETURN_IF_ERROR(server->Listen());
+  return server;
+}
+
+}  // namespace heterodl

@@ -1,0 +1,56 @@
+// DataServer: the data-group process's gRPC server. Serves the DataService of
+// proto/heterodl/data_service.proto over a BatchService, and ends on a
+// Shutdown RPC from the dnn leader, on RequestStop() (signals), or on its own
+// idle / startup timeouts.
+//
+//   DataServerOptions options;
+//   options.dataset = "/data/train";
+//   options.address = "127.0.0.1:0";
+//   ASSIGN_OR_RETURN(std::unique_ptr<DataServer> server, DataServer::Start(options));
+//   LogInfo("listening on port %d", server->port());
+//   absl::Status ended = server->Wait();   // returns after an orderly stop
+#ifndef HETERODL_SRC_SERVER_DATA_SERVER_H_
+#define HETERODL_SRC_SERVER_DATA_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace heterodl {
+
+struct DataServerOptions {
+  std::string dataset;
+  std::string pipeline;      // empty: kDefaultPipeline
+  std::string address = "0.0.0.0:50051";  // host:port; port 0 picks one
+  int threads = 0;           // 0: one per core
+  // Stop when no stream has been open for this long (after the first client).
+  absl::Duration idle_timeout = absl::Minutes(10);
+  // Stop when no client has come for this long after start.
+  absl::Duration startup_timeout = absl::Minutes(30);
+  // Grace given to open streams on shutdown before they are cancelled.
+  absl::Duration drain_timeout = absl::Seconds(3);
+};
+
+class DataServer {
+ public:
+  // Opens the dataset, parses the pipeline and starts listening. Errors name
+  // the dataset path, the pipeline problem or the address that cannot be
+  // bound.
+  static absl::StatusOr<std::unique_ptr<DataServer>> Start(const DataServerOptions& options);
+  virtual ~DataServer() = default;
+
+  // The bound port (useful with port 0).
+  virtual int port() const = 0;
+  // Begins an orderly stop; Wait() returns once it is done. Thread-safe,
+  // idempotent.
+  virtual void RequestStop(const std::string& reason) = 0;
+  // Blocks until the server has stopped. OK for an orderly stop (Shutdown
+  // RPC, RequestStop, idle or startup timeout).
+  virtual absl::Status Wait() = 0;
+};
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_SERVER_DATA_SERVER_H_

@@ -1,0 +1,92 @@
+#include "src/train/metrics_writer.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "heterodl/metrics.pb.h"
+
+namespace heterodl {
+namespace {
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::string& path,
+                                                                   uint32_t rank) {
+  std::FILE* file = nullptr;
+  if (!path.empty()) {
+    file = std::fopen(path.c_str(), "w");
+    if (file == nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create metrics file '", path, "': ", std::strerror(errno)));
+    }
+  }
+  return std::unique_ptr<MetricsWriter>(new MetricsWriter(file, rank));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void MetricsWriter::RecordStep(const StepRecord& record) {
+  totals_.steps += 1;
+  totals_.images += record.batch_size;
+  totals_.step_ms += record.step_ms;
+  totals_.data_wait_ms += record.data_wait_ms;
+  totals_.last_loss = record.loss;
+  totals_.failed_samples += record.failed_samples;
+  if (file_ == nullptr) return;
+  v1::StepMetrics metrics;
+  metrics.set_step(record.step);
+  metrics.set_epoch(record.epoch);
+  metrics.set_rank(rank_);
+  metrics.set_step_ms(record.step_ms);
+  metrics.set_data_wait_ms(record.data_wait_ms);
+  metrics.set_compute_ms(record.step_ms - record.data_wait_ms);
+  metrics.set_loss(record.loss);
+  metrics.set_images_per_sec(record.step_ms > 0 ? record.batch_size * 1000.0 / record.step_ms
+                                                : 0);
+  metrics.set_batch_size(record.batch_size);
+  metrics.set_failed_samples(record.failed_samples);
+  const std::string line = ToJson(metrics) + "\n";
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fflush(file_);
+}
+
+std::string MetricsWriter::WriteSummary(const RunTotals& all_ranks, uint32_t world_size,
+                                        double wall_seconds) {
+  v1::RunSummary summary;
+  const double steps = static_cast<double>(all_ranks.steps);
+  summary.set_steps(world_size > 0 ? all_ranks.steps / world_size : 0);
+  summary.set_world_size(world_size);
+  summary.set_images(all_ranks.images);
+  summary.set_wall_seconds(wall_seconds);
+  summary.set_mean_step_ms(steps > 0 ? all_ranks.step_ms / steps : 0);
+  summary.set_mean_data_wait_ms(steps > 0 ? all_ranks.data_wait_ms / steps : 0);
+  summary.set_data_stall_percent(all_ranks.step_ms > 0
+                                     ? 100.0 * all_ranks.data_wait_ms / all_ranks.step_ms
+                                     : 0);
+  summary.set_images_per_sec(wall_seconds > 0 ? all_ranks.images / wall_seconds : 0);
+  summary.set_final_loss(all_ranks.last_loss);
+  summary.set_failed_samples(all_ranks.failed_samples);
+  std::string json = ToJson(summary);
+  if (file_ != nullptr) {
+    const std::string line = absl::StrCat("{\"summary\":", json, "}\n");
+    std::fwrite(line.data(), 1, line.size(), file_);
+    std::fflush(file_);
+  }
+  return json;
+}
+
+}  // namespace heterodl

@@ -1,0 +1,67 @@
+// Step metrics of a training run: a JSON line per step (--metrics-file), a
+// live progress line, and an end-of-run summary with the data stall share.
+//
+// Free of torch (and compiled without its include path, which ships its own
+// protobuf headers), so it may use protobuf's JSON printer.
+//
+//   ASSIGN_OR_RETURN(auto writer, MetricsWriter::Open(path, rank));
+//   writer->RecordStep(step);
+//   RunSummary summary = writer->Summarize(world_size);
+#ifndef HETERODL_SRC_TRAIN_METRICS_WRITER_H_
+#define HETERODL_SRC_TRAIN_METRICS_WRITER_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace heterodl {
+
+struct StepRecord {
+  uint64_t step = 0;
+  uint32_t epoch = 0;
+  double step_ms = 0;
+  double data_wait_ms = 0;
+  double loss = 0;
+  uint32_t batch_size = 0;
+  uint32_t failed_samples = 0;
+};
+
+struct RunTotals {
+  uint64_t steps = 0;
+  uint64_t images = 0;  // this rank's
+  double step_ms = 0;
+  double data_wait_ms = 0;
+  double last_loss = 0;
+  uint64_t failed_samples = 0;
+};
+
+class MetricsWriter {
+ public:
+  // `path` may be empty (no file). Otherwise the file is created (truncated);
+  // errors name it.
+  static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(const std::string& path,
+                                                             uint32_t rank);
+  ~MetricsWriter();
+
+  void RecordStep(const StepRecord& record);
+  const RunTotals& totals() const { return totals_; }
+
+  // The summary of all ranks (totals summed by the caller across ranks) as a
+  // JSON object, and appended to the metrics file.
+  std::string WriteSummary(const RunTotals& all_ranks, uint32_t world_size,
+                           double wall_seconds);
+
+ private:
+  MetricsWriter(std::FILE* file, uint32_t rank) : file_(file), rank_(rank) {}
+
+  std::FILE* file_;
+  uint32_t rank_;
+  RunTotals totals_;
+};
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_TRAIN_METRICS_WRITER_H_

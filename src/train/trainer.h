@@ -1,0 +1,59 @@
+// The dnn group's training process: one rank of a data-parallel job, fed by
+// the RemoteLoader, gradients averaged across ranks each step.
+//
+//   TrainerOptions options;
+//   options.data_servers = {"127.0.0.1:50051"};
+//   options.rank = 0;
+//   options.world_size = 2;
+//   absl::Status result = RunTrainerRank(options);
+//
+// This header is free of LibTorch so the launcher compiles without it.
+#ifndef HETERODL_SRC_TRAIN_TRAINER_H_
+#define HETERODL_SRC_TRAIN_TRAINER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace heterodl {
+
+struct TrainerOptions {
+  std::vector<std::string> data_servers;  // host:port
+  std::string model = "small_cnn";
+  // Stop after this many steps; 0 runs `epochs` whole epochs.
+  int64_t steps = 0;
+  int epochs = 1;
+  uint32_t batch_size = 32;
+  uint64_t seed = 0;
+  std::string pipeline;  // empty: the servers' default
+  double learning_rate = 0.05;
+
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  // Rendezvous: the c10d TCPStore runs in rank 0 at master_addr:master_port.
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // Address other ranks reach this rank's Gloo transport at; empty: this
+  // host's name.
+  std::string gloo_hostname;
+  absl::Duration connect_timeout = absl::Seconds(60);
+
+  std::string metrics_file;    // JSON lines, one per step; empty: none
+  // When set, each rank writes DIR/rank<R>.samples: "epoch batch index" per
+  // sample it trained on (for exactly-once checks).
+  std::string sample_log_dir;
+  // Set from a signal handler thread: the rank stops after the current step.
+  const std::atomic<bool>* stop_requested = nullptr;
+};
+
+// Runs one rank to the end. OK when training completed (or was stopped by
+// stop_requested); otherwise the first error, naming what failed.
+absl::Status RunTrainerRank(const TrainerOptions& options);
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_TRAIN_TRAINER_H_
