@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "launcher/commands.h"
+#include "launcher/flag_names.h"
 #include "launcher/flags.h"
 #include "src/common/log.h"
 
@@ -56,8 +57,10 @@ int RunClusterCommand() {
 int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop) {
   if (!arguments.empty()) {
     // `launch -- ARGS`: the arguments after `--` are trainer flags.
+    std::vector<std::string> normalized = arguments;
+    NormalizeFlagNames(normalized);
     std::vector<char*> argv = {const_cast<char*>("heterodl")};
-    for (const std::string& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+    for (std::string& argument : normalized) argv.push_back(argument.data());
     absl::ParseCommandLine(static_cast<int>(argv.size()), argv.data());
   }
   absl::StatusOr<ClusterView> view =

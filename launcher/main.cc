@@ -7,6 +7,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "launcher/commands.h"
+#include "launcher/flag_names.h"
 #include "launcher/stop_signal.h"
 #include "src/common/log.h"
 #include "src/common/signal_watcher.h"
@@ -46,7 +47,10 @@ int main(int argc, char** argv) {
   heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
   absl::SetProgramUsageMessage(kUsage);
   std::string command = "launch";
-  std::vector<char*> args(argv, argv + argc);
+  std::vector<std::string> arguments(argv, argv + argc);
+  heterodl::NormalizeFlagNames(arguments);
+  std::vector<char*> args;
+  for (std::string& argument : arguments) args.push_back(argument.data());
   if (argc > 1 && argv[1][0] != '-') {
     if (!IsCommand(argv[1])) {
       std::fprintf(stderr, "heterodl: unknown command '%s'\n\n%s\n", argv[1], kUsage);

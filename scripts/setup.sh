@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what heterodl needs on Debian bookworm and builds it into build/.
+# Idempotent: installs only what is missing, rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Pinned: its C++ ABI matches Debian's libraries, and it is the torch of the
+# reference GPU machine (2.11.0+cu130).
+TORCH_VERSION=2.11.0
+TORCHVISION_VERSION=0.26.0
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config python3 python3-venv
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  libopencv-dev libjpeg62-turbo-dev libgtest-dev libarchive-dev pybind11-dev
+  libgloo-dev mate-backgrounds gnuplot-nox procps iproute2
+)
+
+missing=()
+for package in "${APT_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The project's own virtual environment: LibTorch comes from PyPI's torch
+# wheel (Debian's Python refuses global pip installs).
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+if ! .venv/bin/python -c "import torch, torchvision, sys; sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}')" 2>/dev/null; then
+  echo "setup: installing torch ${TORCH_VERSION} into .venv"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}" numpy pillow
+fi
+
+# The wheel's CMake config looks for the CUDA toolkit to describe its CUDA
+# libraries; Debian has none, /usr/local/cuda is where NVIDIA's installers put it.
+if [[ -d /usr/local/cuda/bin ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+cmake --preset default >/dev/null
+cmake --build --preset default -- -j"$(nproc)"

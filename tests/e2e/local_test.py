@@ -1,0 +1,173 @@
+"""End-to-end tests: real heterodl processes on loopback.
+
+Run by ctest as `python3 local_test.py BUILD_DIR`. Standard library only.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
+HETERODL = os.path.join(BUILD_DIR, "heterodl")
+
+
+def processes_mentioning(marker):
+    """PIDs of live processes whose command line contains `marker`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+def read_samples(sample_dir):
+    """{rank: [(epoch, batch, index), ...]} from the ranks' sample logs."""
+    per_rank = {}
+    for name in sorted(os.listdir(sample_dir)):
+        rank = int(name[len("rank"):-len(".samples")])
+        with open(os.path.join(sample_dir, name)) as f:
+            per_rank[rank] = [tuple(map(int, line.split())) for line in f if line.strip()]
+    return per_rank
+
+
+class LocalRunTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="heterodl-e2e-")
+        cls.dataset = os.path.join(cls.tmp, "sample")
+        subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "96",
+                        "--seed", "3"], check=True, timeout=120)
+
+    def run_local(self, *extra, timeout=300):
+        return subprocess.run([HETERODL, "local", "--dataset", self.dataset, *extra],
+                              capture_output=True, text=True, timeout=timeout)
+
+    def test_every_sample_reaches_exactly_one_rank_and_nothing_is_left_running(self):
+        samples = os.path.join(self.tmp, "samples")
+        metrics = os.path.join(self.tmp, "metrics.jsonl")
+        result = self.run_local("--data-servers", "2", "--ranks", "2", "--epochs", "1",
+                                "--batch-size", "8", "--sample-log-dir", samples,
+                                "--metrics-file", metrics)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        per_rank = read_samples(samples)
+        self.assertEqual(sorted(per_rank), [0, 1])
+        indices = [index for rows in per_rank.values() for (_, _, index) in rows]
+        self.assertEqual(sorted(indices), list(range(96)))  # exactly once each
+        for rows in per_rank.values():
+            self.assertEqual(len(rows), 48)
+            batches = [batch for (_, batch, _) in rows]
+            self.assertEqual(batches, sorted(batches))  # delivered in order
+        self.assertEqual(processes_mentioning(self.dataset), [])
+        # Step times and the data-wait share are reported.
+        self.assertIn("data wait", result.stderr)
+        self.assertIn("data_stall_percent", result.stderr)
+        with open(metrics) as f:
+            lines = [json.loads(line) for line in f]
+        steps = [line for line in lines if "step" in line]
+        self.assertEqual(len(steps), 6)
+        for key in ("step_ms", "data_wait_ms", "loss", "images_per_sec"):
+            self.assertIn(key, steps[0])
+        self.assertEqual(lines[-1]["summary"]["images"], 96)
+        # Both servers were told to stop by the leader.
+        self.assertEqual(result.stderr.count("shutdown requested"), 2, result.stderr[-4000:])
+
+    def test_steps_limit(self):
+        result = self.run_local("--data-servers", "1", "--ranks", "2", "--steps", "2",
+                                "--batch-size", "4")
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        self.assertIn("step 2/2", result.stderr)
+        self.assertNotIn("step 3/", result.stderr)
+
+    def test_sigterm_stops_everything(self):
+        marker_dataset = self.dataset
+        process = subprocess.Popen(
+            [HETERODL, "local", "--dataset", marker_dataset, "--data-servers", "2",
+             "--ranks", "2", "--epochs", "1000", "--batch-size", "4"],
+            stderr=subprocess.PIPE, text=True)
+        # Wait for training to start.
+        deadline = time.time() + 120
+        seen = ""
+        while time.time() < deadline:
+            line = process.stderr.readline()
+            seen += line
+            if "step 1/" in line or not line:
+                break
+        self.assertIn("step 1/", seen)
+        process.send_signal(signal.SIGTERM)
+        try:
+            rest = process.communicate(timeout=60)[1]
+        except subprocess.TimeoutExpired:
+            process.kill()
+            self.fail("local did not stop within 60 s of SIGTERM")
+        self.assertIn("stopped on request", rest)
+        time.sleep(0.5)
+        self.assertEqual(processes_mentioning(marker_dataset), [])
+
+    def test_missing_dataset_is_a_clear_error(self):
+        result = subprocess.run([HETERODL, "local", "--dataset", "/nonexistent/data"],
+                                capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("/nonexistent/data", result.stderr)
+        self.assertEqual(processes_mentioning("/nonexistent/data"), [])
+
+
+class ClusterCommandTest(unittest.TestCase):
+    def cluster(self, *args, env=None):
+        return subprocess.run([HETERODL, "cluster", "--json", *args], capture_output=True,
+                              text=True, timeout=30, env=env)
+
+    def test_sagemaker_config(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "resourceconfig.json")
+            with open(path, "w") as f:
+                json.dump({"current_host": "algo-1", "hosts": ["algo-1", "algo-2"],
+                           "instance_groups": [
+                               {"instance_group_name": "data_group", "hosts": ["algo-2"]},
+                               {"instance_group_name": "dnn_group", "hosts": ["algo-1"]}]}, f)
+            result = self.cluster("--resource-config", path)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            view = json.loads(result.stdout)
+            self.assertEqual(view["role"], "dnn")
+            self.assertEqual(view["data_servers"], ["algo-2:50051"])
+            self.assertEqual(view["dnn_hosts"], ["algo-1"])
+            self.assertEqual(view["leader"], "algo-1")
+            self.assertEqual(view["world_size"], 1)
+
+    def test_missing_and_garbled_configs_fail_naming_the_file(self):
+        result = self.cluster("--resource-config", "/nonexistent/rc.json")
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("/nonexistent/rc.json", result.stderr)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "resourceconfig.json")
+            with open(path, "w") as f:
+                f.write('{"current_host": ')
+            result = self.cluster("--resource-config", path)
+            self.assertNotEqual(result.returncode, 0)
+            self.assertIn(path, result.stderr)
+            self.assertIn("not valid JSON", result.stderr)
+
+    def test_environment_variables(self):
+        env = dict(os.environ, HETERODL_ROLE="data", HETERODL_DATA_SERVERS="a:1,b:2")
+        result = self.cluster(env=env)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        view = json.loads(result.stdout)
+        self.assertEqual(view["role"], "data")
+        self.assertEqual(view["data_servers"], ["a:1", "b:2"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

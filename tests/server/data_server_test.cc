@@ -1,0 +1,253 @@
+// The data server and the remote loader together, in-process on loopback.
+#include "src/server/data_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "heterodl/data_service.grpc.pb.h"
+#include "src/client/remote_loader.h"
+#include "src/data/dataset.h"
+#include "tests/testing/test_images.h"
+
+namespace heterodl {
+namespace {
+
+constexpr char kPipeline[] = "random_resized_crop(32)|hflip(0.5)";
+
+// A server running in this process, stopped and joined on destruction.
+class RunningServer {
+ public:
+  explicit RunningServer(const std::string& dataset) {
+    DataServerOptions options;
+    options.dataset = dataset;
+    options.pipeline = kPipeline;
+    options.address = "127.0.0.1:0";
+    options.threads = 2;
+    options.drain_timeout = absl::Milliseconds(200);
+    absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    address_ = absl::StrCat("127.0.0.1:", server_->port());
+    waiter_ = std::thread([this] { ended_ = server_->Wait(); });
+  }
+  ~RunningServer() { Stop(); }
+
+  void Stop() {
+    if (!waiter_.joinable()) return;
+    server_->RequestStop("test");
+    waiter_.join();
+  }
+  // Joins after a Shutdown RPC.
+  void Join() { waiter_.join(); }
+
+  const std::string& address() const { return address_; }
+
+ private:
+  std::unique_ptr<DataServer> server_;
+  std::string address_;
+  std::thread waiter_;
+  absl::Status ended_;
+};
+
+class DataServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dataset_ = new std::string(testing::MakeImageFolder("server", 3, 20).string());
+  }
+  RemoteLoaderOptions LoaderOptions(std::vector<std::string> servers, uint32_t rank,
+                                    uint32_t world_size) {
+    RemoteLoaderOptions options;
+    options.servers = std::move(servers);
+    options.batch_size = 7;
+    options.rank = rank;
+    options.world_size = world_size;
+    options.seed = 11;
+    options.connect_timeout = absl::Seconds(10);
+    options.stall_timeout = absl::Seconds(10);
+    return options;
+  }
+  static std::vector<Batch> ReadEpoch(RemoteLoader& loader, uint32_t epoch) {
+    EXPECT_TRUE(loader.SetEpoch(epoch).ok());
+    std::vector<Batch> batches;
+    while (true) {
+      absl::StatusOr<std::optional<Batch>> batch = loader.Next();
+      EXPECT_TRUE(batch.ok()) << batch.status();
+      if (!batch.ok() || !batch->has_value()) break;
+      batches.push_back(std::move(**batch));
+    }
+    return batches;
+  }
+
+  static std::string* dataset_;
+};
+std::string* DataServerTest::dataset_ = nullptr;
+
+TEST_F(DataServerTest, EverySampleReachesExactlyOneRankInOrder) {
+  RunningServer a(*dataset_), b(*dataset_);
+  std::multiset<int64_t> seen;
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader =
+        RemoteLoader::Connect(LoaderOptions({a.address(), b.address()}, rank, 3));
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    EXPECT_EQ((*loader)->dataset().num_samples, 60u);
+    EXPECT_EQ((*loader)->size(), 3);  // 20 samples per rank in batches of 7
+    std::vector<Batch> batches = ReadEpoch(**loader, 0);
+    ASSERT_EQ(batches.size(), 3u);
+    for (size_t k = 0; k < batches.size(); ++k) {
+      EXPECT_EQ(batches[k].index, static_cast<int64_t>(k));
+      EXPECT_EQ(batches[k].height, 32);
+      EXPECT_EQ(batches[k].images.size(), static_cast<size_t>(batches[k].size()) * 32 * 32 * 3);
+      seen.insert(batches[k].indices.begin(), batches[k].indices.end());
+    }
+    EXPECT_EQ(batches.back().size(), 6);
+  }
+  ASSERT_EQ(seen.size(), 60u);
+  for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+}
+
+TEST_F(DataServerTest, AnyServerBuildsTheSameBatchBitForBit) {
+  RunningServer a(*dataset_), b(*dataset_);
+  auto from_a = RemoteLoader::Connect(LoaderOptions({a.address()}, 1, 2));
+  auto from_b = RemoteLoader::Connect(LoaderOptions({b.address()}, 1, 2));
+  ASSERT_TRUE(from_a.ok() && from_b.ok());
+  std::vector<Batch> batches_a = ReadEpoch(**from_a, 2);
+  std::vector<Batch> batches_b = ReadEpoch(**from_b, 2);
+  ASSERT_EQ(batches_a.size(), batches_b.size());
+  for (size_t k = 0; k < batches_a.size(); ++k) {
+    EXPECT_EQ(batches_a[k].images, batches_b[k].images) << k;
+    EXPECT_EQ(batches_a[k].labels, batches_b[k].labels);
+    EXPECT_EQ(batches_a[k].indices, batches_b[k].indices);
+  }
+}
+
+TEST_F(DataServerTest, ResumesAtAGivenBatch) {
+  RunningServer a(*dataset_);
+  auto loader = RemoteLoader::Connect(LoaderOptions({a.address()}, 0, 1));
+  ASSERT_TRUE(loader.ok());
+  std::vector<Batch> all = ReadEpoch(**loader, 1);
+  ASSERT_TRUE((*loader)->SetEpoch(1, 5).ok());
+  absl::StatusOr<std::optional<Batch>> resumed = (*loader)->Next();
+  ASSERT_TRUE(resumed.ok() && resumed->has_value());
+  EXPECT_EQ((*resumed)->index, 5);
+  EXPECT_EQ((*resumed)->images, all[5].images);
+  EXPECT_EQ((*loader)->position().next_batch, 6);
+}
+
+TEST_F(DataServerTest, ServerFailureMidEpochLosesNothing) {
+  auto a = std::make_unique<RunningServer>(*dataset_);
+  RunningServer b(*dataset_);
+  RemoteLoaderOptions options = LoaderOptions({a->address(), b.address()}, 0, 1);
+  options.batch_size = 2;  // 30 batches
+  options.credits_per_server = 1;
+  auto loader = RemoteLoader::Connect(options);
+  ASSERT_TRUE(loader.ok());
+  ASSERT_TRUE((*loader)->SetEpoch(0).ok());
+  std::multiset<int64_t> seen;
+  int64_t expected_k = 0;
+  while (true) {
+    absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    if (!batch->has_value()) break;
+    EXPECT_EQ((*batch)->index, expected_k++);
+    seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
+    if (expected_k == 5) a.reset();  // server A goes away with batches in flight
+  }
+  EXPECT_EQ(expected_k, 30);
+  ASSERT_EQ(seen.size(), 60u);
+  for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+}
+
+TEST_F(DataServerTest, DatasetMismatchNamesBothServers) {
+  RunningServer a(*dataset_);
+  RunningServer other(testing::MakeImageFolder("server_other", 2, 5).string());
+  auto loader = RemoteLoader::Connect(LoaderOptions({a.address(), other.address()}, 0, 1));
+  ASSERT_FALSE(loader.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(loader.status()));
+  EXPECT_NE(loader.status().message().find(a.address()), std::string::npos) << loader.status();
+  EXPECT_NE(loader.status().message().find(other.address()), std::string::npos);
+}
+
+TEST_F(DataServerTest, UnreachableServersAreNamed) {
+  RemoteLoaderOptions options = LoaderOptions({"127.0.0.1:1"}, 0, 1);
+  options.connect_timeout = absl::Milliseconds(300);
+  auto loader = RemoteLoader::Connect(options);
+  ASSERT_FALSE(loader.ok());
+  EXPECT_NE(loader.status().message().find("127.0.0.1:1"), std::string::npos) << loader.status();
+}
+
+// Raw requests that a well-behaved loader never sends.
+class RawStreamTest : public DataServerTest {
+ protected:
+  grpc::Status Exchange(const std::vector<v1::BatchRequest>& requests) {
+    auto stub = v1::DataService::NewStub(
+        grpc::CreateChannel(server_.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    auto stream = stub->StreamBatches(&context);
+    for (const v1::BatchRequest& request : requests) stream->Write(request);
+    stream->WritesDone();
+    v1::Batch batch;
+    while (stream->Read(&batch)) {
+    }
+    return stream->Finish();
+  }
+  v1::BatchRequest Open(uint64_t fingerprint, uint32_t batch_size = 4,
+                        const std::string& pipeline = "") {
+    v1::BatchRequest request;
+    request.mutable_open()->set_dataset_fingerprint(fingerprint);
+    request.mutable_open()->set_batch_size(batch_size);
+    request.mutable_open()->set_world_size(2);
+    request.mutable_open()->set_pipeline(pipeline);
+    return request;
+  }
+  v1::BatchRequest Ask(uint32_t rank, uint32_t index) {
+    v1::BatchRequest request;
+    request.mutable_batch()->set_rank(rank);
+    request.mutable_batch()->set_index(index);
+    return request;
+  }
+  uint64_t fingerprint() { return Dataset::Open(*dataset_)->fingerprint(); }
+
+  RunningServer server_{*dataset_};
+};
+
+TEST_F(RawStreamTest, ValidRequestsSucceed) {
+  EXPECT_TRUE(Exchange({Open(fingerprint()), Ask(1, 7)}).ok());
+}
+
+TEST_F(RawStreamTest, MalformedRequestsGetInvalidArgument) {
+  EXPECT_EQ(Exchange({Ask(0, 0)}).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Exchange({v1::BatchRequest()}).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Exchange({Open(fingerprint()), Ask(2, 0)}).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Exchange({Open(fingerprint()), Ask(0, 8)}).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Exchange({Open(fingerprint(), 0)}).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Exchange({Open(fingerprint(), 100000)}).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Exchange({Open(fingerprint(), 4, "blur(3)")}).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Exchange({Open(fingerprint()), Open(fingerprint())}).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(RawStreamTest, WrongFingerprintIsFailedPrecondition) {
+  grpc::Status status = Exchange({Open(fingerprint() ^ 1)});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("dataset mismatch"), std::string::npos);
+}
+
+TEST_F(DataServerTest, ShutdownRpcStopsTheServer) {
+  RunningServer server(*dataset_);
+  EXPECT_TRUE(ShutdownDataServers({server.address()}, "test over", absl::Seconds(5)).ok());
+  server.Join();  // returns only because the server stopped
+  absl::Status again = ShutdownDataServers({server.address()}, "again", absl::Milliseconds(300));
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.message().find(server.address()), std::string::npos);
+}
+
+}  // namespace
+}  // namespace heterodl
