@@ -9,8 +9,7 @@
 
 namespace heterodl {
 
-absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded,
-                                    const DecodeOptions& options) {
+absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded, const DecodeOptions& options) {
   if (encoded.empty()) return absl::InvalidArgumentError("empty image file");
   // imdecode reads from a Mat header over the caller's bytes: no copy.
   const cv::Mat buffer(1, static_cast<int>(encoded.size()), CV_8UC1,
@@ -19,17 +18,16 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded,
   try {
     image = cv::imdecode(buffer, cv::IMREAD_COLOR);
   } catch (const cv::Exception& error) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot decode image: ", error.what()));
+    return absl::InvalidArgumentError(absl::StrCat("cannot decode image: ", error.what()));
   }
   if (image.empty()) {
     return absl::InvalidArgumentError(
         "cannot decode image: not a supported image format, or corrupt");
   }
   if (static_cast<int64_t>(image.rows) * image.cols > options.max_pixels) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("image is ", image.cols, "x", image.rows,
-                     ", over the limit of ", options.max_pixels, " pixels"));
+    return absl::InvalidArgumentError(absl::StrCat("image is ", image.cols, "x", image.rows,
+                                                   ", over the limit of ", options.max_pixels,
+                                                   " pixels"));
   }
   return image;
 }

@@ -19,8 +19,7 @@ struct DecodeOptions {
 // Decodes `encoded` to an 8-bit, 3-channel BGR image (OpenCV's order).
 // Returns InvalidArgument naming the problem for empty, truncated, corrupt,
 // oversized or unsupported data.
-absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded,
-                                    const DecodeOptions& options = {});
+absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded, const DecodeOptions& options = {});
 
 }  // namespace heterodl
 

@@ -32,8 +32,7 @@ struct Operation {
 };
 
 absl::Status SpecError(size_t position, absl::string_view reason) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("pipeline spec: at ", position, ": ", reason));
+  return absl::InvalidArgumentError(absl::StrCat("pipeline spec: at ", position, ": ", reason));
 }
 
 // Recursive-descent reader over the spec text, keeping the position of every
@@ -100,9 +99,8 @@ class SpecReader {
     SkipSpace();
     const size_t start = pos_;
     while (pos_ < text_.size() &&
-           (std::isdigit(static_cast<unsigned char>(text_[pos_])) ||
-            text_[pos_] == '.' || text_[pos_] == '-' || text_[pos_] == '+' ||
-            text_[pos_] == 'e' || text_[pos_] == 'E')) {
+           (std::isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' ||
+            text_[pos_] == '-' || text_[pos_] == '+' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
       ++pos_;
     }
     double value = 0;
@@ -150,9 +148,8 @@ class ArgumentBinder {
       if (argument.name.empty()) {
         slot = next_positional++;
         if (slot >= names_.size()) {
-          return SpecError(argument.position,
-                           absl::StrCat(operation_.name, " takes at most ",
-                                        names_.size(), " parameters"));
+          return SpecError(argument.position, absl::StrCat(operation_.name, " takes at most ",
+                                                           names_.size(), " parameters"));
         }
       } else {
         for (size_t i = 0; i < names_.size(); ++i) {
@@ -160,9 +157,8 @@ class ArgumentBinder {
         }
         if (slot == names_.size()) {
           return SpecError(argument.position,
-                           absl::StrCat(operation_.name, " has no parameter '",
-                                        argument.name, "' (it takes ",
-                                        absl::StrJoin(names_, ", "), ")"));
+                           absl::StrCat(operation_.name, " has no parameter '", argument.name,
+                                        "' (it takes ", absl::StrJoin(names_, ", "), ")"));
         }
       }
       if (bound_[slot] != nullptr) {
@@ -207,9 +203,9 @@ class ArgumentBinder {
     const Argument* argument = bound_[slot];
     if (argument == nullptr) return fallback;
     if (!argument->is_range || !(argument->low > 0) || argument->high < argument->low) {
-      return SpecError(argument->position,
-                       absl::StrCat("'", names_[slot],
-                                    "' must be a range lo:hi with 0 < lo <= hi"));
+      return SpecError(
+          argument->position,
+          absl::StrCat("'", names_[slot], "' must be a range lo:hi with 0 < lo <= hi"));
     }
     return Range{argument->low, argument->high};
   }
@@ -250,10 +246,9 @@ absl::StatusOr<std::unique_ptr<Transform>> MakeTransform(const Operation& operat
     ASSIGN_OR_RETURN(double p, binder.Probability(0, 0.5));
     return MakeHorizontalFlip(p);
   }
-  return SpecError(operation.position,
-                   absl::StrCat("unknown operation '", operation.name,
-                                "' (known: random_resized_crop, resize, "
-                                "center_crop, hflip)"));
+  return SpecError(operation.position, absl::StrCat("unknown operation '", operation.name,
+                                                    "' (known: random_resized_crop, resize, "
+                                                    "center_crop, hflip)"));
 }
 
 }  // namespace
@@ -288,8 +283,7 @@ absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec) {
   return pipeline;
 }
 
-absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key,
-                           uint8_t* out) const {
+absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint8_t* out) const {
   ASSIGN_OR_RETURN(cv::Mat image, DecodeImage(encoded));
   CounterRng rng(key.seed, {kStreamAugment, key.epoch, static_cast<uint32_t>(key.index)});
   for (const std::unique_ptr<Transform>& transform : transforms_) {

@@ -56,14 +56,11 @@ class Pipeline {
   // Decodes `encoded` (JPEG, PNG, ... anything OpenCV reads) and writes
   // output_height() x output_width() x 3 RGB bytes to `out`. Returns
   // InvalidArgument for data that is not a decodable image; never aborts.
-  absl::Status Run(absl::string_view encoded, const SampleKey& key,
-                   uint8_t* out) const;
+  absl::Status Run(absl::string_view encoded, const SampleKey& key, uint8_t* out) const;
 
   int output_height() const { return output_height_; }
   int output_width() const { return output_width_; }
-  size_t output_bytes() const {
-    return static_cast<size_t>(output_height_) * output_width_ * 3;
-  }
+  size_t output_bytes() const { return static_cast<size_t>(output_height_) * output_width_ * 3; }
   // The spec in canonical form, every parameter written out.
   std::string CanonicalSpec() const;
 
@@ -76,8 +73,7 @@ class Pipeline {
 };
 
 // The pipeline used when none is given.
-inline constexpr absl::string_view kDefaultPipeline =
-    "random_resized_crop(224)|hflip(0.5)";
+inline constexpr absl::string_view kDefaultPipeline = "random_resized_crop(224)|hflip(0.5)";
 
 }  // namespace heterodl
 

@@ -15,8 +15,7 @@ void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination) {
     return;
   }
   const bool shrinking = size.width < source.cols && size.height < source.rows;
-  cv::resize(source, destination, size, 0, 0,
-             shrinking ? cv::INTER_AREA : cv::INTER_LINEAR);
+  cv::resize(source, destination, size, 0, 0, shrinking ? cv::INTER_AREA : cv::INTER_LINEAR);
 }
 
 namespace {
@@ -36,9 +35,8 @@ class RandomResizedCrop final : public Transform {
   cv::Size FixedOutputSize() const override { return {size_, size_}; }
 
   std::string Spec() const override {
-    return absl::StrFormat("random_resized_crop(%d,scale=%g:%g,ratio=%g:%g)",
-                           size_, scale_.low, scale_.high, ratio_.low,
-                           ratio_.high);
+    return absl::StrFormat("random_resized_crop(%d,scale=%g:%g,ratio=%g:%g)", size_, scale_.low,
+                           scale_.high, ratio_.low, ratio_.high);
   }
 
  private:
@@ -83,8 +81,7 @@ class Resize final : public Transform {
 
   void Apply(cv::Mat& image, CounterRng&) const override {
     const bool wide = image.cols >= image.rows;
-    const double scale =
-        static_cast<double>(size_) / (wide ? image.rows : image.cols);
+    const double scale = static_cast<double>(size_) / (wide ? image.rows : image.cols);
     cv::Size target = wide ? cv::Size(std::max(1, static_cast<int>(image.cols * scale)), size_)
                            : cv::Size(size_, std::max(1, static_cast<int>(image.rows * scale)));
     cv::Mat resized;
@@ -92,9 +89,7 @@ class Resize final : public Transform {
     image = resized;
   }
 
-  std::string Spec() const override {
-    return absl::StrFormat("resize(%d)", size_);
-  }
+  std::string Spec() const override { return absl::StrFormat("resize(%d)", size_); }
 
  private:
   int size_;
@@ -110,9 +105,8 @@ class CenterCrop final : public Transform {
       const int pad_x = std::max(0, size_ - image.cols);
       const int pad_y = std::max(0, size_ - image.rows);
       cv::Mat padded;
-      cv::copyMakeBorder(image, padded, pad_y / 2, pad_y - pad_y / 2,
-                         pad_x / 2, pad_x - pad_x / 2, cv::BORDER_CONSTANT,
-                         cv::Scalar::all(0));
+      cv::copyMakeBorder(image, padded, pad_y / 2, pad_y - pad_y / 2, pad_x / 2, pad_x - pad_x / 2,
+                         cv::BORDER_CONSTANT, cv::Scalar::all(0));
       image = padded;
     }
     // Round like torchvision: top = round((H - size) / 2).
@@ -123,9 +117,7 @@ class CenterCrop final : public Transform {
 
   cv::Size FixedOutputSize() const override { return {size_, size_}; }
 
-  std::string Spec() const override {
-    return absl::StrFormat("center_crop(%d)", size_);
-  }
+  std::string Spec() const override { return absl::StrFormat("center_crop(%d)", size_); }
 
  private:
   int size_;
@@ -140,9 +132,7 @@ class HorizontalFlip final : public Transform {
     if (rng.NextDouble() < probability_) cv::flip(image, image, 1);
   }
 
-  std::string Spec() const override {
-    return absl::StrFormat("hflip(%g)", probability_);
-  }
+  std::string Spec() const override { return absl::StrFormat("hflip(%g)", probability_); }
 
  private:
   double probability_;
@@ -150,16 +140,11 @@ class HorizontalFlip final : public Transform {
 
 }  // namespace
 
-std::unique_ptr<Transform> MakeRandomResizedCrop(int size, Range scale,
-                                                 Range ratio) {
+std::unique_ptr<Transform> MakeRandomResizedCrop(int size, Range scale, Range ratio) {
   return std::make_unique<RandomResizedCrop>(size, scale, ratio);
 }
-std::unique_ptr<Transform> MakeResize(int size) {
-  return std::make_unique<Resize>(size);
-}
-std::unique_ptr<Transform> MakeCenterCrop(int size) {
-  return std::make_unique<CenterCrop>(size);
-}
+std::unique_ptr<Transform> MakeResize(int size) { return std::make_unique<Resize>(size); }
+std::unique_ptr<Transform> MakeCenterCrop(int size) { return std::make_unique<CenterCrop>(size); }
 std::unique_ptr<Transform> MakeHorizontalFlip(double probability) {
   return std::make_unique<HorizontalFlip>(probability);
 }

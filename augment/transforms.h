@@ -29,8 +29,7 @@ struct Range {
 
 // torchvision.transforms.RandomResizedCrop: a crop of random area fraction in
 // `scale` and aspect ratio in `ratio` (log-uniform), resized to size x size.
-std::unique_ptr<Transform> MakeRandomResizedCrop(int size, Range scale,
-                                                 Range ratio);
+std::unique_ptr<Transform> MakeRandomResizedCrop(int size, Range scale, Range ratio);
 // torchvision.transforms.Resize(size): shorter side to `size`.
 std::unique_ptr<Transform> MakeResize(int size);
 // torchvision.transforms.CenterCrop(size), zero-padding a smaller image.

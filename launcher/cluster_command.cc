@@ -45,12 +45,12 @@ int RunClusterCommand() {
     std::printf("%s\n", ClusterViewToJson(*view).c_str());
     return kExitOk;
   }
-  std::printf("role          %s\nsource        %s\ncurrent host  %s\ndata servers  %s\n"
-              "dnn hosts     %s\nleader        %s\nworld size    %d (%d per host)\n",
-              RoleName(view->role), view->source.c_str(), view->current_host.c_str(),
-              absl::StrJoin(view->data_servers, ", ").c_str(),
-              absl::StrJoin(view->dnn_hosts, ", ").c_str(), view->leader.c_str(),
-              view->world_size, view->ranks_per_host);
+  std::printf(
+      "role          %s\nsource        %s\ncurrent host  %s\ndata servers  %s\n"
+      "dnn hosts     %s\nleader        %s\nworld size    %d (%d per host)\n",
+      RoleName(view->role), view->source.c_str(), view->current_host.c_str(),
+      absl::StrJoin(view->data_servers, ", ").c_str(), absl::StrJoin(view->dnn_hosts, ", ").c_str(),
+      view->leader.c_str(), view->world_size, view->ranks_per_host);
   return kExitOk;
 }
 

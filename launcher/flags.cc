@@ -1,6 +1,8 @@
 #include "launcher/flags.h"
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 ABSL_FLAG(std::string, dataset, "",
           "dataset: an image folder (CLASS/IMAGE.jpg) or a file list (path<TAB>label)");
@@ -33,13 +35,15 @@ ABSL_FLAG(std::string, sample_log_dir, "",
           "train/local: each rank logs the samples it trained on to DIR/rank<R>.samples");
 
 ABSL_FLAG(std::string, role, "", "cluster: data | dnn | local (default: detected)");
-ABSL_FLAG(std::string, data_servers, "", "train/cluster: data servers, host:port,...; local: how many to start (default 2)");
+ABSL_FLAG(std::string, data_servers, "",
+          "train/cluster: data servers, host:port,...; local: how many to start (default 2)");
 ABSL_FLAG(std::string, dnn_hosts, "", "cluster: dnn hosts, host,...");
 ABSL_FLAG(std::string, current_host, "", "cluster: this host's name in the host lists");
 ABSL_FLAG(int32_t, ranks_per_host, 0, "cluster: trainer ranks per dnn host (default: GPUs, or 1)");
 ABSL_FLAG(int32_t, master_port, 0, "cluster: rendezvous port on the leader (default 29500)");
-ABSL_FLAG(std::string, resource_config, "",
-          "cluster: SageMaker resourceconfig.json (default /opt/ml/input/config/resourceconfig.json)");
+ABSL_FLAG(
+    std::string, resource_config, "",
+    "cluster: SageMaker resourceconfig.json (default /opt/ml/input/config/resourceconfig.json)");
 ABSL_FLAG(std::string, data_group, "", "cluster: SageMaker instance group of data hosts");
 ABSL_FLAG(std::string, dnn_group, "", "cluster: SageMaker instance group of dnn hosts");
 ABSL_FLAG(int32_t, slurm_data_component, -1,
@@ -47,3 +51,21 @@ ABSL_FLAG(int32_t, slurm_data_component, -1,
 
 ABSL_FLAG(bool, json, false, "print machine-readable JSON");
 ABSL_FLAG(int32_t, images, 512, "dataset sample: number of images");
+
+namespace heterodl {
+
+std::vector<std::string> TrainingFlagsAsArguments() {
+  return {absl::StrCat("--model=", absl::GetFlag(FLAGS_model)),
+          absl::StrCat("--steps=", absl::GetFlag(FLAGS_steps)),
+          absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)),
+          absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)),
+          absl::StrCat("--seed=", absl::GetFlag(FLAGS_seed)),
+          absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr)),
+          absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)),
+          absl::StrCat("--connect_timeout=",
+                       absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout))),
+          absl::StrCat("--metrics_file=", absl::GetFlag(FLAGS_metrics_file)),
+          absl::StrCat("--sample_log_dir=", absl::GetFlag(FLAGS_sample_log_dir))};
+}
+
+}  // namespace heterodl

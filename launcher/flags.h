@@ -50,4 +50,13 @@ ABSL_DECLARE_FLAG(int32_t, slurm_data_component);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(int32_t, images);
 
+namespace heterodl {
+
+// The training flags (model, steps, epochs, batch size, seed, learning rate,
+// pipeline, connect timeout, metrics file, sample log dir) as "--name=value"
+// arguments, for the processes `local` and `train` start.
+std::vector<std::string> TrainingFlagsAsArguments();
+
+}  // namespace heterodl
+
 #endif  // HETERODL_LAUNCHER_FLAGS_H_

@@ -63,8 +63,8 @@ int RunLocalCommand(StopSignal& stop) {
   }
   int num_servers = 2;
   const std::string servers_flag = absl::GetFlag(FLAGS_data_servers);
-  if (!servers_flag.empty() && (!absl::SimpleAtoi(servers_flag, &num_servers) ||
-                                num_servers < 1 || num_servers > 64)) {
+  if (!servers_flag.empty() &&
+      (!absl::SimpleAtoi(servers_flag, &num_servers) || num_servers < 1 || num_servers > 64)) {
     LogError("local: --data_servers is the number of servers to start (1-64), got '%s'",
              servers_flag);
     return kExitUsage;
@@ -76,8 +76,8 @@ int RunLocalCommand(StopSignal& stop) {
     return kExitFailure;
   }
   std::error_code error;
-  const std::filesystem::path run_dir = std::filesystem::temp_directory_path() /
-                                        absl::StrCat("heterodl-local-", getpid());
+  const std::filesystem::path run_dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("heterodl-local-", getpid());
   std::filesystem::create_directories(run_dir, error);
 
   // Each server takes an equal share of the cores; the ranks take the rest of
@@ -109,21 +109,19 @@ int RunLocalCommand(StopSignal& stop) {
   LogInfo("%d data server(s) up at %s; starting %d trainer rank(s)", num_servers,
           absl::StrJoin(addresses, ","), ranks);
 
-  absl::StatusOr<ChildProcess> trainer = ChildProcess::Spawn(
-      {*self, "train", absl::StrCat("--data_servers=", absl::StrJoin(addresses, ",")),
-       absl::StrCat("--ranks=", ranks), "--role=dnn", "--dnn_hosts=127.0.0.1",
-       "--current_host=127.0.0.1", absl::StrCat("--master_port=", PickRendezvousPort()),
-       absl::StrCat("--model=", absl::GetFlag(FLAGS_model)),
-       absl::StrCat("--steps=", absl::GetFlag(FLAGS_steps)),
-       absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)),
-       absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)),
-       absl::StrCat("--seed=", absl::GetFlag(FLAGS_seed)),
-       absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr)),
-       absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)),
-       absl::StrCat("--metrics_file=", absl::GetFlag(FLAGS_metrics_file)),
-       absl::StrCat("--sample_log_dir=", absl::GetFlag(FLAGS_sample_log_dir)),
-       absl::StrCat("--connect_timeout=",
-                    absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout)))});
+  std::vector<std::string> trainer_argv = {
+      *self,
+      "train",
+      absl::StrCat("--data_servers=", absl::StrJoin(addresses, ",")),
+      absl::StrCat("--ranks=", ranks),
+      "--role=dnn",
+      "--dnn_hosts=127.0.0.1",
+      "--current_host=127.0.0.1",
+      absl::StrCat("--master_port=", PickRendezvousPort())};
+  for (std::string& argument : TrainingFlagsAsArguments()) {
+    trainer_argv.push_back(std::move(argument));
+  }
+  absl::StatusOr<ChildProcess> trainer = ChildProcess::Spawn(trainer_argv);
   if (!trainer.ok()) {
     LogError("%s", trainer.status().ToString());
     return kExitFailure;

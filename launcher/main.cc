@@ -30,7 +30,7 @@ commands:
 Run 'heterodl --helpfull' for every flag.)";
 
 bool IsCommand(const char* word) {
-  static constexpr const char* kCommands[] = {"launch", "serve",   "train",  "local",
+  static constexpr const char* kCommands[] = {"launch",  "serve",   "train", "local",
                                               "cluster", "dataset", "status"};
   for (const char* command : kCommands) {
     if (std::strcmp(word, command) == 0) return true;

@@ -25,26 +25,15 @@ constexpr absl::Duration kRankGrace = absl::Seconds(15);
 
 std::vector<std::string> RankArguments(const std::string& trainer, const ClusterView& view,
                                        int global_rank) {
-  std::vector<std::string> argv = {trainer,
-                                   absl::StrCat("--rank=", global_rank),
-                                   absl::StrCat("--world_size=", view.world_size),
-                                   absl::StrCat("--data_servers=", absl::StrJoin(view.data_servers, ",")),
-                                   absl::StrCat("--master_addr=", view.leader),
-                                   absl::StrCat("--master_port=", view.master_port),
-                                   absl::StrCat("--current_host=", view.current_host),
-                                   absl::StrCat("--dnn_hosts=", absl::StrJoin(view.dnn_hosts, ",")),
-                                   absl::StrCat("--ranks_per_host=", view.ranks_per_host),
-                                   absl::StrCat("--model=", absl::GetFlag(FLAGS_model)),
-                                   absl::StrCat("--steps=", absl::GetFlag(FLAGS_steps)),
-                                   absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)),
-                                   absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)),
-                                   absl::StrCat("--seed=", absl::GetFlag(FLAGS_seed)),
-                                   absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr)),
-                                   absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)),
-                                   absl::StrCat("--connect_timeout=",
-                                                absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout))),
-                                   absl::StrCat("--metrics_file=", absl::GetFlag(FLAGS_metrics_file)),
-                                   absl::StrCat("--sample_log_dir=", absl::GetFlag(FLAGS_sample_log_dir))};
+  std::vector<std::string> argv = {
+      trainer,
+      absl::StrCat("--rank=", global_rank),
+      absl::StrCat("--world_size=", view.world_size),
+      absl::StrCat("--data_servers=", absl::StrJoin(view.data_servers, ",")),
+      absl::StrCat("--master_addr=", view.leader),
+      absl::StrCat("--master_port=", view.master_port),
+      absl::StrCat("--current_host=", view.current_host)};
+  for (std::string& argument : TrainingFlagsAsArguments()) argv.push_back(std::move(argument));
   return argv;
 }
 
@@ -89,9 +78,10 @@ absl::StatusOr<std::string> TrainerExecutable() {
       std::filesystem::path(self).parent_path() / "heterodl-trainer";
   std::error_code error;
   if (!std::filesystem::exists(trainer, error)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "'", trainer.string(), "' is missing: this heterodl was built without LibTorch "
-        "(HETERODL_WITH_TORCH=OFF) and can serve data but not train"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", trainer.string(),
+                     "' is missing: this heterodl was built without LibTorch "
+                     "(HETERODL_WITH_TORCH=OFF) and can serve data but not train"));
   }
   return trainer.string();
 }
@@ -107,8 +97,9 @@ int RunTrainCommand(StopSignal& stop) {
   }
   ClusterView view = *resolved;
   if (view.data_servers.empty()) {
-    LogError("train needs data servers: --data_servers host:port,... (or a cluster "
-             "environment that names them)");
+    LogError(
+        "train needs data servers: --data_servers host:port,... (or a cluster "
+        "environment that names them)");
     return kExitUsage;
   }
   if (absl::GetFlag(FLAGS_ranks) > 0) {
@@ -128,7 +119,8 @@ int RunTrainCommand(StopSignal& stop) {
   std::vector<ChildProcess> ranks;
   for (int local = 0; local < view.ranks_per_host; ++local) {
     const int global_rank = view.node_rank * view.ranks_per_host + local;
-    absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(RankArguments(*trainer, view, global_rank));
+    absl::StatusOr<ChildProcess> child =
+        ChildProcess::Spawn(RankArguments(*trainer, view, global_rank));
     if (!child.ok()) {
       LogError("%s", child.status().ToString());
       return kExitFailure;  // started ranks are killed by their destructors

@@ -17,8 +17,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
 
   heterodl::TrainerOptions options;
-  options.data_servers =
-      absl::StrSplit(absl::GetFlag(FLAGS_data_servers), ',', absl::SkipEmpty());
+  options.data_servers = absl::StrSplit(absl::GetFlag(FLAGS_data_servers), ',', absl::SkipEmpty());
   options.model = absl::GetFlag(FLAGS_model);
   options.steps = absl::GetFlag(FLAGS_steps);
   options.epochs = absl::GetFlag(FLAGS_epochs);
@@ -38,8 +37,9 @@ int main(int argc, char** argv) {
   heterodl::SetLogTag(absl::StrCat("train/", options.rank));
   if (absl::GetFlag(FLAGS_rank) < 0 || options.world_size == 0 ||
       options.rank >= options.world_size || options.data_servers.empty()) {
-    heterodl::LogError("heterodl-trainer is started by 'heterodl train'; it needs --rank, "
-                       "--world_size and --data_servers");
+    heterodl::LogError(
+        "heterodl-trainer is started by 'heterodl train'; it needs --rank, "
+        "--world_size and --data_servers");
     return 2;
   }
   absl::Status result = heterodl::RunTrainerRank(options);

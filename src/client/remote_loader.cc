@@ -22,8 +22,7 @@ namespace heterodl {
 namespace {
 
 absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
@@ -59,8 +58,8 @@ class EpochFetch {
         end_(plan_.batches_per_rank()),
         next_unassigned_(start_batch),
         next_to_deliver_(start_batch),
-        window_(std::max<int64_t>(8, 2 * options.credits_per_server *
-                                         static_cast<int64_t>(servers.size()))),
+        window_(std::max<int64_t>(
+            8, 2 * options.credits_per_server * static_cast<int64_t>(servers.size()))),
         last_delivery_(absl::Now()) {
     for (size_t i = 0; i < servers_.size(); ++i) {
       connections_.push_back(std::make_unique<Connection>());
@@ -109,9 +108,9 @@ class EpochFetch {
                                             : connections_[i]->last_error,
                                         ")"));
         }
-        return absl::UnavailableError(absl::StrCat(
-            "no batch from any data server for ", absl::FormatDuration(options_.stall_timeout),
-            ": ", absl::StrJoin(states, ", ")));
+        return absl::UnavailableError(absl::StrCat("no batch from any data server for ",
+                                                   absl::FormatDuration(options_.stall_timeout),
+                                                   ": ", absl::StrJoin(states, ", ")));
       }
       mu_.AwaitWithTimeout(absl::Condition(this, &EpochFetch::DeliverableLocked),
                            absl::Milliseconds(200));
@@ -182,9 +181,10 @@ class EpochFetch {
     }
     for (size_t i = 0; i < n; ++i) {
       if (batch.indices(static_cast<int>(i)) != expected[i]) {
-        return absl::DataLossError(absl::StrCat(
-            "batch ", k, " holds other samples than the epoch plan says: the server "
-            "computes a different plan"));
+        return absl::DataLossError(
+            absl::StrCat("batch ", k,
+                         " holds other samples than the epoch plan says: the server "
+                         "computes a different plan"));
       }
     }
     return absl::OkStatus();
@@ -213,8 +213,8 @@ class EpochFetch {
                                                           ": ", status.message()));
         return;
       }
-      LogWarning("data server %s: %s; retrying in %s", servers_[server].address,
-                 status.ToString(), absl::FormatDuration(backoff));
+      LogWarning("data server %s: %s; retrying in %s", servers_[server].address, status.ToString(),
+                 absl::FormatDuration(backoff));
       mu_.AwaitWithTimeout(absl::Condition(this, &EpochFetch::FinishedLocked), backoff);
       backoff = std::min(backoff * 2, absl::Seconds(5));
     }
@@ -369,8 +369,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
   absl::StatusOr<std::optional<Batch>> Next() override {
     if (fetch_ == nullptr) {
       ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params_, epoch_));
-      fetch_ = std::make_unique<EpochFetch>(options_, servers_, config_, std::move(plan),
-                                            start_batch_);
+      fetch_ =
+          std::make_unique<EpochFetch>(options_, servers_, config_, std::move(plan), start_batch_);
     }
     return fetch_->Next();
   }
@@ -391,8 +391,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
 };
 
 // Waits for a server's DatasetInfo until `deadline`.
-absl::StatusOr<v1::DatasetInfo> FetchDatasetInfo(v1::DataService::Stub& stub,
-                                                 absl::Time deadline) {
+absl::StatusOr<v1::DatasetInfo> FetchDatasetInfo(v1::DataService::Stub& stub, absl::Time deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
   context.set_wait_for_ready(true);
@@ -408,8 +407,8 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
     const RemoteLoaderOptions& options) {
   if (options.servers.empty()) return absl::InvalidArgumentError("no data servers given");
   if (options.world_size == 0 || options.rank >= options.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank,
-                                                   " outside world_size ", options.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " outside world_size ", options.world_size));
   }
   if (options.credits_per_server < 1) {
     return absl::InvalidArgumentError("credits_per_server must be >= 1");
@@ -443,15 +442,14 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
       return absl::FailedPreconditionError(absl::StrCat(
           "data servers serve different datasets: ", servers[*first].address, " has '",
           infos[*first]->source(), "' (fingerprint ",
-          FingerprintToHex(infos[*first]->fingerprint()), ") but ", servers[i].address,
-          " has '", infos[i]->source(), "' (fingerprint ",
-          FingerprintToHex(infos[i]->fingerprint()), ")"));
+          FingerprintToHex(infos[*first]->fingerprint()), ") but ", servers[i].address, " has '",
+          infos[i]->source(), "' (fingerprint ", FingerprintToHex(infos[i]->fingerprint()), ")"));
     }
   }
   if (!first) {
-    return absl::UnavailableError(absl::StrCat(
-        "no data server answered within ", absl::FormatDuration(options.connect_timeout), ": ",
-        absl::StrJoin(unreachable, ", ")));
+    return absl::UnavailableError(absl::StrCat("no data server answered within ",
+                                               absl::FormatDuration(options.connect_timeout), ": ",
+                                               absl::StrJoin(unreachable, ", ")));
   }
   if (!unreachable.empty()) {
     LogWarning("data servers not reachable yet, will retry: %s", absl::StrJoin(unreachable, ", "));
@@ -463,14 +461,13 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   dataset.class_names.assign(info.class_names().begin(), info.class_names().end());
   dataset.height = static_cast<int>(info.height());
   dataset.width = static_cast<int>(info.width());
-  auto loader =
-      std::make_unique<GrpcRemoteLoader>(options, std::move(servers), std::move(dataset));
+  auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(servers), std::move(dataset));
   RETURN_IF_ERROR(loader->Validate());
   return loader;
 }
 
-absl::Status ShutdownDataServers(const std::vector<std::string>& servers,
-                                 const std::string& reason, absl::Duration deadline) {
+absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
+                                 absl::Duration deadline) {
   const absl::Time give_up = absl::Now() + deadline;
   std::vector<absl::Status> results(servers.size());
   std::vector<std::thread> senders;

@@ -93,8 +93,7 @@ class RemoteLoader {
   // when none answers, or naming both sides when two servers serve different
   // datasets (fingerprints differ). Servers that did not answer in time are
   // still used once they come up.
-  static absl::StatusOr<std::unique_ptr<RemoteLoader>> Connect(
-      const RemoteLoaderOptions& options);
+  static absl::StatusOr<std::unique_ptr<RemoteLoader>> Connect(const RemoteLoaderOptions& options);
   virtual ~RemoteLoader() = default;
 
   virtual const DatasetDescription& dataset() const = 0;
@@ -113,8 +112,8 @@ class RemoteLoader {
 // Tells every data server to shut down and waits for each to acknowledge,
 // retrying until `deadline`. Returns an error naming the servers that did not
 // acknowledge (already gone, or unreachable).
-absl::Status ShutdownDataServers(const std::vector<std::string>& servers,
-                                 const std::string& reason, absl::Duration deadline);
+absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
+                                 absl::Duration deadline);
 
 }  // namespace heterodl
 

@@ -8,10 +8,9 @@
 
 namespace heterodl {
 
-absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address,
-                                               absl::Duration timeout) {
-  auto stub = v1::DataService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout) {
+  auto stub =
+      v1::DataService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::ServerStats stats;

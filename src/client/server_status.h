@@ -26,8 +26,7 @@ struct ServerStatus {
 
 // Asks `address` (host:port) for its statistics. Unavailable / DeadlineExceeded
 // name the server when it does not answer within `timeout`.
-absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address,
-                                               absl::Duration timeout);
+absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout);
 
 }  // namespace heterodl
 

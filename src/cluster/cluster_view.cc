@@ -14,8 +14,8 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/cluster.pb.h"
-#include "src/common/status_macros.h"
 #include "src/common/read_file.h"
+#include "src/common/status_macros.h"
 
 extern char** environ;
 
@@ -41,8 +41,7 @@ absl::StatusOr<std::optional<int>> IntSetting(std::optional<int> flag,
   if (value.empty()) return std::optional<int>();
   int parsed = 0;
   if (!absl::SimpleAtoi(value, &parsed)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(variable, "='", value, "' is not an integer"));
+    return absl::InvalidArgumentError(absl::StrCat(variable, "='", value, "' is not an integer"));
   }
   return std::optional<int>(parsed);
 }
@@ -71,8 +70,7 @@ void CompleteView(ClusterView& view) {
   view.leader = view.dnn_hosts.empty() ? std::string() : view.dnn_hosts.front();
   view.world_size = static_cast<int>(view.dnn_hosts.size()) * view.ranks_per_host;
   auto it = std::find(view.dnn_hosts.begin(), view.dnn_hosts.end(), view.current_host);
-  view.node_rank =
-      it == view.dnn_hosts.end() ? -1 : static_cast<int>(it - view.dnn_hosts.begin());
+  view.node_rank = it == view.dnn_hosts.end() ? -1 : static_cast<int>(it - view.dnn_hosts.begin());
 }
 
 std::vector<std::string> WithPort(const std::vector<std::string>& hosts, int port) {
@@ -81,8 +79,21 @@ std::vector<std::string> WithPort(const std::vector<std::string>& hosts, int por
   return servers;
 }
 
-absl::StatusOr<ClusterView> FromSageMaker(const std::string& path,
-                                          const ClusterSettings& settings,
+// The role of `host` given the two groups' hosts; `where` names the source
+// for the error.
+absl::StatusOr<Role> RoleOfHost(const std::vector<std::string>& data_hosts,
+                                const std::vector<std::string>& dnn_hosts, const std::string& host,
+                                const std::string& where) {
+  const auto contains = [&host](const std::vector<std::string>& hosts) {
+    return std::find(hosts.begin(), hosts.end(), host) != hosts.end();
+  };
+  if (contains(data_hosts)) return Role::kData;
+  if (contains(dnn_hosts)) return Role::kDnn;
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": this host '", host, "' is in neither group's host list"));
+}
+
+absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const ClusterSettings& settings,
                                           const Environment& environment) {
   absl::StatusOr<std::string> text = ReadFileToString(path);
   if (!text.ok()) {
@@ -94,13 +105,12 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path,
   options.ignore_unknown_fields = true;
   auto status = google::protobuf::util::JsonStringToMessage(*text, &config, options);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("SageMaker resource config '", path,
-                                                   "' is not valid JSON: ",
-                                                   status.message().ToString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SageMaker resource config '", path, "' is not valid JSON: ", status.message().ToString()));
   }
   if (config.current_host().empty() || config.hosts().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SageMaker resource config '", path, "' lacks current_host or hosts"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("SageMaker resource config '", path, "' lacks current_host or hosts"));
   }
   const std::string data_group = Setting(settings.data_group, environment, "HETERODL_DATA_GROUP");
   const std::string dnn_group = Setting(settings.dnn_group, environment, "HETERODL_DNN_GROUP");
@@ -146,18 +156,8 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path,
   }
   SortHosts(data_hosts);
   SortHosts(view.dnn_hosts);
-  const auto contains = [](const std::vector<std::string>& hosts, const std::string& host) {
-    return std::find(hosts.begin(), hosts.end(), host) != hosts.end();
-  };
-  if (contains(data_hosts, view.current_host)) {
-    view.role = Role::kData;
-  } else if (contains(view.dnn_hosts, view.current_host)) {
-    view.role = Role::kDnn;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SageMaker resource config '", path, "': current host '", view.current_host,
-        "' is in neither instance group"));
-  }
+  ASSIGN_OR_RETURN(view.role, RoleOfHost(data_hosts, view.dnn_hosts, view.current_host,
+                                         absl::StrCat("SageMaker resource config '", path, "'")));
   CompleteView(view);
   view.data_servers = WithPort(data_hosts, view.data_port);
   return view;
@@ -165,9 +165,9 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path,
 
 absl::StatusOr<ClusterView> FromSlurm(const ClusterSettings& settings,
                                       const Environment& environment) {
-  ASSIGN_OR_RETURN(std::optional<int> component,
-                   IntSetting(settings.slurm_data_component, environment,
-                              "HETERODL_SLURM_DATA_COMPONENT"));
+  ASSIGN_OR_RETURN(
+      std::optional<int> component,
+      IntSetting(settings.slurm_data_component, environment, "HETERODL_SLURM_DATA_COMPONENT"));
   const int data_component = component.value_or(0);
   if (data_component != 0 && data_component != 1) {
     return absl::InvalidArgumentError("--slurm-data-component must be 0 or 1");
@@ -177,13 +177,11 @@ absl::StatusOr<ClusterView> FromSlurm(const ClusterSettings& settings,
     const std::string name = absl::StrCat("SLURM_JOB_NODELIST_HET_GROUP_", group);
     const std::string value = Lookup(environment, name);
     if (value.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Slurm heterogeneous job without ", name));
+      return absl::InvalidArgumentError(absl::StrCat("Slurm heterogeneous job without ", name));
     }
     absl::StatusOr<std::vector<std::string>> hosts = ExpandSlurmHostlist(value);
     if (!hosts.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ": ", hosts.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", hosts.status().message()));
     }
     return hosts;
   };
@@ -193,18 +191,8 @@ absl::StatusOr<ClusterView> FromSlurm(const ClusterSettings& settings,
   ASSIGN_OR_RETURN(view.dnn_hosts, nodelist(dnn_component));
   view.current_host = Lookup(environment, "SLURMD_NODENAME");
   if (view.current_host.empty()) view.current_host = LocalHostName();
-  const auto contains = [](const std::vector<std::string>& hosts, const std::string& host) {
-    return std::find(hosts.begin(), hosts.end(), host) != hosts.end();
-  };
-  if (contains(data_hosts, view.current_host)) {
-    view.role = Role::kData;
-  } else if (contains(view.dnn_hosts, view.current_host)) {
-    view.role = Role::kDnn;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Slurm heterogeneous job: this node '", view.current_host,
-        "' is in neither component's node list"));
-  }
+  ASSIGN_OR_RETURN(view.role, RoleOfHost(data_hosts, view.dnn_hosts, view.current_host,
+                                         "Slurm heterogeneous job"));
   int gpus = 0;
   if (absl::SimpleAtoi(Lookup(environment, "SLURM_GPUS_ON_NODE"), &gpus) && gpus > 0) {
     view.ranks_per_host = gpus;
@@ -234,8 +222,8 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
   const std::string current_host =
       Setting(settings.current_host, environment, "HETERODL_CURRENT_HOST");
   const std::string dataset = Setting(settings.dataset, environment, "HETERODL_DATASET");
-  ASSIGN_OR_RETURN(std::optional<int> ranks, IntSetting(settings.ranks_per_host, environment,
-                                                        "HETERODL_RANKS_PER_HOST"));
+  ASSIGN_OR_RETURN(std::optional<int> ranks,
+                   IntSetting(settings.ranks_per_host, environment, "HETERODL_RANKS_PER_HOST"));
   ASSIGN_OR_RETURN(std::optional<int> data_port,
                    IntSetting(settings.data_port, environment, "HETERODL_DATA_PORT"));
   ASSIGN_OR_RETURN(std::optional<int> master_port,
@@ -411,8 +399,7 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmHostlist(const std::string& 
     }
     const size_t close = term.find(']', open);
     if (close == std::string::npos || term.find('[', open + 1) != std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unsupported hostlist term '", term, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("unsupported hostlist term '", term, "'"));
     }
     const std::string prefix = term.substr(0, open);
     const std::string suffix = term.substr(close + 1);

@@ -54,18 +54,18 @@ struct ClusterView {
 // Values given on the command line; an empty string or nullopt means "not
 // given". Each has a HETERODL_<NAME> environment variable as fallback.
 struct ClusterSettings {
-  std::string role;               // HETERODL_ROLE: data | dnn | local
-  std::string data_servers;       // HETERODL_DATA_SERVERS: host:port,...
-  std::string dnn_hosts;          // HETERODL_DNN_HOSTS: host,...
-  std::string current_host;       // HETERODL_CURRENT_HOST
-  std::optional<int> ranks_per_host;  // HETERODL_RANKS_PER_HOST
-  std::optional<int> data_port;       // HETERODL_DATA_PORT
-  std::optional<int> master_port;     // HETERODL_MASTER_PORT
-  std::string resource_config;    // HETERODL_RESOURCE_CONFIG
-  std::string data_group;         // HETERODL_DATA_GROUP (default data_group)
-  std::string dnn_group;          // HETERODL_DNN_GROUP (default dnn_group)
+  std::string role;                         // HETERODL_ROLE: data | dnn | local
+  std::string data_servers;                 // HETERODL_DATA_SERVERS: host:port,...
+  std::string dnn_hosts;                    // HETERODL_DNN_HOSTS: host,...
+  std::string current_host;                 // HETERODL_CURRENT_HOST
+  std::optional<int> ranks_per_host;        // HETERODL_RANKS_PER_HOST
+  std::optional<int> data_port;             // HETERODL_DATA_PORT
+  std::optional<int> master_port;           // HETERODL_MASTER_PORT
+  std::string resource_config;              // HETERODL_RESOURCE_CONFIG
+  std::string data_group;                   // HETERODL_DATA_GROUP (default data_group)
+  std::string dnn_group;                    // HETERODL_DNN_GROUP (default dnn_group)
   std::optional<int> slurm_data_component;  // HETERODL_SLURM_DATA_COMPONENT
-  std::string dataset;            // HETERODL_DATASET
+  std::string dataset;                      // HETERODL_DATASET
 };
 
 using Environment = absl::flat_hash_map<std::string, std::string>;
@@ -74,8 +74,7 @@ using Environment = absl::flat_hash_map<std::string, std::string>;
 Environment CurrentEnvironment();
 
 // SageMaker's default location of resourceconfig.json.
-inline constexpr char kSageMakerResourceConfig[] =
-    "/opt/ml/input/config/resourceconfig.json";
+inline constexpr char kSageMakerResourceConfig[] = "/opt/ml/input/config/resourceconfig.json";
 
 // Resolves the view. Errors name their source: an unreadable or garbled
 // resource config (with the file's path), a host in no group, a bad

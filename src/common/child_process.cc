@@ -27,9 +27,8 @@ int DecodeWaitStatus(int status) {
 
 }  // namespace
 
-absl::StatusOr<ChildProcess> ChildProcess::Spawn(
-    const std::vector<std::string>& argv,
-    const std::vector<std::string>& extra_env) {
+absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
+                                                 const std::vector<std::string>& extra_env) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
@@ -58,9 +57,8 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(
   int rc = posix_spawn(&pid, args[0], nullptr, &attr, args.data(), env.data());
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    return absl::InternalError(absl::StrCat("cannot start '",
-                                            absl::StrJoin(argv, " "),
-                                            "': ", std::strerror(rc)));
+    return absl::InternalError(
+        absl::StrCat("cannot start '", absl::StrJoin(argv, " "), "': ", std::strerror(rc)));
   }
   return ChildProcess(pid);
 }
@@ -130,8 +128,7 @@ absl::StatusOr<std::string> SelfExecutable() {
   char buffer[4096];
   ssize_t length = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
   if (length <= 0) {
-    return absl::InternalError(
-        absl::StrCat("readlink(/proc/self/exe): ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat("readlink(/proc/self/exe): ", std::strerror(errno)));
   }
   return std::string(buffer, static_cast<size_t>(length));
 }

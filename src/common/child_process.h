@@ -26,9 +26,8 @@ class ChildProcess {
  public:
   // Starts argv[0] (a path) with the given arguments, inheriting stdio and
   // the environment plus `extra_env` ("NAME=value" entries).
-  static absl::StatusOr<ChildProcess> Spawn(
-      const std::vector<std::string>& argv,
-      const std::vector<std::string>& extra_env = {});
+  static absl::StatusOr<ChildProcess> Spawn(const std::vector<std::string>& argv,
+                                            const std::vector<std::string>& extra_env = {});
 
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) noexcept;

@@ -49,13 +49,9 @@ uint64_t CounterRng::NextU64() {
   return (high << 32) | NextU32();
 }
 
-double CounterRng::NextDouble() {
-  return static_cast<double>(NextU64() >> 11) * 0x1.0p-53;
-}
+double CounterRng::NextDouble() { return static_cast<double>(NextU64() >> 11) * 0x1.0p-53; }
 
-double CounterRng::Uniform(double low, double high) {
-  return low + (high - low) * NextDouble();
-}
+double CounterRng::Uniform(double low, double high) { return low + (high - low) * NextDouble(); }
 
 uint64_t CounterRng::Below(uint64_t bound) {
   // Reject the top partial range so every residue is equally likely.

@@ -27,8 +27,6 @@ Fingerprint& Fingerprint::Add(absl::string_view bytes) {
   return *this;
 }
 
-std::string FingerprintToHex(uint64_t fingerprint) {
-  return absl::StrFormat("%016x", fingerprint);
-}
+std::string FingerprintToHex(uint64_t fingerprint) { return absl::StrFormat("%016x", fingerprint); }
 
 }  // namespace heterodl

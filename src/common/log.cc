@@ -49,8 +49,7 @@ void LogLine(LogLevel level, absl::string_view message) {
   }
   std::string line = absl::StrFormat(
       "%c %s %s[%d] %s\n", LevelLetter(level),
-      absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()), tag,
-      getpid(), message);
+      absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()), tag, getpid(), message);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

@@ -12,23 +12,22 @@
 #define HETERODL_CONCAT_INNER_(a, b) a##b
 #define HETERODL_CONCAT_(a, b) HETERODL_CONCAT_INNER_(a, b)
 
-#define RETURN_IF_ERROR(expr)                     \
-  do {                                            \
-    ::absl::Status heterodl_status_ = (expr);     \
-    if (!heterodl_status_.ok()) {                 \
-      return heterodl_status_;                    \
-    }                                             \
+#define RETURN_IF_ERROR(expr)                 \
+  do {                                        \
+    ::absl::Status heterodl_status_ = (expr); \
+    if (!heterodl_status_.ok()) {             \
+      return heterodl_status_;                \
+    }                                         \
   } while (false)
 
 #define ASSIGN_OR_RETURN(lhs, expr) \
-  HETERODL_ASSIGN_OR_RETURN_IMPL_(  \
-      HETERODL_CONCAT_(heterodl_statusor_, __LINE__), lhs, expr)
+  HETERODL_ASSIGN_OR_RETURN_IMPL_(HETERODL_CONCAT_(heterodl_statusor_, __LINE__), lhs, expr)
 
 #define HETERODL_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
-  auto statusor = (expr);                                     \
-  if (!statusor.ok()) {                                       \
-    return std::move(statusor).status();                      \
-  }                                                           \
+  auto statusor = (expr);                                    \
+  if (!statusor.ok()) {                                      \
+    return std::move(statusor).status();                     \
+  }                                                          \
   lhs = std::move(statusor).value()
 
 #endif  // HETERODL_SRC_COMMON_STATUS_MACROS_H_

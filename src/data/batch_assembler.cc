@@ -12,17 +12,15 @@ namespace {
 // Replacement candidates tried before a slot is zero-filled.
 constexpr int kReplacementAttempts = 3;
 
-double SecondsSince(absl::Time start) {
-  return absl::ToDoubleSeconds(absl::Now() - start);
-}
+double SecondsSince(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
 
 }  // namespace
 
 BatchAssembler::BatchAssembler(const Dataset& dataset, const Pipeline& pipeline)
     : dataset_(dataset), pipeline_(pipeline) {}
 
-absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t index,
-                                        uint8_t* out, StageSeconds* seconds) const {
+absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t index, uint8_t* out,
+                                        StageSeconds* seconds) const {
   absl::Time start = absl::Now();
   absl::StatusOr<std::string> bytes = dataset_.ReadSample(static_cast<size_t>(index));
   seconds->read += SecondsSince(start);
@@ -46,8 +44,7 @@ absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t i
   return status;
 }
 
-std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request,
-                                                 uint8_t* pixels,
+std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request, uint8_t* pixels,
                                                  StageSeconds* seconds) const {
   const size_t bytes_per_sample = sample_bytes();
   std::vector<SlotResult> slots;
@@ -55,8 +52,7 @@ std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request
   for (size_t slot = 0; slot < request.indices.size(); ++slot) {
     const int64_t index = request.indices[slot];
     uint8_t* out = pixels + slot * bytes_per_sample;
-    SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label,
-                      SampleOutcome::kOk};
+    SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk};
     if (!LoadSample(request.seed, request.epoch, index, out, seconds).ok()) {
       result.outcome = SampleOutcome::kZeroFilled;
       CounterRng rng(request.seed,

@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 
 bool HasImageExtension(const fs::path& path) {
   std::string extension = absl::AsciiStrToLower(path.extension().string());
-  static constexpr absl::string_view kExtensions[] = {
-      ".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm"};
+  static constexpr absl::string_view kExtensions[] = {".jpg", ".jpeg", ".png", ".bmp", ".webp",
+                                                      ".tif", ".tiff", ".ppm", ".pgm"};
   return std::find(std::begin(kExtensions), std::end(kExtensions), extension) !=
          std::end(kExtensions);
 }
@@ -73,15 +73,14 @@ absl::StatusOr<Dataset> Dataset::OpenImageFolder(const std::string& root) {
   for (size_t label = 0; label < class_names.size(); ++label) {
     std::vector<std::string> files;
     const fs::path class_dir = fs::path(root) / class_names[label];
-    for (const fs::directory_entry& entry :
-         fs::recursive_directory_iterator(class_dir, error)) {
+    for (const fs::directory_entry& entry : fs::recursive_directory_iterator(class_dir, error)) {
       if (entry.is_regular_file() && HasImageExtension(entry.path())) {
         files.push_back(fs::relative(entry.path(), root).string());
       }
     }
     if (error) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot list class folder '", class_dir.string(), "': ", error.message()));
+      return absl::UnavailableError(
+          absl::StrCat("cannot list class folder '", class_dir.string(), "': ", error.message()));
     }
     std::sort(files.begin(), files.end());
     for (std::string& file : files) {
@@ -89,9 +88,9 @@ absl::StatusOr<Dataset> Dataset::OpenImageFolder(const std::string& root) {
     }
   }
   if (samples.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "dataset folder '", root,
-        "' holds no images: expected ROOT/CLASS/IMAGE.jpg (ImageNet layout)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset folder '", root,
+                     "' holds no images: expected ROOT/CLASS/IMAGE.jpg (ImageNet layout)"));
   }
   return Dataset(root, root, std::move(samples), std::move(class_names));
 }
@@ -107,11 +106,11 @@ absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
     if (line.empty() || line.front() == '#') continue;
     std::vector<absl::string_view> fields = absl::StrSplit(line, '\t');
     int64_t label = -1;
-    if (fields.size() != 2 || fields[0].empty() ||
-        !absl::SimpleAtoi(fields[1], &label) || label < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "file list '", list_path, "' line ", line_number,
-          ": expected 'path<TAB>label' with a label >= 0, got '", line, "'"));
+    if (fields.size() != 2 || fields[0].empty() || !absl::SimpleAtoi(fields[1], &label) ||
+        label < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("file list '", list_path, "' line ", line_number,
+                       ": expected 'path<TAB>label' with a label >= 0, got '", line, "'"));
     }
     max_label = std::max(max_label, label);
     samples.push_back({std::string(fields[0]), label});
@@ -125,14 +124,13 @@ absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
     class_names.push_back(absl::StrCat(label));
   }
   const std::string root = fs::path(list_path).parent_path().string();
-  return Dataset(list_path, root.empty() ? "." : root, std::move(samples),
-                 std::move(class_names));
+  return Dataset(list_path, root.empty() ? "." : root, std::move(samples), std::move(class_names));
 }
 
 absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
   if (index >= samples_.size()) {
-    return absl::OutOfRangeError(absl::StrCat("sample index ", index,
-                                              " outside dataset of ", samples_.size()));
+    return absl::OutOfRangeError(
+        absl::StrCat("sample index ", index, " outside dataset of ", samples_.size()));
   }
   const std::string& path = samples_[index].path;
   if (!path.empty() && path.front() == '/') return ReadFileToString(path);

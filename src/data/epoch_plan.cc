@@ -21,8 +21,7 @@ absl::StatusOr<int64_t> SamplesPerRank(const PlanParams& params) {
   if (params.drop_last) {
     if (n < world) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "dataset of ", n, " samples is smaller than world_size ", world,
-          " with drop_last"));
+          "dataset of ", n, " samples is smaller than world_size ", world, " with drop_last"));
     }
     return static_cast<int64_t>(n / world);
   }

@@ -39,8 +39,7 @@ std::vector<fs::path> FindSourcePhotos(const std::string& source_dir) {
   std::vector<fs::path> photos;
   const std::regex resolution_variant(".*_[0-9]+x[0-9]+");
   std::error_code error;
-  for (const fs::directory_entry& entry :
-       fs::recursive_directory_iterator(source_dir, error)) {
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(source_dir, error)) {
     const fs::path& path = entry.path();
     if (!entry.is_regular_file() || (path.extension() != ".jpg" && path.extension() != ".jpeg")) {
       continue;
@@ -80,8 +79,8 @@ cv::Mat CutImage(const cv::Mat& photo, CounterRng& rng) {
   const int left = static_cast<int>(rng.Below(photo.cols - crop_w + 1));
   const int top = static_cast<int>(rng.Below(photo.rows - crop_h + 1));
   const int out_w = 300 + static_cast<int>(rng.Below(301));
-  const int out_h = std::max(1, static_cast<int>(std::lround(
-                                    static_cast<double>(out_w) * crop_h / crop_w)));
+  const int out_h =
+      std::max(1, static_cast<int>(std::lround(static_cast<double>(out_w) * crop_h / crop_w)));
   cv::Mat image;
   cv::resize(photo(cv::Rect(left, top, crop_w, crop_h)), image, {out_w, out_h}, 0, 0,
              out_w < crop_w ? cv::INTER_AREA : cv::INTER_LINEAR);
@@ -134,9 +133,8 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
   for (const SourcePhoto& photo : photos) {
     fs::create_directories(root / photo.class_name, error);
     if (error) {
-      return absl::UnavailableError(absl::StrCat("cannot create '",
-                                                 (root / photo.class_name).string(),
-                                                 "': ", error.message()));
+      return absl::UnavailableError(absl::StrCat(
+          "cannot create '", (root / photo.class_name).string(), "': ", error.message()));
     }
   }
   for (int i = 0; i < options.num_images; ++i) {

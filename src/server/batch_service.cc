@@ -36,8 +36,7 @@ uint64_t PeakRssBytes() {
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("VmHWM:", 0) == 0) {
-      std::vector<absl::string_view> fields =
-          absl::StrSplit(line, ' ', absl::SkipWhitespace());
+      std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
       uint64_t kilobytes = 0;
       if (fields.size() >= 2 && absl::SimpleAtoi(fields[1], &kilobytes)) {
         return kilobytes * 1024;
@@ -73,10 +72,10 @@ v1::DatasetInfo BatchService::Info() const {
 absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
     const v1::PlanConfig& config) {
   if (config.dataset_fingerprint() != dataset_.fingerprint()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "dataset mismatch: the client expects fingerprint ",
-        FingerprintToHex(config.dataset_fingerprint()), " but this server's dataset '",
-        dataset_.source(), "' has ", FingerprintToHex(dataset_.fingerprint())));
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset mismatch: the client expects fingerprint ",
+                     FingerprintToHex(config.dataset_fingerprint()), " but this server's dataset '",
+                     dataset_.source(), "' has ", FingerprintToHex(dataset_.fingerprint())));
   }
   if (config.batch_size() == 0 || config.batch_size() > limits_.max_batch_size) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size ", config.batch_size(),
@@ -106,8 +105,8 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
       ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(config.pipeline()));
       auto owned = std::make_unique<Pipeline>(std::move(pipeline));
       auto assembler = std::make_unique<BatchAssembler>(dataset_, *owned);
-      it = pipelines_.emplace(config.pipeline(), std::make_pair(std::move(owned),
-                                                                std::move(assembler)))
+      it = pipelines_
+               .emplace(config.pipeline(), std::make_pair(std::move(owned), std::move(assembler)))
                .first;
     }
     stream->assembler = it->second.second.get();
@@ -115,27 +114,24 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
   const uint64_t batch_bytes =
       static_cast<uint64_t>(config.batch_size()) * stream->assembler->sample_bytes();
   if (batch_bytes > limits_.max_batch_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a batch would be ", batch_bytes,
-                                                   " bytes, over the limit of ",
-                                                   limits_.max_batch_bytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a batch would be ", batch_bytes, " bytes, over the limit of ", limits_.max_batch_bytes));
   }
   return stream;
 }
 
-absl::Status BatchService::ValidateBatchId(const StreamPlan& stream,
-                                           const v1::BatchId& id) const {
+absl::Status BatchService::ValidateBatchId(const StreamPlan& stream, const v1::BatchId& id) const {
   if (id.epoch() > limits_.max_epoch) {
     return absl::InvalidArgumentError(absl::StrCat("epoch ", id.epoch(), " over the limit"));
   }
   if (id.rank() >= stream.params.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", id.rank(), " outside world_size ",
-                                                   stream.params.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", id.rank(), " outside world_size ", stream.params.world_size));
   }
   ASSIGN_OR_RETURN(int64_t batches, BatchesPerRank(stream.params));
   if (id.index() >= batches) {
-    return absl::InvalidArgumentError(absl::StrCat("batch index ", id.index(),
-                                                   " outside the epoch's ", batches,
-                                                   " batches per rank"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch index ", id.index(), " outside the epoch's ", batches, " batches per rank"));
   }
   return absl::OkStatus();
 }
@@ -164,9 +160,8 @@ absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const Pla
 
 void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
                               std::function<void(std::unique_ptr<v1::Batch>)> done) {
-  pool_.Schedule([this, stream = std::move(stream), id, done = std::move(done)] {
-    done(Build(*stream, id));
-  });
+  pool_.Schedule(
+      [this, stream = std::move(stream), id, done = std::move(done)] { done(Build(*stream, id)); });
 }
 
 std::unique_ptr<v1::Batch> BatchService::Build(const StreamPlan& stream, const v1::BatchId& id) {
@@ -182,9 +177,9 @@ std::unique_ptr<v1::Batch> BatchService::Build(const StreamPlan& stream, const v
   std::string* pixels = batch->mutable_images();
   pixels->resize(indices.size() * assembler.sample_bytes());
   StageSeconds seconds;
-  std::vector<SlotResult> slots = assembler.Assemble(
-      {stream.params.seed, id.epoch(), indices}, reinterpret_cast<uint8_t*>(pixels->data()),
-      &seconds);
+  std::vector<SlotResult> slots =
+      assembler.Assemble({stream.params.seed, id.epoch(), indices},
+                         reinterpret_cast<uint8_t*>(pixels->data()), &seconds);
   uint32_t failed = 0;
   for (const SlotResult& slot : slots) {
     batch->add_labels(slot.label);

@@ -51,8 +51,7 @@ struct StreamPlan {
 class BatchService {
  public:
   // `default_pipeline` serves streams that name no pipeline.
-  BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
-               RequestLimits limits = {});
+  BatchService(Dataset dataset, Pipeline default_pipeline, int threads, RequestLimits limits = {});
   ~BatchService();
 
   v1::DatasetInfo Info() const;
@@ -77,8 +76,7 @@ class BatchService {
  private:
   using PlanKey = std::tuple<uint64_t, uint32_t, uint32_t, bool, uint32_t>;
 
-  absl::StatusOr<std::shared_ptr<const EpochPlan>> PlanFor(const PlanParams& params,
-                                                           uint32_t epoch)
+  absl::StatusOr<std::shared_ptr<const EpochPlan>> PlanFor(const PlanParams& params, uint32_t epoch)
       ABSL_LOCKS_EXCLUDED(mu_);
   std::unique_ptr<v1::Batch> Build(const StreamPlan& stream, const v1::BatchId& id);
 

@@ -23,8 +23,7 @@ namespace {
 constexpr int kMaxInFlightPerStream = 64;
 
 grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 // Tracks client activity for the idle and startup timeouts.
@@ -142,8 +141,8 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
     {
       absl::MutexLock lock(&mu_);
       if (in_flight_ >= kMaxInFlightPerStream) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "more than ", kMaxInFlightPerStream, " batches in flight on one stream"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("more than ", kMaxInFlightPerStream, " batches in flight on one stream"));
       }
       ++in_flight_;
       ++pending_builds_;
@@ -232,8 +231,8 @@ class DataServiceImpl final : public v1::DataService::CallbackService {
     return new BatchStreamReactor(service_, activity_);
   }
 
-  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
-                                     const v1::StatsRequest*, v1::ServerStats* stats) override {
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
+                                     v1::ServerStats* stats) override {
     *stats = service_.Stats();
     stats->set_active_streams(activity_.open_streams());
     auto* reactor = context->DefaultReactor();
@@ -331,11 +330,11 @@ class GrpcDataServer final : public DataServer {
 
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options) {
   ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset));
-  ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(options.pipeline.empty()
-                                                          ? std::string(kDefaultPipeline)
-                                                          : options.pipeline));
-  const int threads =
-      options.threads > 0 ? options.threads
+  ASSIGN_OR_RETURN(
+      Pipeline pipeline,
+      Pipeline::Parse(options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline));
+  const int threads = options.threads > 0
+                          ? options.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   LogInfo("dataset %s: %d samples, %d classes, fingerprint %s; pipeline %s; %d threads",
           dataset.source(), dataset.size(), dataset.class_names().size(),

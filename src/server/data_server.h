@@ -22,9 +22,9 @@ namespace heterodl {
 
 struct DataServerOptions {
   std::string dataset;
-  std::string pipeline;      // empty: kDefaultPipeline
+  std::string pipeline;                   // empty: kDefaultPipeline
   std::string address = "0.0.0.0:50051";  // host:port; port 0 picks one
-  int threads = 0;           // 0: one per core
+  int threads = 0;                        // 0: one per core
   // Stop when no stream has been open for this long (after the first client).
   absl::Duration idle_timeout = absl::Minutes(10);
   // Stop when no client has come for this long after start.

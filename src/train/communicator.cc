@@ -86,9 +86,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     return std::unique_ptr<Communicator>(
         new GlooCommunicator(store, group, options.rank, options.world_size));
   } catch (const std::exception& error) {
-    return absl::UnavailableError(absl::StrCat(
-        "rendezvous with ", options.world_size, " ranks through the TCPStore at ",
-        options.master_addr, ":", options.master_port, " failed: ", error.what()));
+    return absl::UnavailableError(
+        absl::StrCat("rendezvous with ", options.world_size, " ranks through the TCPStore at ",
+                     options.master_addr, ":", options.master_port, " failed: ", error.what()));
   }
 }
 

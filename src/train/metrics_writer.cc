@@ -55,8 +55,7 @@ void MetricsWriter::RecordStep(const StepRecord& record) {
   metrics.set_data_wait_ms(record.data_wait_ms);
   metrics.set_compute_ms(record.step_ms - record.data_wait_ms);
   metrics.set_loss(record.loss);
-  metrics.set_images_per_sec(record.step_ms > 0 ? record.batch_size * 1000.0 / record.step_ms
-                                                : 0);
+  metrics.set_images_per_sec(record.step_ms > 0 ? record.batch_size * 1000.0 / record.step_ms : 0);
   metrics.set_batch_size(record.batch_size);
   metrics.set_failed_samples(record.failed_samples);
   const std::string line = ToJson(metrics) + "\n";
@@ -74,9 +73,8 @@ std::string MetricsWriter::WriteSummary(const RunTotals& all_ranks, uint32_t wor
   summary.set_wall_seconds(wall_seconds);
   summary.set_mean_step_ms(steps > 0 ? all_ranks.step_ms / steps : 0);
   summary.set_mean_data_wait_ms(steps > 0 ? all_ranks.data_wait_ms / steps : 0);
-  summary.set_data_stall_percent(all_ranks.step_ms > 0
-                                     ? 100.0 * all_ranks.data_wait_ms / all_ranks.step_ms
-                                     : 0);
+  summary.set_data_stall_percent(
+      all_ranks.step_ms > 0 ? 100.0 * all_ranks.data_wait_ms / all_ranks.step_ms : 0);
   summary.set_images_per_sec(wall_seconds > 0 ? all_ranks.images / wall_seconds : 0);
   summary.set_final_loss(all_ranks.last_loss);
   summary.set_failed_samples(all_ranks.failed_samples);

@@ -51,8 +51,7 @@ class MetricsWriter {
 
   // The summary of all ranks (totals summed by the caller across ranks) as a
   // JSON object, and appended to the metrics file.
-  std::string WriteSummary(const RunTotals& all_ranks, uint32_t world_size,
-                           double wall_seconds);
+  std::string WriteSummary(const RunTotals& all_ranks, uint32_t world_size, double wall_seconds);
 
  private:
   MetricsWriter(std::FILE* file, uint32_t rank) : file_(file), rank_(rank) {}

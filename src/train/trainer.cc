@@ -25,11 +25,13 @@ constexpr float kStd[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
 // uint8 NHWC batch -> normalized float NCHW. The tensor borrows the batch's
 // buffer: no copy until the float conversion.
 torch::Tensor ToInput(Batch& batch) {
-  torch::Tensor pixels = torch::from_blob(
-      batch.images.data(), {batch.size(), batch.height, batch.width, batch.channels},
-      torch::kUInt8);
-  static const torch::Tensor mean = torch::tensor({kMean[0], kMean[1], kMean[2]}).view({1, 3, 1, 1});
-  static const torch::Tensor std_dev = torch::tensor({kStd[0], kStd[1], kStd[2]}).view({1, 3, 1, 1});
+  torch::Tensor pixels =
+      torch::from_blob(batch.images.data(),
+                       {batch.size(), batch.height, batch.width, batch.channels}, torch::kUInt8);
+  static const torch::Tensor mean =
+      torch::tensor({kMean[0], kMean[1], kMean[2]}).view({1, 3, 1, 1});
+  static const torch::Tensor std_dev =
+      torch::tensor({kStd[0], kStd[1], kStd[2]}).view({1, 3, 1, 1});
   return (pixels.permute({0, 3, 1, 2}).to(torch::kFloat32) - mean) / std_dev;
 }
 
@@ -86,8 +88,7 @@ absl::Status RunTrainerRank(const TrainerOptions& options) {
   rendezvous.master_port = options.master_port;
   rendezvous.local_hostname = options.gloo_hostname;
   rendezvous.timeout = options.connect_timeout;
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
-                   CreateGlooCommunicator(rendezvous));
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator, CreateGlooCommunicator(rendezvous));
 
   ASSIGN_OR_RETURN(torch::nn::AnyModule model, CreateModel(options.model, num_classes));
   std::vector<torch::Tensor> parameters = model.ptr()->parameters();
@@ -104,9 +105,8 @@ absl::Status RunTrainerRank(const TrainerOptions& options) {
     }
     for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(values[i]);
   }
-  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(options.learning_rate)
-                                              .momentum(0.9)
-                                              .weight_decay(1e-4));
+  torch::optim::SGD optimizer(
+      parameters, torch::optim::SGDOptions(options.learning_rate).momentum(0.9).weight_decay(1e-4));
 
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics,
                    MetricsWriter::Open(options.metrics_file, options.rank));
@@ -119,10 +119,11 @@ absl::Status RunTrainerRank(const TrainerOptions& options) {
     epochs = static_cast<int>((options.steps + steps_per_epoch - 1) / steps_per_epoch);
   }
   if (options.rank == 0) {
-    LogInfo("training %s on %d samples (%d classes), %d ranks, batch %d, %d step(s) per epoch, %d "
-            "epoch(s)",
-            options.model, loader->dataset().num_samples, num_classes, options.world_size,
-            options.batch_size, steps_per_epoch, epochs);
+    LogInfo(
+        "training %s on %d samples (%d classes), %d ranks, batch %d, %d step(s) per epoch, %d "
+        "epoch(s)",
+        options.model, loader->dataset().num_samples, num_classes, options.world_size,
+        options.batch_size, steps_per_epoch, epochs);
   }
 
   model.ptr()->train();
@@ -146,11 +147,9 @@ absl::Status RunTrainerRank(const TrainerOptions& options) {
       const double wait_ms = absl::ToDoubleMilliseconds(absl::Now() - step_start);
 
       torch::Tensor input = ToInput(*batch);
-      torch::Tensor labels =
-          torch::from_blob(batch->labels.data(), {batch->size()}, torch::kInt64);
+      torch::Tensor labels = torch::from_blob(batch->labels.data(), {batch->size()}, torch::kInt64);
       optimizer.zero_grad();
-      torch::Tensor loss =
-          torch::nn::functional::cross_entropy(model.forward(input), labels);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(model.forward(input), labels);
       loss.backward();
       std::vector<torch::Tensor> grads;
       for (torch::Tensor& p : parameters) {
@@ -172,8 +171,8 @@ absl::Status RunTrainerRank(const TrainerOptions& options) {
       metrics->RecordStep(record);
       if (options.rank == 0) {
         LogInfo("epoch %d step %d/%d  loss %.4f  step %.1f ms  data wait %.1f ms (%.0f%%)", epoch,
-                step + 1, options.steps > 0 ? options.steps : steps_per_epoch * epochs,
-                record.loss, record.step_ms, wait_ms, 100.0 * wait_ms / record.step_ms);
+                step + 1, options.steps > 0 ? options.steps : steps_per_epoch * epochs, record.loss,
+                record.step_ms, wait_ms, 100.0 * wait_ms / record.step_ms);
       }
       ++step;
       step_start = now;

@@ -42,7 +42,7 @@ struct TrainerOptions {
   std::string gloo_hostname;
   absl::Duration connect_timeout = absl::Seconds(60);
 
-  std::string metrics_file;    // JSON lines, one per step; empty: none
+  std::string metrics_file;  // JSON lines, one per step; empty: none
   // When set, each rank writes DIR/rank<R>.samples: "epoch batch index" per
   // sample it trained on (for exactly-once checks).
   std::string sample_log_dir;

@@ -25,8 +25,7 @@ TEST(PipelineTest, NamedParameters) {
   absl::StatusOr<Pipeline> pipeline =
       Pipeline::Parse(" random_resized_crop( 96 , scale=0.5:1, ratio=1:1 ) | hflip(p=0.25)");
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  EXPECT_EQ(pipeline->CanonicalSpec(),
-            "random_resized_crop(96,scale=0.5:1,ratio=1:1)|hflip(0.25)");
+  EXPECT_EQ(pipeline->CanonicalSpec(), "random_resized_crop(96,scale=0.5:1,ratio=1:1)|hflip(0.25)");
   EXPECT_TRUE(Pipeline::Parse("resize(256)|center_crop(224)").ok());
 }
 

@@ -47,7 +47,8 @@ TEST(ClusterViewTest, SageMakerDnnHostWithGpus) {
   std::string json = kDataHostConfig;
   json.replace(json.find("\"current_host\":\"algo-2\""), 23, "\"current_host\":\"algo-1\"");
   absl::StatusOr<ClusterView> view =
-      Resolve(WriteConfig("dnn_host", json), {{"SM_NUM_GPUS", "8"}, {"SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"}});
+      Resolve(WriteConfig("dnn_host", json),
+              {{"SM_NUM_GPUS", "8"}, {"SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"}});
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(view->role, Role::kDnn);
   EXPECT_EQ(view->node_rank, 0);
@@ -59,7 +60,8 @@ TEST(ClusterViewTest, SageMakerDnnHostWithGpus) {
 
 TEST(ClusterViewTest, HostsNotOrderedByGroupAndSeveralPerGroup) {
   // Every host must compute the same view whatever order the lists hold.
-  const char* config = R"({"current_host":"algo-10","hosts":["algo-10","algo-3","algo-2","algo-1","algo-9"],
+  const char* config =
+      R"({"current_host":"algo-10","hosts":["algo-10","algo-3","algo-2","algo-1","algo-9"],
     "instance_groups":[{"hosts":["algo-10","algo-2"],"instance_group_name":"dnn_group","instance_type":"ml.p3.2xlarge"},
                        {"hosts":["algo-9","algo-1","algo-3"],"instance_group_name":"data_group","instance_type":"ml.c5.9xlarge"}]})";
   absl::StatusOr<ClusterView> view = Resolve(WriteConfig("unordered", config));
@@ -74,7 +76,8 @@ TEST(ClusterViewTest, HostsNotOrderedByGroupAndSeveralPerGroup) {
 }
 
 TEST(ClusterViewTest, HomogeneousJob) {
-  const char* config = R"({"current_host":"algo-2","hosts":["algo-1","algo-2"],"network_interface_name":"eth0"})";
+  const char* config =
+      R"({"current_host":"algo-2","hosts":["algo-1","algo-2"],"network_interface_name":"eth0"})";
   absl::StatusOr<ClusterView> view = Resolve(WriteConfig("homogeneous", config));
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_TRUE(view->homogeneous);
@@ -126,9 +129,8 @@ TEST(ClusterViewTest, HostInNoGroupIsAnError) {
 
 TEST(ClusterViewTest, FlagsBeatEnvironmentBeatSageMaker) {
   const std::string path = WriteConfig("precedence", kDataHostConfig);
-  Environment environment = {{"HETERODL_RESOURCE_CONFIG", path},
-                             {"HETERODL_DATA_PORT", "6000"},
-                             {"HETERODL_ROLE", "dnn"}};
+  Environment environment = {
+      {"HETERODL_RESOURCE_CONFIG", path}, {"HETERODL_DATA_PORT", "6000"}, {"HETERODL_ROLE", "dnn"}};
   absl::StatusOr<ClusterView> from_env = ResolveClusterView({}, environment);
   ASSERT_TRUE(from_env.ok()) << from_env.status();
   EXPECT_EQ(from_env->role, Role::kDnn);
