@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
+#include "opencv2/imgproc.hpp"
+#include "opencv2/imgproc.hpp"
 
 namespace heterodl {
 
@@ -29,6 +31,7 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded, const DecodeOptio
                                                    ", over the limit of ", options.max_pixels,
                                                    " pixels"));
   }
+  cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
   return image;
 }
 

@@ -16,7 +16,9 @@ struct DecodeOptions {
   int64_t max_pixels = 100'000'000;
 };
 
-// Decodes `encoded` to an 8-bit, 3-channel BGR image (OpenCV's order).
+// Decodes `encoded` with OpenCV to an 8-bit, 3-channel RGB image, applying
+// the EXIF orientation. The general path: any format OpenCV reads (PNG, WebP,
+// BMP, TIFF, progressive and CMYK JPEG, ...).
 // Returns InvalidArgument naming the problem for empty, truncated, corrupt,
 // oversized or unsupported data.
 absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded, const DecodeOptions& options = {});

@@ -1,6 +1,7 @@
 #include "augment/pipeline.h"
 
 #include <cctype>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "augment/decode.h"
+#include "augment/jpeg_decoder.h"
 #include "augment/transforms.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgproc.hpp"
@@ -257,9 +259,11 @@ Pipeline::Pipeline(Pipeline&&) noexcept = default;
 Pipeline& Pipeline::operator=(Pipeline&&) noexcept = default;
 Pipeline::~Pipeline() = default;
 
-absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec) {
+absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec,
+                                         const PipelineOptions& options) {
   ASSIGN_OR_RETURN(std::vector<Operation> operations, SpecReader(spec).ReadAll());
   Pipeline pipeline;
+  pipeline.options_ = options;
   // The output size is set by the last operation that changes the size; it
   // must be a fixed-size one.
   cv::Size output(0, 0);
@@ -283,15 +287,42 @@ absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec) {
   return pipeline;
 }
 
-absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint8_t* out) const {
-  ASSIGN_OR_RETURN(cv::Mat image, DecodeImage(encoded));
-  CounterRng rng(key.seed, {kStreamAugment, key.epoch, static_cast<uint32_t>(key.index)});
-  for (const std::unique_ptr<Transform>& transform : transforms_) {
-    transform->Apply(image, rng);
+absl::StatusOr<cv::Mat> Pipeline::Decode(absl::string_view encoded, CounterRng& rng,
+                                         size_t* applied) const {
+  *applied = 0;
+  if (LooksLikeJpeg(encoded)) {
+    ASSIGN_OR_RETURN(JpegHeader header, ReadJpegHeader(encoded, options_.max_pixels));
+    if (header.fast_path_ok && options_.region_decode) {
+      const std::optional<RegionRequest> request =
+          transforms_.front()->PlanRegion({header.width, header.height}, rng);
+      if (request) {
+        const int eighths = ChooseScaleEighths(request->region, request->output);
+        const cv::Rect scaled = ScaleRect(request->region, eighths, header);
+        cv::Mat region;
+        RETURN_IF_ERROR(DecodeJpegRegion(encoded, header, eighths, scaled, region));
+        transforms_.front()->ApplyToRegion(region, *request);
+        *applied = 1;
+        return region;
+      }
+    }
   }
-  // Colour conversion writes straight into the caller's buffer.
-  cv::Mat destination(output_height_, output_width_, CV_8UC3, out);
-  cv::cvtColor(image, destination, cv::COLOR_BGR2RGB);
+  DecodeOptions decode_options;
+  decode_options.max_pixels = options_.max_pixels;
+  return DecodeImage(encoded, decode_options);
+}
+
+absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint8_t* out) const {
+  CounterRng rng(key.seed, {kStreamAugment, key.epoch, static_cast<uint32_t>(key.index)});
+  size_t applied = 0;
+  ASSIGN_OR_RETURN(cv::Mat image, Decode(encoded, rng, &applied));
+  for (size_t i = applied; i < transforms_.size(); ++i) transforms_[i]->Apply(image, rng);
+  if (image.rows != output_height_ || image.cols != output_width_ || image.type() != CV_8UC3) {
+    return absl::InternalError("pipeline produced an image of an unexpected shape");
+  }
+  const size_t row_bytes = static_cast<size_t>(output_width_) * 3;
+  for (int y = 0; y < output_height_; ++y) {
+    std::memcpy(out + y * row_bytes, image.ptr(y), row_bytes);
+  }
   return absl::OkStatus();
 }
 

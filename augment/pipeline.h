@@ -29,6 +29,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "opencv2/core/mat.hpp"
+#include "src/common/counter_rng.h"
 
 namespace heterodl {
 
@@ -41,13 +43,23 @@ struct SampleKey {
 
 class Transform;  // one operation of the chain; defined in transforms.h
 
+struct PipelineOptions {
+  // Decode only the region the first crop/resize needs, at DCT scale, when
+  // the input is a baseline JPEG. Off: always a full decode (the reference
+  // the fast path is tested against).
+  bool region_decode = true;
+  // Images claiming more pixels are refused before decoding.
+  int64_t max_pixels = 100'000'000;
+};
+
 class Pipeline {
  public:
   // Parses `spec`. Errors name the character position and the reason, e.g.
   // "pipeline spec: at 20: unknown operation 'hflp'". The last operation that
   // sets the size must give a fixed size (a crop), since a batch is a dense
   // [B,H,W,3] array.
-  static absl::StatusOr<Pipeline> Parse(absl::string_view spec);
+  static absl::StatusOr<Pipeline> Parse(absl::string_view spec,
+                                        const PipelineOptions& options = {});
 
   Pipeline(Pipeline&&) noexcept;
   Pipeline& operator=(Pipeline&&) noexcept;
@@ -67,6 +79,12 @@ class Pipeline {
  private:
   Pipeline() = default;
 
+  // The decoded image (RGB), with the first `*applied` transforms already
+  // done when the JPEG region path ran them.
+  absl::StatusOr<cv::Mat> Decode(absl::string_view encoded, CounterRng& rng,
+                                 size_t* applied) const;
+
+  PipelineOptions options_;
   std::vector<std::unique_ptr<Transform>> transforms_;
   int output_height_ = 0;
   int output_width_ = 0;

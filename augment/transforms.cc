@@ -14,8 +14,39 @@ void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination) {
     source.copyTo(destination);
     return;
   }
-  const bool shrinking = size.width < source.cols && size.height < source.rows;
-  cv::resize(source, destination, size, 0, 0, shrinking ? cv::INTER_AREA : cv::INTER_LINEAR);
+  // Bilinear interpolation reads 2x2 neighbours, so it only stays free of
+  // aliasing down to half size; below that, area averaging (slower) acts as
+  // the antialiasing filter torchvision applies.
+  const bool below_half = size.width * 2 < source.cols || size.height * 2 < source.rows;
+  cv::resize(source, destination, size, 0, 0, below_half ? cv::INTER_AREA : cv::INTER_LINEAR);
+}
+
+cv::Rect RandomResizedCropRect(int width, int height, Range scale, Range ratio, CounterRng& rng) {
+  const double area = static_cast<double>(width) * height;
+  const double log_low = std::log(ratio.low);
+  const double log_high = std::log(ratio.high);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target_area = area * rng.Uniform(scale.low, scale.high);
+    const double aspect = std::exp(rng.Uniform(log_low, log_high));
+    const int w = static_cast<int>(std::lround(std::sqrt(target_area * aspect)));
+    const int h = static_cast<int>(std::lround(std::sqrt(target_area / aspect)));
+    if (w > 0 && h > 0 && w <= width && h <= height) {
+      const int top = static_cast<int>(rng.Below(height - h + 1));
+      const int left = static_cast<int>(rng.Below(width - w + 1));
+      return {left, top, w, h};
+    }
+  }
+  const double input_ratio = static_cast<double>(width) / height;
+  int w = width;
+  int h = height;
+  if (input_ratio < ratio.low) {
+    h = static_cast<int>(std::lround(w / ratio.low));
+  } else if (input_ratio > ratio.high) {
+    w = static_cast<int>(std::lround(h * ratio.high));
+  }
+  w = std::clamp(w, 1, width);
+  h = std::clamp(h, 1, height);
+  return {(width - w) / 2, (height - h) / 2, w, h};
 }
 
 namespace {
@@ -32,6 +63,16 @@ class RandomResizedCrop final : public Transform {
     image = resized;
   }
 
+  std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng& rng) const override {
+    return RegionRequest{PickCrop(image_size.width, image_size.height, rng), {size_, size_}};
+  }
+
+  void ApplyToRegion(cv::Mat& region, const RegionRequest& request) const override {
+    cv::Mat resized;
+    ResizeTo(region, request.output, resized);
+    region = resized;
+  }
+
   cv::Size FixedOutputSize() const override { return {size_, size_}; }
 
   std::string Spec() const override {
@@ -40,34 +81,8 @@ class RandomResizedCrop final : public Transform {
   }
 
  private:
-  // torchvision's RandomResizedCrop.get_params: ten tries at a random area
-  // and log-uniform aspect ratio, then a centred crop clamped to `ratio`.
   cv::Rect PickCrop(int width, int height, CounterRng& rng) const {
-    const double area = static_cast<double>(width) * height;
-    const double log_low = std::log(ratio_.low);
-    const double log_high = std::log(ratio_.high);
-    for (int attempt = 0; attempt < 10; ++attempt) {
-      const double target_area = area * rng.Uniform(scale_.low, scale_.high);
-      const double aspect = std::exp(rng.Uniform(log_low, log_high));
-      const int w = static_cast<int>(std::lround(std::sqrt(target_area * aspect)));
-      const int h = static_cast<int>(std::lround(std::sqrt(target_area / aspect)));
-      if (w > 0 && h > 0 && w <= width && h <= height) {
-        const int top = static_cast<int>(rng.Below(height - h + 1));
-        const int left = static_cast<int>(rng.Below(width - w + 1));
-        return {left, top, w, h};
-      }
-    }
-    const double input_ratio = static_cast<double>(width) / height;
-    int w = width;
-    int h = height;
-    if (input_ratio < ratio_.low) {
-      h = static_cast<int>(std::lround(w / ratio_.low));
-    } else if (input_ratio > ratio_.high) {
-      w = static_cast<int>(std::lround(h * ratio_.high));
-    }
-    w = std::clamp(w, 1, width);
-    h = std::clamp(h, 1, height);
-    return {(width - w) / 2, (height - h) / 2, w, h};
+    return RandomResizedCropRect(width, height, scale_, ratio_, rng);
   }
 
   int size_;
@@ -80,18 +95,33 @@ class Resize final : public Transform {
   explicit Resize(int size) : size_(size) {}
 
   void Apply(cv::Mat& image, CounterRng&) const override {
-    const bool wide = image.cols >= image.rows;
-    const double scale = static_cast<double>(size_) / (wide ? image.rows : image.cols);
-    cv::Size target = wide ? cv::Size(std::max(1, static_cast<int>(image.cols * scale)), size_)
-                           : cv::Size(size_, std::max(1, static_cast<int>(image.rows * scale)));
     cv::Mat resized;
-    ResizeTo(image, target, resized);
+    ResizeTo(image, Target(image.size()), resized);
     image = resized;
+  }
+
+  std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng&) const override {
+    return RegionRequest{cv::Rect({0, 0}, image_size), Target(image_size)};
+  }
+
+  void ApplyToRegion(cv::Mat& region, const RegionRequest& request) const override {
+    cv::Mat resized;
+    ResizeTo(region, request.output, resized);
+    region = resized;
   }
 
   std::string Spec() const override { return absl::StrFormat("resize(%d)", size_); }
 
  private:
+  // torchvision: the shorter side becomes `size_`, the longer one scales
+  // along (truncated).
+  cv::Size Target(cv::Size image) const {
+    const bool wide = image.width >= image.height;
+    const double scale = static_cast<double>(size_) / (wide ? image.height : image.width);
+    return wide ? cv::Size(std::max(1, static_cast<int>(image.width * scale)), size_)
+                : cv::Size(size_, std::max(1, static_cast<int>(image.height * scale)));
+  }
+
   int size_;
 };
 

@@ -3,6 +3,7 @@
 #define HETERODL_AUGMENT_TRANSFORMS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "opencv2/core/mat.hpp"
@@ -10,9 +11,31 @@
 
 namespace heterodl {
 
+struct Range {
+  double low;
+  double high;
+};
+
+// What a transform needs of the image, when it can run fused with decoding:
+// only `region` (full-resolution coordinates), to be brought to `output`.
+struct RegionRequest {
+  cv::Rect region;
+  cv::Size output;
+};
+
 class Transform {
  public:
   virtual ~Transform() = default;
+  // For an operation that only needs part of the image at reduced scale
+  // (crops, resizes) and comes first: the region it needs of an image of
+  // `image_size`, drawing from `rng` exactly as Apply() would. nullopt when
+  // it cannot run on a region.
+  virtual std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng& rng) const {
+    return std::nullopt;
+  }
+  // Completes the operation on the decoded `region` of the request (at any
+  // scale at least as large as request.output).
+  virtual void ApplyToRegion(cv::Mat& region, const RegionRequest& request) const {}
   // Transforms `image` (8-bit BGR) in place or by replacing it. Draws its
   // randomness from `rng`, in a fixed order, so results are reproducible.
   virtual void Apply(cv::Mat& image, CounterRng& rng) const = 0;
@@ -22,10 +45,10 @@ class Transform {
   virtual std::string Spec() const = 0;
 };
 
-struct Range {
-  double low;
-  double high;
-};
+// torchvision's RandomResizedCrop.get_params: ten tries at a random area
+// fraction in `scale` and log-uniform aspect ratio in `ratio`, then a centred
+// crop clamped to `ratio`.
+cv::Rect RandomResizedCropRect(int width, int height, Range scale, Range ratio, CounterRng& rng);
 
 // torchvision.transforms.RandomResizedCrop: a crop of random area fraction in
 // `scale` and aspect ratio in `ratio` (log-uniform), resized to size x size.
@@ -37,8 +60,8 @@ std::unique_ptr<Transform> MakeCenterCrop(int size);
 // torchvision.transforms.RandomHorizontalFlip(p).
 std::unique_ptr<Transform> MakeHorizontalFlip(double probability);
 
-// Resizes with area averaging when shrinking (like an antialiased resize) and
-// bilinear interpolation when enlarging.
+// Resizes with bilinear interpolation down to half size (and when enlarging),
+// with area averaging below half size, where bilinear would alias.
 void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination);
 
 }  // namespace heterodl

@@ -24,6 +24,7 @@ int RunLocalCommand(StopSignal& stop);
 int RunClusterCommand();
 int RunDatasetCommand(const std::vector<std::string>& arguments);
 int RunStatusCommand(const std::vector<std::string>& arguments);
+int RunBenchCommand(const std::vector<std::string>& arguments);
 // `heterodl` alone or `heterodl launch [-- TRAIN_ARGS]`: resolves the cluster
 // view and becomes serve, train or local.
 int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop);

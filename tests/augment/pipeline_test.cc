@@ -1,6 +1,12 @@
 #include "augment/pipeline.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include "gtest/gtest.h"
+#include "opencv2/core.hpp"
+#include "opencv2/imgcodecs.hpp"
+#include "opencv2/imgproc.hpp"
 #include "tests/testing/test_images.h"
 
 namespace heterodl {
@@ -74,6 +80,75 @@ TEST(PipelineTest, UndecodableInputIsAnErrorNotACrash) {
   EXPECT_TRUE(absl::IsInvalidArgument(pipeline->Run("GIF89a-garbage", {}, out.data())));
   std::string png_header("\x89PNG\r\n\x1a\n", 8);
   EXPECT_FALSE(pipeline->Run(png_header, {}, out.data()).ok());
+}
+
+}  // namespace
+}  // namespace heterodl
+
+namespace heterodl {
+namespace {
+
+// Mean absolute difference per channel value of two equal-size buffers.
+double MeanAbsoluteDifference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += std::abs(int{a[i]} - int{b[i]});
+  return sum / a.size();
+}
+
+std::vector<std::string> PhotoJpegs() {
+  // Real photos when the sample dataset's sources are installed; the
+  // synthetic pattern otherwise.
+  std::vector<std::string> images;
+  const char* kPhotos[] = {"/usr/share/backgrounds/mate/nature/Dune.jpg",
+                           "/usr/share/backgrounds/mate/nature/LadyBird.jpg",
+                           "/usr/share/backgrounds/mate/nature/Wood.jpg"};
+  for (const char* path : kPhotos) {
+    cv::Mat photo = cv::imread(path, cv::IMREAD_REDUCED_COLOR_4);
+    if (photo.empty()) continue;
+    for (int width : {320, 480, 640}) {
+      cv::Mat resized;
+      cv::resize(photo, resized, {width, width * photo.rows / photo.cols}, 0, 0, cv::INTER_AREA);
+      std::vector<uint8_t> encoded;
+      cv::imencode(".jpg", resized, encoded, {cv::IMWRITE_JPEG_QUALITY, 90});
+      images.emplace_back(encoded.begin(), encoded.end());
+    }
+  }
+  if (images.empty()) {
+    for (int seed = 0; seed < 6; ++seed) images.push_back(testing::MakeJpeg(480, 360, seed));
+  }
+  return images;
+}
+
+// The region decoder (ROI + DCT scaling) against "full decode, crop, resize":
+// same crop and flip draws, pixels within the documented tolerance
+// (docs/pipeline.md): mean absolute difference per channel value below 3 of
+// 255 over all samples, below 12 for any one sample.
+TEST(PipelineTest, RegionDecodeMatchesFullDecodeWithinTolerance) {
+  for (const char* spec : {"random_resized_crop(224)|hflip(0.5)", "random_resized_crop(64)",
+                           "resize(128)|center_crop(112)"}) {
+    PipelineOptions full_options;
+    full_options.region_decode = false;
+    absl::StatusOr<Pipeline> fast = Pipeline::Parse(spec);
+    absl::StatusOr<Pipeline> full = Pipeline::Parse(spec, full_options);
+    ASSERT_TRUE(fast.ok() && full.ok());
+    double worst = 0, total = 0;
+    int count = 0;
+    for (const std::string& jpeg : PhotoJpegs()) {
+      for (uint64_t index = 0; index < 20; ++index) {
+        std::vector<uint8_t> a(fast->output_bytes()), b(full->output_bytes());
+        ASSERT_TRUE(fast->Run(jpeg, {3, 0, index}, a.data()).ok());
+        ASSERT_TRUE(full->Run(jpeg, {3, 0, index}, b.data()).ok());
+        const double difference = MeanAbsoluteDifference(a, b);
+        worst = std::max(worst, difference);
+        total += difference;
+        ++count;
+      }
+    }
+    std::printf("%s: mean abs difference %.2f on average, %.2f at worst\n", spec, total / count,
+                worst);
+    EXPECT_LT(total / count, 3.0) << spec;
+    EXPECT_LT(worst, 12.0) << spec;
+  }
 }
 
 }  // namespace

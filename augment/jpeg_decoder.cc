@@ -1,0 +1,213 @@
+#include "augment/jpeg_decoder.h"
+
+// clang-format off
+#include <cstdio>   // jpeglib.h needs FILE and size_t first
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+#include <algorithm>
+#include <csetjmp>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace heterodl {
+namespace {
+
+// libjpeg's error manager, extended with where to jump on a fatal error.
+struct ErrorManager {
+  jpeg_error_mgr base;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void ErrorExit(j_common_ptr cinfo) {
+  ErrorManager* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+// Corrupt-data warnings ("premature end of data", "corrupt data") are
+// errors here: a half-gray image silently trained on is worse than a
+// replacement that is counted. Stray bytes between markers are harmless and
+// common in real photos.
+void EmitMessage(j_common_ptr cinfo, int level) {
+  if (level < 0 && cinfo->err->msg_code != JWRN_EXTRANEOUS_DATA) ErrorExit(cinfo);
+}
+
+void InitErrors(jpeg_decompress_struct& cinfo, ErrorManager& errors) {
+  cinfo.err = jpeg_std_error(&errors.base);
+  errors.base.error_exit = ErrorExit;
+  errors.base.emit_message = EmitMessage;
+  errors.message[0] = '\0';
+}
+
+uint16_t Read16(const uint8_t* p, bool little_endian) {
+  return little_endian ? static_cast<uint16_t>(p[0] | p[1] << 8)
+                       : static_cast<uint16_t>(p[0] << 8 | p[1]);
+}
+uint32_t Read32(const uint8_t* p, bool little_endian) {
+  return little_endian ? (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
+                          uint32_t{p[3]} << 24)
+                       : (uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 |
+                          uint32_t{p[3]});
+}
+
+// The orientation tag (0x0112) of IFD0 of an APP1 "Exif" segment; 1 when
+// absent or unreadable. Every offset is bounds-checked: the data is untrusted.
+int ExifOrientation(const jpeg_saved_marker_ptr markers) {
+  for (jpeg_saved_marker_ptr marker = markers; marker != nullptr; marker = marker->next) {
+    const uint8_t* data = marker->data;
+    const size_t size = marker->data_length;
+    if (marker->marker != JPEG_APP0 + 1 || size < 14 || std::memcmp(data, "Exif\0\0", 6) != 0) {
+      continue;
+    }
+    const uint8_t* tiff = data + 6;
+    const size_t tiff_size = size - 6;
+    const bool little = tiff[0] == 'I' && tiff[1] == 'I';
+    if (!little && !(tiff[0] == 'M' && tiff[1] == 'M')) continue;
+    const uint32_t ifd = Read32(tiff + 4, little);
+    if (ifd > tiff_size - 2) continue;
+    const uint16_t entries = Read16(tiff + ifd, little);
+    for (uint32_t i = 0; i < entries; ++i) {
+      const size_t entry = ifd + 2 + size_t{12} * i;
+      if (entry + 12 > tiff_size) break;
+      if (Read16(tiff + entry, little) == 0x0112) {
+        const int orientation = Read16(tiff + entry + 8, little);
+        return orientation >= 1 && orientation <= 8 ? orientation : 1;
+      }
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+bool LooksLikeJpeg(absl::string_view data) {
+  return data.size() >= 3 && static_cast<uint8_t>(data[0]) == 0xFF &&
+         static_cast<uint8_t>(data[1]) == 0xD8 && static_cast<uint8_t>(data[2]) == 0xFF;
+}
+
+absl::StatusOr<JpegHeader> ReadJpegHeader(absl::string_view data, int64_t max_pixels) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager errors;
+  InitErrors(cinfo, errors);
+  JpegHeader header;
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return absl::InvalidArgumentError(absl::StrCat("corrupt JPEG header: ", errors.message));
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data.data()),
+               static_cast<unsigned long>(data.size()));
+  jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
+  jpeg_read_header(&cinfo, TRUE);
+  header.width = static_cast<int>(cinfo.image_width);
+  header.height = static_cast<int>(cinfo.image_height);
+  header.components = cinfo.num_components;
+  header.progressive = cinfo.progressive_mode != 0;
+  header.orientation = ExifOrientation(cinfo.marker_list);
+  const bool color_ok = cinfo.jpeg_color_space == JCS_YCbCr || cinfo.jpeg_color_space == JCS_GRAYSCALE;
+  header.fast_path_ok = color_ok && !header.progressive && header.orientation == 1;
+  jpeg_destroy_decompress(&cinfo);
+  if (header.width <= 0 || header.height <= 0) {
+    return absl::InvalidArgumentError("JPEG header with zero size");
+  }
+  if (static_cast<int64_t>(header.width) * header.height > max_pixels) {
+    return absl::InvalidArgumentError(absl::StrCat("JPEG is ", header.width, "x", header.height,
+                                                   ", over the limit of ", max_pixels,
+                                                   " pixels"));
+  }
+  return header;
+}
+
+int ChooseScaleEighths(const cv::Rect& region, const cv::Size& output) {
+  // Only 1/8, 1/4, 1/2 and 8/8 have SIMD IDCTs in libjpeg-turbo; the other
+  // N/8 scales run plain C IDCTs, slower than decoding larger (measured).
+  for (int eighths : {1, 2, 4}) {
+    if (region.width * eighths / 8 >= output.width &&
+        region.height * eighths / 8 >= output.height) {
+      return eighths;
+    }
+  }
+  return 8;
+}
+
+cv::Size ScaledImageSize(const JpegHeader& header, int eighths) {
+  // libjpeg's scaled size: ceil(size * eighths / 8).
+  return {static_cast<int>((int64_t{header.width} * eighths + 7) / 8),
+          static_cast<int>((int64_t{header.height} * eighths + 7) / 8)};
+}
+
+cv::Rect ScaleRect(const cv::Rect& region, int eighths, const JpegHeader& header) {
+  const cv::Size scaled = ScaledImageSize(header, eighths);
+  const auto scale = [eighths](int v) {
+    return static_cast<int>((int64_t{v} * eighths + 4) / 8);  // rounded
+  };
+  int x0 = std::min(scale(region.x), scaled.width - 1);
+  int y0 = std::min(scale(region.y), scaled.height - 1);
+  int x1 = std::max(x0 + 1, std::min(scale(region.x + region.width), scaled.width));
+  int y1 = std::max(y0 + 1, std::min(scale(region.y + region.height), scaled.height));
+  return {x0, y0, x1 - x0, y1 - y0};
+}
+
+absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, int eighths,
+                              const cv::Rect& scaled_region, cv::Mat& out) {
+  // Everything the decoder touches after setjmp is allocated before it, so a
+  // longjmp leaves no C++ object half-updated.
+  const int scaled_width = ScaledImageSize(header, eighths).width;
+  // A band of rows per call: libjpeg's upsampler produces two rows at a
+  // time, and one row per call makes it buffer and copy.
+  constexpr int kBandRows = 16;
+  const size_t row_stride = static_cast<size_t>(scaled_width) * 3 + 64;
+  std::vector<uint8_t> band(row_stride * kBandRows);
+  std::vector<JSAMPROW> band_rows(kBandRows);
+  for (int i = 0; i < kBandRows; ++i) band_rows[i] = band.data() + row_stride * i;
+  out.create(scaled_region.height, scaled_region.width, CV_8UC3);
+  jpeg_decompress_struct cinfo;
+  ErrorManager errors;
+  InitErrors(cinfo, errors);
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return absl::InvalidArgumentError(absl::StrCat("corrupt JPEG data: ", errors.message));
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data.data()),
+               static_cast<unsigned long>(data.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.scale_num = static_cast<unsigned int>(eighths);
+  cinfo.scale_denom = 8;
+  cinfo.out_color_space = JCS_RGB;
+  jpeg_start_decompress(&cinfo);
+  if (static_cast<int>(cinfo.output_width) != scaled_width) {
+    // The header changed between the two reads: treat as corrupt.
+    jpeg_destroy_decompress(&cinfo);
+    return absl::InvalidArgumentError("JPEG header changed between reads");
+  }
+  // jpeg_crop_scanline widens the columns to iMCU boundaries; remember how
+  // far the wanted columns sit from the decoded ones.
+  JDIMENSION x_offset = static_cast<JDIMENSION>(scaled_region.x);
+  JDIMENSION width = static_cast<JDIMENSION>(scaled_region.width);
+  jpeg_crop_scanline(&cinfo, &x_offset, &width);
+  const size_t skip_bytes = static_cast<size_t>(scaled_region.x - static_cast<int>(x_offset)) * 3;
+  if (scaled_region.y > 0) {
+    jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(scaled_region.y));
+  }
+  const size_t row_bytes = static_cast<size_t>(scaled_region.width) * 3;
+  for (int y = 0; y < scaled_region.height;) {
+    const JDIMENSION wanted = static_cast<JDIMENSION>(std::min(kBandRows, scaled_region.height - y));
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, band_rows.data(), wanted);
+    if (got == 0) break;  // cannot happen with in-memory data; guards the loop
+    for (JDIMENSION i = 0; i < got; ++i, ++y) {
+      std::memcpy(out.ptr(y), band_rows[i] + skip_bytes, row_bytes);
+    }
+  }
+  // The rows below the region are never decoded.
+  jpeg_abort_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return absl::OkStatus();
+}
+
+}  // namespace heterodl

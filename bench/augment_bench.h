@@ -1,0 +1,35 @@
+// `heterodl bench augment`: decode + augment throughput per core, against the
+// torchvision + PIL peer and plain OpenCV decoding, measured side by side in
+// one run, plus thread scaling.
+//
+//   AugmentBenchOptions options;
+//   options.dataset = "data/sample";
+//   ASSIGN_OR_RETURN(std::string report, RunAugmentBench(options));
+#ifndef HETERODL_BENCH_AUGMENT_BENCH_H_
+#define HETERODL_BENCH_AUGMENT_BENCH_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace heterodl {
+
+struct AugmentBenchOptions {
+  std::string dataset;
+  std::string pipeline;  // empty: the default pipeline
+  int max_files = 512;
+  int threads = 0;       // thread scaling up to this many (0: all cores)
+  double seconds = 3.0;  // per measurement
+  int rounds = 3;        // heterodl and peer runs alternate this many times
+  bool peer = true;
+  std::string python;       // interpreter with torchvision
+  std::string peer_script;  // bench/peers/torchvision_augment.py
+  bool json = false;
+};
+
+// Runs the benchmark; returns the report (a table, or one JSON object).
+absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options);
+
+}  // namespace heterodl
+
+#endif  // HETERODL_BENCH_AUGMENT_BENCH_H_
