@@ -7,12 +7,46 @@
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
-#include "opencv2/imgproc.hpp"
 
 namespace heterodl {
+namespace {
+
+uint32_t BigEndian32(const unsigned char* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+}
+uint32_t LittleEndian32(const unsigned char* p) {
+  return uint32_t{p[3]} << 24 | uint32_t{p[2]} << 16 | uint32_t{p[1]} << 8 | p[0];
+}
+
+// The size a PNG or BMP header claims, read before OpenCV allocates for it
+// (OpenCV's own limit, 2^30 pixels, still allows 3 GiB per image). Other
+// formats rely on that limit and the check after decoding.
+absl::Status CheckClaimedSize(absl::string_view data, int64_t max_pixels) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+  int64_t width = 0, height = 0;
+  if (data.size() >= 24 && data.substr(0, 8) == absl::string_view("\x89PNG\r\n\x1a\n", 8)) {
+    width = BigEndian32(bytes + 16);
+    height = BigEndian32(bytes + 20);
+  } else if (data.size() >= 26 && data.substr(0, 2) == "BM") {
+    width = static_cast<int32_t>(LittleEndian32(bytes + 18));
+    height = static_cast<int32_t>(LittleEndian32(bytes + 22));
+    width = width < 0 ? -width : width;
+    height = height < 0 ? -height : height;
+  }
+  if (width * height > max_pixels) {
+    return absl::InvalidArgumentError(absl::StrCat("image header claims ", width, "x", height,
+                                                   ", over the limit of ", max_pixels, " pixels"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded, const DecodeOptions& options) {
   if (encoded.empty()) return absl::InvalidArgumentError("empty image file");
+  if (absl::Status claimed = CheckClaimedSize(encoded, options.max_pixels); !claimed.ok()) {
+    return claimed;
+  }
   // imdecode reads from a Mat header over the caller's bytes: no copy.
   const cv::Mat buffer(1, static_cast<int>(encoded.size()), CV_8UC1,
                        const_cast<char*>(encoded.data()));

@@ -49,10 +49,9 @@ uint16_t Read16(const uint8_t* p, bool little_endian) {
                        : static_cast<uint16_t>(p[0] << 8 | p[1]);
 }
 uint32_t Read32(const uint8_t* p, bool little_endian) {
-  return little_endian ? (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
-                          uint32_t{p[3]} << 24)
-                       : (uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 |
-                          uint32_t{p[3]});
+  return little_endian
+             ? (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24)
+             : (uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]});
 }
 
 // The orientation tag (0x0112) of IFD0 of an APP1 "Exif" segment; 1 when
@@ -109,7 +108,8 @@ absl::StatusOr<JpegHeader> ReadJpegHeader(absl::string_view data, int64_t max_pi
   header.components = cinfo.num_components;
   header.progressive = cinfo.progressive_mode != 0;
   header.orientation = ExifOrientation(cinfo.marker_list);
-  const bool color_ok = cinfo.jpeg_color_space == JCS_YCbCr || cinfo.jpeg_color_space == JCS_GRAYSCALE;
+  const bool color_ok =
+      cinfo.jpeg_color_space == JCS_YCbCr || cinfo.jpeg_color_space == JCS_GRAYSCALE;
   header.fast_path_ok = color_ok && !header.progressive && header.orientation == 1;
   jpeg_destroy_decompress(&cinfo);
   if (header.width <= 0 || header.height <= 0) {
@@ -117,8 +117,7 @@ absl::StatusOr<JpegHeader> ReadJpegHeader(absl::string_view data, int64_t max_pi
   }
   if (static_cast<int64_t>(header.width) * header.height > max_pixels) {
     return absl::InvalidArgumentError(absl::StrCat("JPEG is ", header.width, "x", header.height,
-                                                   ", over the limit of ", max_pixels,
-                                                   " pixels"));
+                                                   ", over the limit of ", max_pixels, " pixels"));
   }
   return header;
 }
@@ -197,7 +196,8 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
   }
   const size_t row_bytes = static_cast<size_t>(scaled_region.width) * 3;
   for (int y = 0; y < scaled_region.height;) {
-    const JDIMENSION wanted = static_cast<JDIMENSION>(std::min(kBandRows, scaled_region.height - y));
+    const JDIMENSION wanted =
+        static_cast<JDIMENSION>(std::min(kBandRows, scaled_region.height - y));
     const JDIMENSION got = jpeg_read_scanlines(&cinfo, band_rows.data(), wanted);
     if (got == 0) break;  // cannot happen with in-memory data; guards the loop
     for (JDIMENSION i = 0; i < got; ++i, ++y) {

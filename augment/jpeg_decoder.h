@@ -3,9 +3,9 @@
 // A random crop of a photo needs only part of the image, and usually at a
 // fraction of its resolution. This decoder reads the header, and then decodes
 // just the rows and iMCU columns of a region, with the IDCT scaling the image
-// by 1/2, 1/4 or 1/8 on the way (libjpeg-turbo's SIMD scaled IDCTs) — so a small crop of a large photo costs a
-// fraction of a full decode (Huffman decoding of the skipped rows above the
-// region remains; libjpeg cannot skip entropy-coded data).
+// by 1/2, 1/4 or 1/8 on the way (libjpeg-turbo's SIMD scaled IDCTs) — so a small crop of a large
+// photo costs a fraction of a full decode (Huffman decoding of the skipped rows above the region
+// remains; libjpeg cannot skip entropy-coded data).
 //
 //   ASSIGN_OR_RETURN(JpegHeader header, ReadJpegHeader(bytes, max_pixels));
 //   if (header.fast_path_ok) {

@@ -201,6 +201,36 @@ class ArgumentBinder {
     return argument->low;
   }
 
+  absl::StatusOr<double> NonNegative(size_t slot, double fallback, double max) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) return fallback;
+    if (argument->is_range || argument->low < 0 || argument->low > max) {
+      return SpecError(argument->position,
+                       absl::StrCat("'", names_[slot], "' must be a number in [0, ", max, "]"));
+    }
+    return argument->low;
+  }
+
+  // A range lo:hi, or one value v meaning -v:v (symmetric) or v:v (not).
+  absl::StatusOr<Range> RangeOrValue(size_t slot, Range fallback, bool symmetric) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) return fallback;
+    if (argument->is_range) {
+      if (argument->high < argument->low) {
+        return SpecError(argument->position,
+                         absl::StrCat("'", names_[slot], "' must be a range lo:hi with lo <= hi"));
+      }
+      return Range{argument->low, argument->high};
+    }
+    if (symmetric) {
+      if (argument->low < 0) {
+        return SpecError(argument->position, absl::StrCat("'", names_[slot], "' must be >= 0"));
+      }
+      return Range{-argument->low, argument->low};
+    }
+    return Range{argument->low, argument->low};
+  }
+
   absl::StatusOr<Range> PositiveRange(size_t slot, Range fallback) const {
     const Argument* argument = bound_[slot];
     if (argument == nullptr) return fallback;
@@ -248,9 +278,46 @@ absl::StatusOr<std::unique_ptr<Transform>> MakeTransform(const Operation& operat
     ASSIGN_OR_RETURN(double p, binder.Probability(0, 0.5));
     return MakeHorizontalFlip(p);
   }
-  return SpecError(operation.position, absl::StrCat("unknown operation '", operation.name,
-                                                    "' (known: random_resized_crop, resize, "
-                                                    "center_crop, hflip)"));
+  if (operation.name == "color_jitter") {
+    ArgumentBinder binder(operation, {"brightness", "contrast", "saturation", "hue"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(double brightness, binder.NonNegative(0, 0, 100));
+    ASSIGN_OR_RETURN(double contrast, binder.NonNegative(1, 0, 100));
+    ASSIGN_OR_RETURN(double saturation, binder.NonNegative(2, 0, 100));
+    ASSIGN_OR_RETURN(double hue, binder.NonNegative(3, 0, 0.5));
+    return MakeColorJitter(brightness, contrast, saturation, hue);
+  }
+  if (operation.name == "grayscale") {
+    ArgumentBinder binder(operation, {"p"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(double p, binder.Probability(0, 0.1));
+    return MakeRandomGrayscale(p);
+  }
+  if (operation.name == "gaussian_blur") {
+    ArgumentBinder binder(operation, {"kernel_size", "sigma"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(int kernel, binder.Size(0, /*required=*/true));
+    if (kernel % 2 == 0 || kernel > 255) {
+      return SpecError(binder.Get(0)->position, "'kernel_size' must be odd and at most 255");
+    }
+    ASSIGN_OR_RETURN(Range sigma, binder.RangeOrValue(1, {0.1, 2.0}, /*symmetric=*/false));
+    if (!(sigma.low > 0)) return SpecError(binder.Get(1)->position, "'sigma' must be > 0");
+    return MakeGaussianBlur(kernel, sigma);
+  }
+  if (operation.name == "rotation") {
+    ArgumentBinder binder(operation, {"degrees"});
+    RETURN_IF_ERROR(binder.Bind());
+    if (binder.Get(0) == nullptr) return SpecError(operation.position, "rotation needs 'degrees'");
+    ASSIGN_OR_RETURN(Range degrees, binder.RangeOrValue(0, {0, 0}, /*symmetric=*/true));
+    if (degrees.low < -360 || degrees.high > 360) {
+      return SpecError(binder.Get(0)->position, "'degrees' must lie within [-360, 360]");
+    }
+    return MakeRandomRotation(degrees);
+  }
+  return SpecError(operation.position,
+                   absl::StrCat("unknown operation '", operation.name,
+                                "' (known: random_resized_crop, resize, center_crop, hflip, "
+                                "color_jitter, grayscale, gaussian_blur, rotation)"));
 }
 
 }  // namespace
@@ -259,8 +326,7 @@ Pipeline::Pipeline(Pipeline&&) noexcept = default;
 Pipeline& Pipeline::operator=(Pipeline&&) noexcept = default;
 Pipeline::~Pipeline() = default;
 
-absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec,
-                                         const PipelineOptions& options) {
+absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec, const PipelineOptions& options) {
   ASSIGN_OR_RETURN(std::vector<Operation> operations, SpecReader(spec).ReadAll());
   Pipeline pipeline;
   pipeline.options_ = options;

@@ -81,8 +81,7 @@ class Pipeline {
 
   // The decoded image (RGB), with the first `*applied` transforms already
   // done when the JPEG region path ran them.
-  absl::StatusOr<cv::Mat> Decode(absl::string_view encoded, CounterRng& rng,
-                                 size_t* applied) const;
+  absl::StatusOr<cv::Mat> Decode(absl::string_view encoded, CounterRng& rng, size_t* applied) const;
 
   PipelineOptions options_;
   std::vector<std::unique_ptr<Transform>> transforms_;

@@ -168,7 +168,137 @@ class HorizontalFlip final : public Transform {
   double probability_;
 };
 
+// Luma as torchvision computes it for grayscale conversion (ITU-R 601-2).
+cv::Mat Luma(const cv::Mat& rgb) {
+  cv::Mat gray;
+  cv::cvtColor(rgb, gray, cv::COLOR_RGB2GRAY);
+  return gray;
+}
+
+class ColorJitter final : public Transform {
+ public:
+  ColorJitter(double brightness, double contrast, double saturation, double hue)
+      : brightness_(brightness), contrast_(contrast), saturation_(saturation), hue_(hue) {}
+
+  void Apply(cv::Mat& image, CounterRng& rng) const override {
+    // Draw everything first, in a fixed order, as torchvision's get_params:
+    // the order of the four adjustments, then each factor.
+    int order[4] = {0, 1, 2, 3};
+    for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
+    const double brightness = rng.Uniform(std::max(0.0, 1 - brightness_), 1 + brightness_);
+    const double contrast = rng.Uniform(std::max(0.0, 1 - contrast_), 1 + contrast_);
+    const double saturation = rng.Uniform(std::max(0.0, 1 - saturation_), 1 + saturation_);
+    const double hue = rng.Uniform(-hue_, hue_);
+    for (int step : order) {
+      if (step == 0 && brightness_ > 0) {
+        image.convertTo(image, -1, brightness, 0);
+      } else if (step == 1 && contrast_ > 0) {
+        // Blend with the mean luma of the whole image.
+        const double mean = cv::mean(Luma(image))[0];
+        image.convertTo(image, -1, contrast, (1 - contrast) * mean);
+      } else if (step == 2 && saturation_ > 0) {
+        cv::Mat gray;
+        cv::cvtColor(Luma(image), gray, cv::COLOR_GRAY2RGB);
+        cv::addWeighted(image, saturation, gray, 1 - saturation, 0, image);
+      } else if (step == 3 && hue_ > 0) {
+        ShiftHue(image, hue);
+      }
+    }
+  }
+
+  std::string Spec() const override {
+    return absl::StrFormat("color_jitter(%g,%g,%g,%g)", brightness_, contrast_, saturation_, hue_);
+  }
+
+ private:
+  // Rotates the hue by `shift` turns (in [-0.5, 0.5]); OpenCV's full-range
+  // HSV keeps hue in 0..255.
+  static void ShiftHue(cv::Mat& image, double shift) {
+    cv::Mat hsv;
+    cv::cvtColor(image, hsv, cv::COLOR_RGB2HSV_FULL);
+    const int delta = static_cast<int>(std::lround(shift * 256));
+    uint8_t table[256];
+    for (int h = 0; h < 256; ++h) table[h] = static_cast<uint8_t>((h + delta + 256) & 255);
+    for (int y = 0; y < hsv.rows; ++y) {
+      uint8_t* pixel = hsv.ptr(y);
+      for (int x = 0; x < hsv.cols; ++x, pixel += 3) pixel[0] = table[pixel[0]];
+    }
+    cv::cvtColor(hsv, image, cv::COLOR_HSV2RGB_FULL);
+  }
+
+  double brightness_, contrast_, saturation_, hue_;
+};
+
+class RandomGrayscale final : public Transform {
+ public:
+  explicit RandomGrayscale(double probability) : probability_(probability) {}
+
+  void Apply(cv::Mat& image, CounterRng& rng) const override {
+    if (rng.NextDouble() < probability_) cv::cvtColor(Luma(image), image, cv::COLOR_GRAY2RGB);
+  }
+
+  std::string Spec() const override { return absl::StrFormat("grayscale(%g)", probability_); }
+
+ private:
+  double probability_;
+};
+
+class GaussianBlur final : public Transform {
+ public:
+  GaussianBlur(int kernel_size, Range sigma) : kernel_size_(kernel_size), sigma_(sigma) {}
+
+  void Apply(cv::Mat& image, CounterRng& rng) const override {
+    const double sigma = rng.Uniform(sigma_.low, sigma_.high);
+    cv::GaussianBlur(image, image, {kernel_size_, kernel_size_}, sigma, sigma,
+                     cv::BORDER_REFLECT_101);
+  }
+
+  std::string Spec() const override {
+    return absl::StrFormat("gaussian_blur(%d,sigma=%g:%g)", kernel_size_, sigma_.low, sigma_.high);
+  }
+
+ private:
+  int kernel_size_;
+  Range sigma_;
+};
+
+class RandomRotation final : public Transform {
+ public:
+  explicit RandomRotation(Range degrees) : degrees_(degrees) {}
+
+  void Apply(cv::Mat& image, CounterRng& rng) const override {
+    const double angle = rng.Uniform(degrees_.low, degrees_.high);
+    if (angle == 0) return;
+    const cv::Point2f center(image.cols * 0.5f - 0.5f, image.rows * 0.5f - 0.5f);
+    cv::Mat rotated;
+    cv::warpAffine(image, rotated, cv::getRotationMatrix2D(center, angle, 1.0), image.size(),
+                   cv::INTER_NEAREST, cv::BORDER_CONSTANT, cv::Scalar::all(0));
+    image = rotated;
+  }
+
+  std::string Spec() const override {
+    return absl::StrFormat("rotation(%g:%g)", degrees_.low, degrees_.high);
+  }
+
+ private:
+  Range degrees_;
+};
+
 }  // namespace
+
+std::unique_ptr<Transform> MakeColorJitter(double brightness, double contrast, double saturation,
+                                           double hue) {
+  return std::make_unique<ColorJitter>(brightness, contrast, saturation, hue);
+}
+std::unique_ptr<Transform> MakeRandomGrayscale(double probability) {
+  return std::make_unique<RandomGrayscale>(probability);
+}
+std::unique_ptr<Transform> MakeGaussianBlur(int kernel_size, Range sigma) {
+  return std::make_unique<GaussianBlur>(kernel_size, sigma);
+}
+std::unique_ptr<Transform> MakeRandomRotation(Range degrees) {
+  return std::make_unique<RandomRotation>(degrees);
+}
 
 std::unique_ptr<Transform> MakeRandomResizedCrop(int size, Range scale, Range ratio) {
   return std::make_unique<RandomResizedCrop>(size, scale, ratio);

@@ -60,6 +60,20 @@ std::unique_ptr<Transform> MakeCenterCrop(int size);
 // torchvision.transforms.RandomHorizontalFlip(p).
 std::unique_ptr<Transform> MakeHorizontalFlip(double probability);
 
+// torchvision.transforms.ColorJitter(brightness, contrast, saturation, hue):
+// factors drawn uniformly from [max(0, 1 - x), 1 + x] (hue: [-hue, hue],
+// hue <= 0.5), applied in a random order. Zero disables a component.
+std::unique_ptr<Transform> MakeColorJitter(double brightness, double contrast, double saturation,
+                                           double hue);
+// torchvision.transforms.RandomGrayscale(p): ITU-R 601 luma in all channels.
+std::unique_ptr<Transform> MakeRandomGrayscale(double probability);
+// torchvision.transforms.GaussianBlur(kernel_size, sigma): sigma uniform in
+// `sigma`; reflect padding.
+std::unique_ptr<Transform> MakeGaussianBlur(int kernel_size, Range sigma);
+// torchvision.transforms.RandomRotation(degrees): angle uniform in
+// `degrees` (counter-clockwise), same size, nearest neighbour, zero fill.
+std::unique_ptr<Transform> MakeRandomRotation(Range degrees);
+
 // Resizes with bilinear interpolation down to half size (and when enlarging),
 // with area averaging below half size, where bilinear would alias.
 void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination);

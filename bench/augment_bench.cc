@@ -94,11 +94,11 @@ Worker OpenCvBaseline(int size) {
 absl::StatusOr<double> RunPeer(const AugmentBenchOptions& options, const std::string& file_list,
                                const std::string& spec) {
   const std::string out = absl::StrCat(file_list, ".peer.json");
-  ASSIGN_OR_RETURN(ChildProcess peer,
-                   ChildProcess::Spawn({options.python, options.peer_script, "--files", file_list,
-                                        "--pipeline", spec, "--seconds",
-                                        absl::StrCat(options.seconds), "--core", "0", "--out",
-                                        out}));
+  ASSIGN_OR_RETURN(
+      ChildProcess peer,
+      ChildProcess::Spawn({options.python, options.peer_script, "--files", file_list, "--pipeline",
+                           spec, "--seconds", absl::StrCat(options.seconds), "--core", "0", "--out",
+                           out}));
   const int code = peer.Wait();
   if (code != 0) {
     return absl::UnavailableError(absl::StrCat("the torchvision peer (", options.python, " ",
@@ -219,9 +219,8 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
     report.set_opencv_images_per_sec_per_core(Median(opencv));
     report.set_ratio_vs_opencv(one_core / Median(opencv));
   }
-  const int max_threads = options.threads > 0
-                              ? options.threads
-                              : static_cast<int>(std::thread::hardware_concurrency());
+  const int max_threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   for (int threads = 1; threads <= max_threads; ++threads) {
     const double rate = threads == 1 ? one_core
                                      : MeasureRate(files, heterodl_worker, pipeline.output_bytes(),

@@ -17,8 +17,9 @@ namespace heterodl {
 
 int RunBenchCommand(const std::vector<std::string>& arguments) {
   if (arguments.size() != 1 || arguments[0] != "augment") {
-    LogError("usage: heterodl bench augment --dataset DIR [--pipeline SPEC] [--threads N] "
-             "[--json] [--no-peer]");
+    LogError(
+        "usage: heterodl bench augment --dataset DIR [--pipeline SPEC] [--threads N] "
+        "[--json] [--no-peer]");
     return kExitUsage;
   }
   AugmentBenchOptions options;

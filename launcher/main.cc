@@ -31,7 +31,7 @@ commands:
 Run 'heterodl --helpfull' for every flag.)";
 
 bool IsCommand(const char* word) {
-  static constexpr const char* kCommands[] = {"launch",  "serve",   "train", "local",
+  static constexpr const char* kCommands[] = {"launch",  "serve",   "train",  "local",
                                               "cluster", "dataset", "status", "bench"};
   for (const char* command : kCommands) {
     if (std::strcmp(word, command) == 0) return true;

@@ -1,8 +1,11 @@
 #include "augment/pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "augment/decode.h"
+#include "augment/jpeg_decoder.h"
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
@@ -38,7 +41,13 @@ TEST(PipelineTest, NamedParameters) {
 TEST(PipelineTest, ErrorsNamePositionAndReason) {
   EXPECT_EQ(ErrorOf("random_resized_crop(224)|hflp(0.5)"),
             "pipeline spec: at 25: unknown operation 'hflp' (known: random_resized_crop, "
-            "resize, center_crop, hflip)");
+            "resize, center_crop, hflip, color_jitter, grayscale, gaussian_blur, rotation)");
+  EXPECT_NE(ErrorOf("center_crop(8)|color_jitter(0.4,0.4,0.4,0.6)").find("at 40"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("center_crop(8)|gaussian_blur(4)").find("odd"), std::string::npos);
+  EXPECT_NE(ErrorOf("center_crop(8)|gaussian_blur(3,sigma=0)").find("> 0"), std::string::npos);
+  EXPECT_NE(ErrorOf("center_crop(8)|rotation()").find("needs 'degrees'"), std::string::npos);
+  EXPECT_NE(ErrorOf("center_crop(8)|rotation(-5)").find(">= 0"), std::string::npos);
   EXPECT_NE(ErrorOf("hflip(2)|center_crop(8)").find("at 6: 'p' must be a probability"),
             std::string::npos);
   EXPECT_NE(ErrorOf("random_resized_crop(224,scale=0:1)").find("at 24"), std::string::npos);
@@ -149,6 +158,147 @@ TEST(PipelineTest, RegionDecodeMatchesFullDecodeWithinTolerance) {
     EXPECT_LT(total / count, 3.0) << spec;
     EXPECT_LT(worst, 12.0) << spec;
   }
+}
+
+}  // namespace
+}  // namespace heterodl
+
+namespace heterodl {
+namespace {
+
+std::vector<uint8_t> RunOnce(absl::string_view spec, const std::string& image, uint64_t index) {
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(spec);
+  EXPECT_TRUE(pipeline.ok()) << pipeline.status();
+  std::vector<uint8_t> out(pipeline->output_bytes());
+  absl::Status status = pipeline->Run(image, {1, 0, index}, out.data());
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+TEST(PipelineTest, ColorOperationsFollowTorchvision) {
+  const std::string jpeg = testing::MakeJpeg(96, 96, 2);
+  const std::vector<uint8_t> plain = RunOnce("center_crop(64)", jpeg, 0);
+  // Zero strength is the identity; so is a zero-degree rotation.
+  EXPECT_EQ(RunOnce("center_crop(64)|color_jitter(0,0,0,0)", jpeg, 0), plain);
+  EXPECT_EQ(RunOnce("center_crop(64)|rotation(0)", jpeg, 0), plain);
+  // grayscale(1): every pixel has R = G = B.
+  const std::vector<uint8_t> gray = RunOnce("center_crop(64)|grayscale(1)", jpeg, 0);
+  for (size_t i = 0; i < gray.size(); i += 3) {
+    ASSERT_EQ(gray[i], gray[i + 1]);
+    ASSERT_EQ(gray[i], gray[i + 2]);
+  }
+  // Random operations change the image, reproducibly per key.
+  for (const char* spec :
+       {"center_crop(64)|color_jitter(0.4,0.4,0.4,0.1)",
+        "center_crop(64)|gaussian_blur(5,sigma=0.5:2)", "center_crop(64)|rotation(30)"}) {
+    const std::vector<uint8_t> a = RunOnce(spec, jpeg, 7);
+    EXPECT_NE(a, plain) << spec;
+    EXPECT_EQ(a, RunOnce(spec, jpeg, 7)) << spec;
+  }
+}
+
+TEST(PipelineTest, BrightnessScalesPixels) {
+  // brightness=1 draws a factor in [0, 2]; a black image stays black.
+  cv::Mat black(32, 32, CV_8UC3, cv::Scalar::all(0));
+  std::vector<uint8_t> png;
+  cv::imencode(".png", black, png);
+  const std::vector<uint8_t> out =
+      RunOnce("center_crop(32)|color_jitter(brightness=1)", std::string(png.begin(), png.end()), 3);
+  EXPECT_EQ(*std::max_element(out.begin(), out.end()), 0);
+}
+
+std::string Encode(const cv::Mat& image, const std::string& extension,
+                   const std::vector<int>& parameters = {}) {
+  std::vector<uint8_t> encoded;
+  cv::imencode(extension, image, encoded, parameters);
+  return std::string(encoded.begin(), encoded.end());
+}
+
+// Overwrites the dimensions of the first SOF0/SOF2 segment of a JPEG.
+std::string WithJpegSize(std::string jpeg, int width, int height) {
+  for (size_t i = 2; i + 9 < jpeg.size(); ++i) {
+    const auto marker = static_cast<uint8_t>(jpeg[i + 1]);
+    if (static_cast<uint8_t>(jpeg[i]) == 0xFF && (marker == 0xC0 || marker == 0xC2)) {
+      jpeg[i + 5] = static_cast<char>(height >> 8);
+      jpeg[i + 6] = static_cast<char>(height & 255);
+      jpeg[i + 7] = static_cast<char>(width >> 8);
+      jpeg[i + 8] = static_cast<char>(width & 255);
+      return jpeg;
+    }
+  }
+  ADD_FAILURE() << "no SOF marker";
+  return jpeg;
+}
+
+TEST(PipelineSafetyTest, BadInputsAreErrorsNeverCrashes) {
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Parse("random_resized_crop(32)|hflip(0.5)");
+  std::vector<uint8_t> out(pipeline->output_bytes());
+  const std::string jpeg = testing::MakeJpeg(200, 160, 4);
+  const auto run = [&](const std::string& data) { return pipeline->Run(data, {}, out.data()); };
+  EXPECT_FALSE(run("").ok());
+  EXPECT_FALSE(run("plain text, not an image").ok());
+  EXPECT_FALSE(run(jpeg.substr(0, 3)).ok());
+  EXPECT_FALSE(run(jpeg.substr(0, jpeg.size() / 2)).ok());  // truncated
+  absl::Status huge = run(WithJpegSize(jpeg, 60000, 60000));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.message().find("60000x60000"), std::string::npos) << huge;
+  // Corrupt entropy-coded data: an error or some image, never a crash.
+  for (size_t at = jpeg.size() / 3; at < jpeg.size() - 2; at += jpeg.size() / 9) {
+    std::string corrupt = jpeg;
+    corrupt[at] = static_cast<char>(corrupt[at] ^ 0x5A);
+    (void)run(corrupt);
+  }
+  // A PNG whose header claims 30000 x 30000 is refused before allocating.
+  std::string png = Encode(cv::Mat(8, 8, CV_8UC3, cv::Scalar::all(9)), ".png");
+  for (int i : {16, 20}) {  // IHDR width and height, big-endian
+    png[i] = 0, png[i + 1] = 0, png[i + 2] = static_cast<char>(30000 >> 8),
+    png[i + 3] = static_cast<char>(30000 & 255);
+  }
+  absl::Status png_status = run(png);
+  ASSERT_FALSE(png_status.ok());
+  EXPECT_NE(png_status.message().find("30000x30000"), std::string::npos) << png_status;
+}
+
+TEST(PipelineSafetyTest, OtherFormatsDecodeThroughOpenCv) {
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Parse("center_crop(16)");
+  std::vector<uint8_t> out(pipeline->output_bytes());
+  cv::Mat color(40, 48, CV_8UC3, cv::Scalar(10, 20, 30));  // BGR
+  cv::Mat gray(40, 48, CV_8UC1, cv::Scalar(77));
+  const std::vector<std::string> images = {
+      Encode(color, ".png"),
+      Encode(color, ".bmp"),
+      Encode(color, ".webp"),
+      Encode(color, ".tiff"),
+      Encode(gray, ".jpg"),
+      Encode(gray, ".png"),
+      Encode(color, ".jpg", {cv::IMWRITE_JPEG_PROGRESSIVE, 1})};
+  for (size_t i = 0; i < images.size(); ++i) {
+    ASSERT_TRUE(pipeline->Run(images[i], {}, out.data()).ok()) << i;
+  }
+  ASSERT_TRUE(pipeline->Run(Encode(color, ".png"), {}, out.data()).ok());
+  EXPECT_EQ(out[0], 30);  // RGB order out
+  EXPECT_EQ(out[2], 10);
+}
+
+TEST(JpegHeaderTest, ExifOrientationSendsTheImageThroughOpenCv) {
+  const std::string jpeg = testing::MakeJpeg(64, 32, 1);
+  // APP1 "Exif" with IFD0 holding Orientation = 6 (rotate 90 clockwise).
+  const std::string tiff = std::string("MM\0*\0\0\0\x08", 8) + std::string("\0\x01", 2) +
+                           std::string("\x01\x12\0\x03\0\0\0\x01\0\x06\0\0", 12) +
+                           std::string(4, '\0');
+  const std::string payload = std::string("Exif\0\0", 6) + tiff;
+  const size_t length = payload.size() + 2;
+  const std::string app1 = std::string("\xFF\xE1", 2) + static_cast<char>(length >> 8) +
+                           static_cast<char>(length & 255) + payload;
+  const std::string rotated = jpeg.substr(0, 2) + app1 + jpeg.substr(2);
+  absl::StatusOr<JpegHeader> header = ReadJpegHeader(rotated, 1 << 30);
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_EQ(header->orientation, 6);
+  EXPECT_FALSE(header->fast_path_ok);
+  absl::StatusOr<cv::Mat> decoded = DecodeImage(rotated);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->cols, 32);  // turned upright
+  EXPECT_EQ(decoded->rows, 64);
 }
 
 }  // namespace
