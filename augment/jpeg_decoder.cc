@@ -153,18 +153,17 @@ cv::Rect ScaleRect(const cv::Rect& region, int eighths, const JpegHeader& header
 }
 
 absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, int eighths,
-                              const cv::Rect& scaled_region, cv::Mat& out) {
+                              const cv::Rect& scaled_region, JpegDecodeMode mode, cv::Mat& out) {
   // Everything the decoder touches after setjmp is allocated before it, so a
-  // longjmp leaves no C++ object half-updated.
+  // longjmp leaves no C++ object half-updated. libjpeg writes straight into
+  // the rows of `decoded`, which is as wide as the whole scaled image (the
+  // widest jpeg_crop_scanline can make the region); `out` is then a view of
+  // the wanted columns.
   const int scaled_width = ScaledImageSize(header, eighths).width;
-  // A band of rows per call: libjpeg's upsampler produces two rows at a
-  // time, and one row per call makes it buffer and copy.
-  constexpr int kBandRows = 16;
-  const size_t row_stride = static_cast<size_t>(scaled_width) * 3 + 64;
-  std::vector<uint8_t> band(row_stride * kBandRows);
-  std::vector<JSAMPROW> band_rows(kBandRows);
-  for (int i = 0; i < kBandRows; ++i) band_rows[i] = band.data() + row_stride * i;
-  out.create(scaled_region.height, scaled_region.width, CV_8UC3);
+  cv::Mat decoded(scaled_region.height, scaled_width, CV_8UC3);
+  std::vector<JSAMPROW> rows(static_cast<size_t>(scaled_region.height));
+  for (int y = 0; y < scaled_region.height; ++y) rows[y] = decoded.ptr(y);
+  JSAMPARRAY const row_pointers = rows.data();
   jpeg_decompress_struct cinfo;
   ErrorManager errors;
   InitErrors(cinfo, errors);
@@ -179,34 +178,37 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
   cinfo.scale_num = static_cast<unsigned int>(eighths);
   cinfo.scale_denom = 8;
   cinfo.out_color_space = JCS_RGB;
+  if (mode == JpegDecodeMode::kFast) {
+    cinfo.dct_method = JDCT_IFAST;
+    cinfo.do_fancy_upsampling = FALSE;
+  }
   jpeg_start_decompress(&cinfo);
   if (static_cast<int>(cinfo.output_width) != scaled_width) {
     // The header changed between the two reads: treat as corrupt.
     jpeg_destroy_decompress(&cinfo);
     return absl::InvalidArgumentError("JPEG header changed between reads");
   }
-  // jpeg_crop_scanline widens the columns to iMCU boundaries; remember how
-  // far the wanted columns sit from the decoded ones.
+  // jpeg_crop_scanline widens the columns to iMCU boundaries; remember where
+  // the wanted columns start within the decoded ones.
   JDIMENSION x_offset = static_cast<JDIMENSION>(scaled_region.x);
   JDIMENSION width = static_cast<JDIMENSION>(scaled_region.width);
   jpeg_crop_scanline(&cinfo, &x_offset, &width);
-  const size_t skip_bytes = static_cast<size_t>(scaled_region.x - static_cast<int>(x_offset)) * 3;
+  const int column = scaled_region.x - static_cast<int>(x_offset);
   if (scaled_region.y > 0) {
     jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(scaled_region.y));
   }
-  const size_t row_bytes = static_cast<size_t>(scaled_region.width) * 3;
   for (int y = 0; y < scaled_region.height;) {
-    const JDIMENSION wanted =
-        static_cast<JDIMENSION>(std::min(kBandRows, scaled_region.height - y));
-    const JDIMENSION got = jpeg_read_scanlines(&cinfo, band_rows.data(), wanted);
+    // Several rows per call: libjpeg's upsampler produces two at a time, and
+    // one row per call makes it buffer and copy.
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, row_pointers + y,
+                                               static_cast<JDIMENSION>(scaled_region.height - y));
     if (got == 0) break;  // cannot happen with in-memory data; guards the loop
-    for (JDIMENSION i = 0; i < got; ++i, ++y) {
-      std::memcpy(out.ptr(y), band_rows[i] + skip_bytes, row_bytes);
-    }
+    y += static_cast<int>(got);
   }
   // The rows below the region are never decoded.
   jpeg_abort_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
+  out = decoded(cv::Rect(column, 0, scaled_region.width, scaled_region.height));
   return absl::OkStatus();
 }
 

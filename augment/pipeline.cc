@@ -25,6 +25,7 @@ struct Argument {
   double low = 0;
   double high = 0;
   bool is_range = false;
+  std::string word;  // for a word value, e.g. decode(exact)
 };
 
 struct Operation {
@@ -83,9 +84,18 @@ class SpecReader {
     Argument argument;
     argument.position = pos_;
     if (pos_ < text_.size() && std::isalpha(static_cast<unsigned char>(text_[pos_]))) {
-      argument.name = ReadName();
+      std::string name = ReadName();
       SkipSpace();
-      if (!Consume('=')) return SpecError(pos_, "expected '=' after a parameter name");
+      if (!Consume('=')) {
+        argument.word = std::move(name);  // a positional word value
+        return argument;
+      }
+      argument.name = std::move(name);
+      SkipSpace();
+      if (pos_ < text_.size() && std::isalpha(static_cast<unsigned char>(text_[pos_]))) {
+        argument.word = ReadName();
+        return argument;
+      }
     }
     ASSIGN_OR_RETURN(argument.low, ReadNumber());
     argument.high = argument.low;
@@ -162,6 +172,11 @@ class ArgumentBinder {
                            absl::StrCat(operation_.name, " has no parameter '", argument.name,
                                         "' (it takes ", absl::StrJoin(names_, ", "), ")"));
         }
+      }
+      if (!argument.word.empty() && names_[slot] != "mode") {
+        return SpecError(
+            argument.position,
+            absl::StrCat("'", names_[slot], "' takes a number, not '", argument.word, "'"));
       }
       if (bound_[slot] != nullptr) {
         return SpecError(argument.position,
@@ -328,12 +343,27 @@ Pipeline::~Pipeline() = default;
 
 absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec, const PipelineOptions& options) {
   ASSIGN_OR_RETURN(std::vector<Operation> operations, SpecReader(spec).ReadAll());
+  // ReadAll never returns an empty list.
   Pipeline pipeline;
   pipeline.options_ = options;
+  // decode(fast|exact) may lead the pipeline; it sets how JPEGs are decoded.
+  if (operations.front().name == "decode") {
+    const Operation& decode = operations.front();
+    if (decode.arguments.size() != 1 || decode.arguments[0].word.empty() ||
+        (decode.arguments[0].word != "fast" && decode.arguments[0].word != "exact")) {
+      return SpecError(decode.position, "decode takes one mode: decode(fast) or decode(exact)");
+    }
+    pipeline.exact_decode_ = decode.arguments[0].word == "exact";
+    operations.erase(operations.begin());
+    if (operations.empty()) return SpecError(spec.size(), "nothing after decode(...)");
+  }
   // The output size is set by the last operation that changes the size; it
   // must be a fixed-size one.
   cv::Size output(0, 0);
   for (const Operation& operation : operations) {
+    if (operation.name == "decode") {
+      return SpecError(operation.position, "decode(...) must come first");
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<Transform> transform, MakeTransform(operation));
     const cv::Size fixed = transform->FixedOutputSize();
     if (fixed.area() > 0) {
@@ -353,9 +383,8 @@ absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec, const PipelineO
   return pipeline;
 }
 
-absl::StatusOr<cv::Mat> Pipeline::Decode(absl::string_view encoded, CounterRng& rng,
-                                         size_t* applied) const {
-  *applied = 0;
+absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& rng,
+                                        cv::Mat& destination, cv::Mat& image) const {
   if (LooksLikeJpeg(encoded)) {
     ASSIGN_OR_RETURN(JpegHeader header, ReadJpegHeader(encoded, options_.max_pixels));
     if (header.fast_path_ok && options_.region_decode) {
@@ -365,35 +394,39 @@ absl::StatusOr<cv::Mat> Pipeline::Decode(absl::string_view encoded, CounterRng& 
         const int eighths = ChooseScaleEighths(request->region, request->output);
         const cv::Rect scaled = ScaleRect(request->region, eighths, header);
         cv::Mat region;
-        RETURN_IF_ERROR(DecodeJpegRegion(encoded, header, eighths, scaled, region));
-        transforms_.front()->ApplyToRegion(region, *request);
-        *applied = 1;
-        return region;
+        RETURN_IF_ERROR(DecodeJpegRegion(
+            encoded, header, eighths, scaled,
+            exact_decode_ ? JpegDecodeMode::kExact : JpegDecodeMode::kFast, region));
+        if (request->output == destination.size()) image = destination;
+        transforms_.front()->ApplyToRegion(region, *request, image);
+        return 1;
       }
     }
   }
   DecodeOptions decode_options;
   decode_options.max_pixels = options_.max_pixels;
-  return DecodeImage(encoded, decode_options);
+  ASSIGN_OR_RETURN(image, DecodeImage(encoded, decode_options));
+  return 0;
 }
 
 absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint8_t* out) const {
   CounterRng rng(key.seed, {kStreamAugment, key.epoch, static_cast<uint32_t>(key.index)});
-  size_t applied = 0;
-  ASSIGN_OR_RETURN(cv::Mat image, Decode(encoded, rng, &applied));
+  // Operations write into the caller's buffer where they can (resizes to the
+  // output size, in-place flips); otherwise the result is copied at the end.
+  cv::Mat destination(output_height_, output_width_, CV_8UC3, out);
+  cv::Mat image;
+  ASSIGN_OR_RETURN(const size_t applied, Decode(encoded, rng, destination, image));
   for (size_t i = applied; i < transforms_.size(); ++i) transforms_[i]->Apply(image, rng);
-  if (image.rows != output_height_ || image.cols != output_width_ || image.type() != CV_8UC3) {
+  if (image.data == destination.data) return absl::OkStatus();
+  if (image.size() != destination.size() || image.type() != CV_8UC3) {
     return absl::InternalError("pipeline produced an image of an unexpected shape");
   }
-  const size_t row_bytes = static_cast<size_t>(output_width_) * 3;
-  for (int y = 0; y < output_height_; ++y) {
-    std::memcpy(out + y * row_bytes, image.ptr(y), row_bytes);
-  }
+  image.copyTo(destination);
   return absl::OkStatus();
 }
 
 std::string Pipeline::CanonicalSpec() const {
-  std::vector<std::string> parts;
+  std::vector<std::string> parts = {exact_decode_ ? "decode(exact)" : "decode(fast)"};
   for (const std::unique_ptr<Transform>& transform : transforms_) {
     parts.push_back(transform->Spec());
   }

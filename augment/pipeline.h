@@ -11,10 +11,15 @@
 //                                pixels.data()));
 //
 // Operations (see docs/pipeline.md):
+//   decode(fast|exact)  optional, first: JPEG decoding speed vs exactness
 //   random_resized_crop(size[,scale=lo:hi][,ratio=lo:hi])
 //   resize(size)        shorter side to `size`, aspect kept
 //   center_crop(size)
 //   hflip(p)            horizontal flip with probability p
+//   color_jitter(brightness, contrast, saturation, hue)
+//   grayscale(p)
+//   gaussian_blur(kernel_size[,sigma=lo:hi])
+//   rotation(degrees | lo:hi)
 //
 // Every random draw comes from a CounterRng keyed by (seed, epoch, index), so
 // a sample's output is bit-identical on any thread, process or server.
@@ -79,11 +84,16 @@ class Pipeline {
  private:
   Pipeline() = default;
 
-  // The decoded image (RGB), with the first `*applied` transforms already
-  // done when the JPEG region path ran them.
-  absl::StatusOr<cv::Mat> Decode(absl::string_view encoded, CounterRng& rng, size_t* applied) const;
+  // Decodes `encoded` into `image` (RGB) and returns how many transforms
+  // already ran (the first one, when the JPEG region path ran it fused with
+  // decoding, writing into `destination` when sizes allow).
+  absl::StatusOr<size_t> Decode(absl::string_view encoded, CounterRng& rng, cv::Mat& destination,
+                                cv::Mat& image) const;
 
   PipelineOptions options_;
+  // decode(exact): libjpeg's accurate IDCT and fancy upsampling, as PIL
+  // decodes; decode(fast) (default): its fast IDCT and merged upsampler.
+  bool exact_decode_ = false;
   std::vector<std::unique_ptr<Transform>> transforms_;
   int output_height_ = 0;
   int output_width_ = 0;

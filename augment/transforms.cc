@@ -14,11 +14,23 @@ void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination) {
     source.copyTo(destination);
     return;
   }
-  // Bilinear interpolation reads 2x2 neighbours, so it only stays free of
-  // aliasing down to half size; below that, area averaging (slower) acts as
-  // the antialiasing filter torchvision applies.
-  const bool below_half = size.width * 2 < source.cols || size.height * 2 < source.rows;
-  cv::resize(source, destination, size, 0, 0, below_half ? cv::INTER_AREA : cv::INTER_LINEAR);
+  // Bilinear interpolation reads 2x2 neighbours, so it is free of aliasing
+  // only down to half size. Each dimension more than twice its target is
+  // first halved with a 2:1 box filter, which antialiases like torchvision at
+  // a fraction of the cost of area averaging at a fractional ratio (measured
+  // ~0.9 ms against ~0.1 ms at 224 px). Bilinear resizing to exactly half
+  // samples at 2x + 0.5, i.e. averages each pixel pair: the box filter, on
+  // OpenCV's vectorized path (its INTER_AREA for a 2:1, 1:1 ratio is not).
+  cv::Mat current = source;
+  while (current.cols > 2 * size.width || current.rows > 2 * size.height) {
+    const int fx = current.cols > 2 * size.width ? 2 : 1;
+    const int fy = current.rows > 2 * size.height ? 2 : 1;
+    const cv::Rect even(0, 0, current.cols - current.cols % fx, current.rows - current.rows % fy);
+    cv::Mat halved;
+    cv::resize(current(even), halved, {even.width / fx, even.height / fy}, 0, 0, cv::INTER_LINEAR);
+    current = halved;
+  }
+  cv::resize(current, destination, size, 0, 0, cv::INTER_LINEAR);
 }
 
 cv::Rect RandomResizedCropRect(int width, int height, Range scale, Range ratio, CounterRng& rng) {
@@ -67,10 +79,9 @@ class RandomResizedCrop final : public Transform {
     return RegionRequest{PickCrop(image_size.width, image_size.height, rng), {size_, size_}};
   }
 
-  void ApplyToRegion(cv::Mat& region, const RegionRequest& request) const override {
-    cv::Mat resized;
-    ResizeTo(region, request.output, resized);
-    region = resized;
+  void ApplyToRegion(const cv::Mat& region, const RegionRequest& request,
+                     cv::Mat& result) const override {
+    ResizeTo(region, request.output, result);
   }
 
   cv::Size FixedOutputSize() const override { return {size_, size_}; }
@@ -104,10 +115,9 @@ class Resize final : public Transform {
     return RegionRequest{cv::Rect({0, 0}, image_size), Target(image_size)};
   }
 
-  void ApplyToRegion(cv::Mat& region, const RegionRequest& request) const override {
-    cv::Mat resized;
-    ResizeTo(region, request.output, resized);
-    region = resized;
+  void ApplyToRegion(const cv::Mat& region, const RegionRequest& request,
+                     cv::Mat& result) const override {
+    ResizeTo(region, request.output, result);
   }
 
   std::string Spec() const override { return absl::StrFormat("resize(%d)", size_); }

@@ -34,8 +34,10 @@ class Transform {
     return std::nullopt;
   }
   // Completes the operation on the decoded `region` of the request (at any
-  // scale at least as large as request.output).
-  virtual void ApplyToRegion(cv::Mat& region, const RegionRequest& request) const {}
+  // scale at least as large as request.output), writing to `result`; a
+  // `result` already of the output's size and type is written in place.
+  virtual void ApplyToRegion(const cv::Mat& region, const RegionRequest& request,
+                             cv::Mat& result) const {}
   // Transforms `image` (8-bit BGR) in place or by replacing it. Draws its
   // randomness from `rng`, in a fixed order, so results are reproducible.
   virtual void Apply(cv::Mat& image, CounterRng& rng) const = 0;
@@ -74,8 +76,9 @@ std::unique_ptr<Transform> MakeGaussianBlur(int kernel_size, Range sigma);
 // `degrees` (counter-clockwise), same size, nearest neighbour, zero fill.
 std::unique_ptr<Transform> MakeRandomRotation(Range degrees);
 
-// Resizes with bilinear interpolation down to half size (and when enlarging),
-// with area averaging below half size, where bilinear would alias.
+// Resizes with bilinear interpolation, after halving (2:1 box filter) each
+// dimension more than twice its target, so shrinking is antialiased.
+// Writes into `destination` in place when it already has the size and type.
 void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination);
 
 }  // namespace heterodl
