@@ -182,7 +182,14 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
                                              uint8_t* out) {
     return pipeline.Run(encoded, {0, 0, index}, out).ok();
   };
-  const bool has_baseline = spec.rfind("random_resized_crop", 0) == 0;
+  // The OpenCV baseline implements torchvision's default RandomResizedCrop
+  // (and a flip); it is measured when the pipeline starts with exactly that.
+  const std::string canonical = pipeline.CanonicalSpec();
+  const std::string operations = canonical.substr(canonical.find('|') + 1);
+  const bool has_baseline =
+      operations.rfind(absl::StrCat("random_resized_crop(", pipeline.output_width(),
+                                    ",scale=0.08:1,ratio=0.75:1.33333)"),
+                       0) == 0;
   const Worker baseline = OpenCvBaseline(pipeline.output_width());
 
   v1::AugmentBenchReport report;

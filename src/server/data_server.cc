@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "heterodl/data_service.grpc.pb.h"
+#include "opencv2/core/utility.hpp"
 #include "src/common/fingerprint.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
@@ -329,6 +330,9 @@ class GrpcDataServer final : public DataServer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options) {
+  // The worker pool runs one sample per core; OpenCV's own threads inside a
+  // resize would only contend with it.
+  cv::setNumThreads(0);
   ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset));
   ASSIGN_OR_RETURN(
       Pipeline pipeline,

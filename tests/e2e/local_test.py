@@ -117,6 +117,28 @@ class LocalRunTest(unittest.TestCase):
         time.sleep(0.5)
         self.assertEqual(processes_mentioning(marker_dataset), [])
 
+    def test_augment_benchmark_reports_both_sides(self):
+        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", self.dataset, "--json",
+                                 "--seconds", "0.3", "--rounds", "1", "--threads", "2"],
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        for key in ("heterodl_images_per_sec_per_core", "torchvision_images_per_sec_per_core",
+                    "opencv_images_per_sec_per_core"):
+            self.assertGreater(report[key], 0, key)
+        self.assertAlmostEqual(report["ratio_vs_torchvision"],
+                               report["heterodl_images_per_sec_per_core"]
+                               / report["torchvision_images_per_sec_per_core"], places=3)
+        self.assertEqual([row["threads"] for row in report["scaling"]], [1, 2])
+        self.assertEqual(report["files"], 96)
+
+    def test_bad_pipeline_is_a_clear_error(self):
+        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", self.dataset,
+                                 "--pipeline", "random_resized_crop(224)|hflp(0.5)", "--no-peer"],
+                                capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("at 25: unknown operation 'hflp'", result.stderr)
+
     def test_missing_dataset_is_a_clear_error(self):
         result = subprocess.run([HETERODL, "local", "--dataset", "/nonexistent/data"],
                                 capture_output=True, text=True, timeout=120)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer target with clang + ASan + UBSan (the `fuzz` preset)
+# and runs it for a bounded time on a seed corpus of real images. Any crash,
+# sanitizer report or leak fails the test. Usage: run_fuzzer.sh SECONDS
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECONDS_TO_RUN=${1:-60}
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz --target pipeline_fuzzer -- -j"$(nproc)" >/dev/null
+CORPUS=build-fuzz/corpus
+mkdir -p "$CORPUS"
+# Seeds: sample-dataset JPEGs (prefixed with the "image" byte) and specs.
+if [[ -z "$(ls -A "$CORPUS")" ]]; then
+  SEEDS=$(mktemp -d)
+  ./build/heterodl dataset sample "$SEEDS/images" --images 12 >/dev/null 2>&1 || true
+  i=0
+  for f in "$SEEDS"/images/*/*.jpg; do
+    [[ -f "$f" ]] || continue
+    { printf '\x00'; cat "$f"; } > "$CORPUS/image$i"; i=$((i + 1))
+  done
+  printf '\x01random_resized_crop(224,scale=0.08:1)|hflip(0.5)' > "$CORPUS/spec0"
+  printf '\x01decode(exact)|resize(256)|center_crop(224)|color_jitter(0.4,0.4,0.4,0.1)' > "$CORPUS/spec1"
+  rm -rf "$SEEDS"
+fi
+export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+./build-fuzz/pipeline_fuzzer "$CORPUS" -max_total_time="$SECONDS_TO_RUN" \
+  -rss_limit_mb=2048 -max_len=262144 -timeout=10 -print_final_stats=1 2>&1 | tail -25
