@@ -35,6 +35,8 @@ def build(spec):
         name, args = match.group(1), [a.strip() for a in match.group(2).split(",") if a.strip()]
         positional = [a for a in args if "=" not in a]
         named = dict(a.split("=", 1) for a in args if "=" in a)
+        if name == "decode":
+            continue  # PIL always decodes one way (libjpeg's exact defaults)
         if name == "random_resized_crop":
             ops.append(transforms.RandomResizedCrop(
                 int(positional[0]),
@@ -45,6 +47,23 @@ def build(spec):
             ops.append(transforms.Resize(int(positional[0]), antialias=True))
         elif name == "center_crop":
             ops.append(transforms.CenterCrop(int(positional[0])))
+        elif name == "color_jitter":
+            values = [float(v) for v in positional] + [0.0] * (4 - len(positional))
+            keys = ["brightness", "contrast", "saturation", "hue"]
+            values = [float(named.get(k, v)) for k, v in zip(keys, values)]
+            ops.append(transforms.ColorJitter(*values))
+        elif name == "grayscale":
+            ops.append(transforms.RandomGrayscale(float(positional[0] if positional
+                                                        else named.get("p", 0.1))))
+        elif name == "gaussian_blur":
+            sigma = named.get("sigma", "0.1:2")
+            ops.append(transforms.GaussianBlur(int(positional[0]),
+                                               parse_range(sigma) if ":" in sigma
+                                               else float(sigma)))
+        elif name == "rotation":
+            degrees = positional[0] if positional else named["degrees"]
+            ops.append(transforms.RandomRotation(parse_range(degrees) if ":" in degrees
+                                                 else float(degrees)))
         elif name == "hflip":
             ops.append(transforms.RandomHorizontalFlip(float(positional[0] if positional
                                                              else named.get("p", 0.5))))
