@@ -15,6 +15,8 @@ ABSL_FLAG(std::string, address, "", "serve: address to bind (default: 0.0.0.0:--
 ABSL_FLAG(int32_t, port, -1, "serve: port to listen on (0 picks a free one; default 50051)");
 ABSL_FLAG(std::string, port_file, "", "serve: write the bound port to this file once listening");
 ABSL_FLAG(int32_t, threads, 0, "serve: decode/augment threads (0: one per core)");
+ABSL_FLAG(int64_t, max_pixels, 100'000'000,
+          "serve: refuse (and replace) images whose header claims more pixels");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
           "serve: exit when no client has been connected for this long");
 ABSL_FLAG(absl::Duration, startup_timeout, absl::Minutes(30),

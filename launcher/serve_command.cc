@@ -37,6 +37,11 @@ int RunServeCommand(StopSignal& stop) {
   }
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.max_pixels = absl::GetFlag(FLAGS_max_pixels);
+  if (options.max_pixels < 1) {
+    LogError("--max-pixels must be >= 1");
+    return kExitUsage;
+  }
   options.idle_timeout = absl::GetFlag(FLAGS_idle_timeout);
   options.startup_timeout = absl::GetFlag(FLAGS_startup_timeout);
   const int port = absl::GetFlag(FLAGS_port) >= 0 ? absl::GetFlag(FLAGS_port) : 50051;

@@ -47,11 +47,12 @@ uint64_t PeakRssBytes() {
 }
 
 BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
-                           RequestLimits limits)
+                           RequestLimits limits, PipelineOptions pipeline_options)
     : dataset_(std::move(dataset)),
       default_pipeline_(std::move(default_pipeline)),
       default_assembler_(dataset_, default_pipeline_),
       limits_(limits),
+      pipeline_options_(pipeline_options),
       start_time_(absl::Now()),
       pool_(threads) {}
 
@@ -102,7 +103,7 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
       if (pipelines_.size() >= kMaxPipelines) {
         return absl::ResourceExhaustedError("too many distinct pipelines on this server");
       }
-      ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(config.pipeline()));
+      ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(config.pipeline(), pipeline_options_));
       auto owned = std::make_unique<Pipeline>(std::move(pipeline));
       auto assembler = std::make_unique<BatchAssembler>(dataset_, *owned);
       it = pipelines_

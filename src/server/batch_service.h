@@ -51,7 +51,9 @@ struct StreamPlan {
 class BatchService {
  public:
   // `default_pipeline` serves streams that name no pipeline.
-  BatchService(Dataset dataset, Pipeline default_pipeline, int threads, RequestLimits limits = {});
+  // `pipeline_options` apply to the pipelines that streams name, too.
+  BatchService(Dataset dataset, Pipeline default_pipeline, int threads, RequestLimits limits = {},
+               PipelineOptions pipeline_options = {});
   ~BatchService();
 
   v1::DatasetInfo Info() const;
@@ -84,6 +86,7 @@ class BatchService {
   const Pipeline default_pipeline_;
   const BatchAssembler default_assembler_;
   const RequestLimits limits_;
+  const PipelineOptions pipeline_options_;
   const absl::Time start_time_;
 
   mutable absl::Mutex mu_;

@@ -334,16 +334,20 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   // resize would only contend with it.
   cv::setNumThreads(0);
   ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset));
+  PipelineOptions pipeline_options;
+  pipeline_options.max_pixels = options.max_pixels;
   ASSIGN_OR_RETURN(
       Pipeline pipeline,
-      Pipeline::Parse(options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline));
+      Pipeline::Parse(options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline,
+                      pipeline_options));
   const int threads = options.threads > 0
                           ? options.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   LogInfo("dataset %s: %d samples, %d classes, fingerprint %s; pipeline %s; %d threads",
           dataset.source(), dataset.size(), dataset.class_names().size(),
           FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads);
-  auto service = std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads);
+  auto service = std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads,
+                                                RequestLimits{}, pipeline_options);
   auto server = std::make_unique<GrpcDataServer>(options, std::move(service));
   RETURN_IF_ERROR(server->Listen());
   return server;

@@ -25,6 +25,8 @@ struct DataServerOptions {
   std::string pipeline;                   // empty: kDefaultPipeline
   std::string address = "0.0.0.0:50051";  // host:port; port 0 picks one
   int threads = 0;                        // 0: one per core
+  // Images whose header claims more pixels are refused (and replaced).
+  int64_t max_pixels = 100'000'000;
   // Stop when no stream has been open for this long (after the first client).
   absl::Duration idle_timeout = absl::Minutes(10);
   // Stop when no client has come for this long after start.

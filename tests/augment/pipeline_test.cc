@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "augment/decode.h"
 #include "augment/jpeg_decoder.h"
@@ -272,6 +273,35 @@ TEST(PipelineSafetyTest, BadInputsAreErrorsNeverCrashes) {
   absl::Status png_status = run(png);
   ASSERT_FALSE(png_status.ok());
   EXPECT_NE(png_status.message().find("30000x30000"), std::string::npos) << png_status;
+}
+
+TEST(PipelineSafetyTest, PixelLimitIsConfigurable) {
+  PipelineOptions options;
+  options.max_pixels = 100 * 100;
+  absl::StatusOr<Pipeline> strict = Pipeline::Parse("center_crop(16)", options);
+  std::vector<uint8_t> out(strict->output_bytes());
+  EXPECT_TRUE(strict->Run(testing::MakeJpeg(100, 100, 0), {}, out.data()).ok());
+  absl::Status refused = strict->Run(testing::MakeJpeg(101, 100, 0), {}, out.data());
+  EXPECT_NE(refused.message().find("over the limit of 10000 pixels"), std::string::npos) << refused;
+  cv::Mat big(100, 101, CV_8UC3, cv::Scalar::all(1));
+  EXPECT_FALSE(strict->Run(Encode(big, ".png"), {}, out.data()).ok());
+}
+
+TEST(PipelineTest, SameOutputOnEveryThread) {
+  absl::StatusOr<Pipeline> pipeline =
+      Pipeline::Parse("random_resized_crop(64)|hflip(0.5)|color_jitter(0.4,0.4,0.4,0.1)");
+  const std::string jpeg = testing::MakeJpeg(300, 200, 5);
+  std::vector<std::vector<uint8_t>> results(4, std::vector<uint8_t>(pipeline->output_bytes()));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < results.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int repeat = 0; repeat < 20; ++repeat) {
+        ASSERT_TRUE(pipeline->Run(jpeg, {9, 4, 77}, results[t].data()).ok());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::vector<uint8_t>& result : results) EXPECT_EQ(result, results[0]);
 }
 
 TEST(PipelineSafetyTest, OtherFormatsDecodeThroughOpenCv) {
