@@ -34,6 +34,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
 }
 
+// What PumpStream returns when a read or write fails: the server (or the
+// connection) ended the stream, and Finish() has the reason.
+absl::Status StreamClosedByServer() { return absl::AbortedError("stream closed by the server"); }
+
 // Errors that retrying elsewhere cannot fix: the client's plan is refused.
 bool IsFatal(const absl::Status& status) {
   return absl::IsFailedPrecondition(status) || absl::IsInvalidArgument(status) ||
@@ -243,10 +247,16 @@ class EpochFetch {
       // Finish() waits for the server to end the stream.
       return FromGrpc(stream->Finish());
     }
+    if (absl::IsAborted(result)) {
+      // The server ended the stream: its status says why (a refused plan is
+      // fatal, a server going away is not), so read it before anything else.
+      const absl::Status finish = FromGrpc(stream->Finish());
+      return finish.ok() ? absl::UnavailableError("stream ended before the epoch did") : finish;
+    }
+    // Our own reason to stop (stall, bad batch, epoch delivered with batches
+    // still owed): cancel, or Finish() would wait for them.
     context.TryCancel();
-    grpc::Status finish = stream->Finish();
-    if (result.ok()) return result;
-    if (!finish.ok() && !absl::IsCancelled(FromGrpc(finish))) return FromGrpc(finish);
+    stream->Finish();
     return result;
   }
 
@@ -255,7 +265,7 @@ class EpochFetch {
     Connection& connection = *connections_[server];
     v1::BatchRequest open;
     *open.mutable_open() = config_;
-    if (!stream.Write(open)) return absl::UnavailableError("stream closed on open");
+    if (!stream.Write(open)) return StreamClosedByServer();
     v1::Batch batch;
     while (true) {
       // Spend the free credits.
@@ -282,9 +292,9 @@ class EpochFetch {
         request.mutable_batch()->set_epoch(plan_.epoch());
         request.mutable_batch()->set_rank(options_.rank);
         request.mutable_batch()->set_index(static_cast<uint32_t>(k));
-        if (!stream.Write(request)) return absl::UnavailableError("stream closed by server");
+        if (!stream.Write(request)) return StreamClosedByServer();
       }
-      if (!stream.Read(&batch)) return absl::UnavailableError("stream ended by server");
+      if (!stream.Read(&batch)) return StreamClosedByServer();
       const int64_t k = batch.id().index();
       absl::MutexLock lock(&mu_);
       if (batch.id().epoch() != plan_.epoch() || batch.id().rank() != options_.rank ||

@@ -1,0 +1,169 @@
+// The `heterodl` Python module: RemoteLoader (src/client) for PyTorch
+// trainers. Batches become torch tensors without a copy: the tensors borrow
+// the received buffers and keep them alive.
+#include <torch/extension.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/client/remote_loader.h"
+
+namespace heterodl {
+namespace {
+
+namespace py = pybind11;
+
+// A received batch as tensors. The pixel tensor views the batch's own
+// buffer; the shared Batch is freed when the last tensor using it is.
+struct PyBatch {
+  torch::Tensor images;   // uint8 [B, H, W, C]
+  torch::Tensor labels;   // int64 [B]
+  torch::Tensor indices;  // int64 [B]
+  int failed = 0;
+  uint32_t epoch = 0;
+  int64_t index = 0;
+};
+
+// A tensor over `data`, owned by `owner`: the deleter's captured copy keeps
+// the batch alive until the tensor's storage is freed.
+torch::Tensor Borrow(const std::shared_ptr<Batch>& owner, void* data, at::IntArrayRef shape,
+                     torch::Dtype dtype) {
+  return torch::from_blob(
+      data, shape, [owner](void*) {}, torch::TensorOptions(dtype));
+}
+
+PyBatch ToPython(Batch&& received) {
+  auto batch = std::make_shared<Batch>(std::move(received));
+  PyBatch result;
+  result.images =
+      Borrow(batch, batch->images.data(),
+             {batch->size(), batch->height, batch->width, batch->channels}, torch::kUInt8);
+  result.labels = Borrow(batch, batch->labels.data(), {batch->size()}, torch::kInt64);
+  result.indices = Borrow(batch, batch->indices.data(), {batch->size()}, torch::kInt64);
+  result.failed = batch->failed;
+  result.epoch = batch->epoch;
+  result.index = batch->index;
+  return result;
+}
+
+[[noreturn]] void Raise(const absl::Status& status) {
+  throw std::runtime_error(std::string(status.message()));
+}
+
+// Python's view of a RemoteLoader: `for batch in loader` runs the epoch set
+// by set_epoch(), from its start (or from `resume(epoch, batch)`).
+class PyRemoteDataLoader {
+ public:
+  PyRemoteDataLoader(std::vector<std::string> servers, uint32_t batch_size, std::string pipeline,
+                     uint32_t rank, uint32_t world_size, uint64_t seed, bool drop_last,
+                     int credits_per_server, double connect_timeout, double stall_timeout) {
+    RemoteLoaderOptions options;
+    options.servers = std::move(servers);
+    options.batch_size = batch_size;
+    options.pipeline = std::move(pipeline);
+    options.rank = rank;
+    options.world_size = world_size;
+    options.seed = seed;
+    options.drop_last = drop_last;
+    options.credits_per_server = credits_per_server;
+    options.connect_timeout = absl::Seconds(connect_timeout);
+    options.stall_timeout = absl::Seconds(stall_timeout);
+    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader;
+    {
+      py::gil_scoped_release release;  // waits for servers
+      loader = RemoteLoader::Connect(options);
+    }
+    if (!loader.ok()) Raise(loader.status());
+    loader_ = std::move(*loader);
+  }
+
+  void SetEpoch(uint32_t epoch) {
+    epoch_ = epoch;
+    start_batch_ = 0;
+  }
+
+  void Resume(uint32_t epoch, int64_t next_batch) {
+    epoch_ = epoch;
+    start_batch_ = next_batch;
+  }
+
+  int64_t Length() const { return loader_->size(); }
+
+  PyRemoteDataLoader& Iterate() {
+    absl::Status status = loader_->SetEpoch(epoch_, start_batch_);
+    if (!status.ok()) Raise(status);
+    start_batch_ = 0;  // a later iteration starts the epoch over
+    return *this;
+  }
+
+  PyBatch Next() {
+    absl::StatusOr<std::optional<Batch>> batch;
+    {
+      py::gil_scoped_release release;  // the trainer's other threads go on
+      batch = loader_->Next();
+    }
+    if (!batch.ok()) Raise(batch.status());
+    if (!batch->has_value()) throw py::stop_iteration();
+    return ToPython(std::move(**batch));
+  }
+
+  py::tuple Position() const {
+    const LoaderPosition position = loader_->position();
+    return py::make_tuple(position.epoch, position.next_batch);
+  }
+
+  py::list ClassNames() const {
+    py::list names;
+    for (const std::string& name : loader_->dataset().class_names) names.append(name);
+    return names;
+  }
+
+  uint64_t NumSamples() const { return loader_->dataset().num_samples; }
+
+ private:
+  std::unique_ptr<RemoteLoader> loader_;
+  uint32_t epoch_ = 0;
+  int64_t start_batch_ = 0;
+};
+
+}  // namespace
+}  // namespace heterodl
+
+PYBIND11_MODULE(_heterodl, m) {
+  namespace py = pybind11;
+  using heterodl::PyBatch;
+  using heterodl::PyRemoteDataLoader;
+  m.doc() = "heterodl remote data loader (see heterodl/__init__.py)";
+
+  py::class_<PyBatch>(m, "Batch", "One batch: uint8 NHWC images, int64 labels and indices.")
+      .def_readonly("images", &PyBatch::images, "torch.uint8 [B, H, W, 3], RGB")
+      .def_readonly("labels", &PyBatch::labels, "torch.int64 [B]")
+      .def_readonly("indices", &PyBatch::indices, "torch.int64 [B]: planned dataset indices")
+      .def_readonly("failed", &PyBatch::failed,
+                    "slots filled by a replacement because their sample was unreadable")
+      .def_readonly("epoch", &PyBatch::epoch)
+      .def_readonly("index", &PyBatch::index, "position of the batch in its rank's epoch")
+      .def("__len__", [](const PyBatch& batch) { return batch.labels.size(0); });
+
+  py::class_<PyRemoteDataLoader>(m, "RemoteDataLoader",
+                                 "Batches of one rank from heterodl data servers, in order.")
+      .def(py::init<std::vector<std::string>, uint32_t, std::string, uint32_t, uint32_t, uint64_t,
+                    bool, int, double, double>(),
+           py::arg("servers"), py::arg("batch_size"), py::arg("pipeline") = "", py::arg("rank") = 0,
+           py::arg("world_size") = 1, py::arg("seed") = 0, py::arg("drop_last") = false,
+           py::arg("credits_per_server") = 4, py::arg("connect_timeout") = 60.0,
+           py::arg("stall_timeout") = 60.0)
+      .def("set_epoch", &PyRemoteDataLoader::SetEpoch, py::arg("epoch"),
+           "The epoch the next iteration runs (it changes the shuffle).")
+      .def("resume", &PyRemoteDataLoader::Resume, py::arg("epoch"), py::arg("next_batch"),
+           "The next iteration starts at batch `next_batch` of `epoch` (from a checkpoint).")
+      .def("position", &PyRemoteDataLoader::Position,
+           "(epoch, next batch): what to save in a checkpoint and pass to resume()")
+      .def("__len__", &PyRemoteDataLoader::Length)
+      .def("__iter__", &PyRemoteDataLoader::Iterate, py::return_value_policy::reference_internal)
+      .def("__next__", &PyRemoteDataLoader::Next)
+      .def_property_readonly("class_names", &PyRemoteDataLoader::ClassNames)
+      .def_property_readonly("num_samples", &PyRemoteDataLoader::NumSamples);
+}

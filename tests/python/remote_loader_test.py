@@ -1,0 +1,116 @@
+"""The Python RemoteDataLoader against real `heterodl serve` processes.
+
+Run by ctest: python remote_loader_test.py BUILD_DIR (with the venv's Python
+and PYTHONPATH=BUILD_DIR/python).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
+HETERODL = os.path.join(BUILD_DIR, "heterodl")
+
+import torch  # noqa: E402
+import heterodl  # noqa: E402
+
+
+class RemoteDataLoaderTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="heterodl-py-")
+        cls.dataset = os.path.join(cls.tmp, "sample")
+        subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "90"],
+                       check=True, timeout=120, capture_output=True)
+        cls.servers, cls.addresses = [], []
+        for i in range(2):
+            port_file = os.path.join(cls.tmp, f"port{i}")
+            cls.servers.append(subprocess.Popen(
+                [HETERODL, "serve", "--dataset", cls.dataset, "--address", "127.0.0.1:0",
+                 "--port-file", port_file, "--threads", "1"], stderr=subprocess.DEVNULL))
+            deadline = time.time() + 60
+            while not os.path.exists(port_file) and time.time() < deadline:
+                time.sleep(0.05)
+            with open(port_file) as f:
+                cls.addresses.append(f"127.0.0.1:{int(f.read())}")
+
+    @classmethod
+    def tearDownClass(cls):
+        for server in cls.servers:
+            server.send_signal(signal.SIGTERM)
+        for server in cls.servers:
+            server.wait(timeout=30)
+
+    def loader(self, **kwargs):
+        options = dict(servers=self.addresses, batch_size=8, pipeline="random_resized_crop(32)",
+                       seed=5)
+        options.update(kwargs)
+        return heterodl.RemoteDataLoader(**options)
+
+    def test_exactly_once_over_an_epoch_for_three_ranks(self):
+        seen = []
+        for rank in range(3):
+            loader = self.loader(rank=rank, world_size=3)
+            self.assertEqual(len(loader), 4)  # 30 samples per rank, batches of 8
+            loader.set_epoch(0)
+            batches = list(loader)
+            self.assertEqual([b.index for b in batches], [0, 1, 2, 3])
+            for batch in batches:
+                self.assertEqual(batch.images.dtype, torch.uint8)
+                self.assertEqual(tuple(batch.images.shape[1:]), (32, 32, 3))
+                self.assertEqual(batch.labels.dtype, torch.int64)
+                self.assertEqual(batch.indices.dtype, torch.int64)
+                self.assertEqual(len(batch), batch.images.shape[0])
+                self.assertEqual(batch.failed, 0)
+                seen.extend(batch.indices.tolist())
+        self.assertEqual(sorted(seen), list(range(90)))
+
+    def test_epochs_reshuffle_and_repeat_exactly(self):
+        loader = self.loader()
+        loader.set_epoch(0)
+        first = [b.indices.tolist() for b in loader]
+        again = [b.indices.tolist() for b in loader]  # the same epoch once more
+        loader.set_epoch(1)
+        second = [b.indices.tolist() for b in loader]
+        self.assertEqual(first, again)
+        self.assertNotEqual(first, second)
+        self.assertEqual(sorted(sum(second, [])), list(range(90)))
+
+    def test_tensors_own_their_memory(self):
+        loader = self.loader()
+        loader.set_epoch(0)
+        kept = [batch.images for batch in loader]  # batches themselves are gone
+        copies = [images.clone() for images in kept]
+        del loader
+        for images, copy in zip(kept, copies):
+            self.assertTrue(torch.equal(images, copy))
+        as_float = kept[0].permute(0, 3, 1, 2).float() / 255
+        self.assertEqual(tuple(as_float.shape[1:]), (3, 32, 32))
+
+    def test_resume_from_a_position(self):
+        loader = self.loader()
+        loader.set_epoch(2)
+        full = [b.images.clone() for b in loader]
+        loader.resume(2, 5)
+        iterator = iter(loader)
+        batch = next(iterator)
+        self.assertEqual(batch.index, 5)
+        self.assertTrue(torch.equal(batch.images, full[5]))
+        self.assertEqual(loader.position(), (2, 6))
+
+    def test_errors_are_python_exceptions(self):
+        with self.assertRaisesRegex(RuntimeError, "127.0.0.1:1"):
+            heterodl.RemoteDataLoader(servers=["127.0.0.1:1"], batch_size=4, connect_timeout=0.3)
+        loader = self.loader(pipeline="random_resized_crop(32)|hflp(0.5)")
+        with self.assertRaisesRegex(RuntimeError, "unknown operation 'hflp'"):
+            list(loader)
+        with self.assertRaisesRegex(RuntimeError, "rank"):
+            self.loader(rank=3, world_size=3)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
