@@ -2,10 +2,15 @@
 // servers and a trainer with M ranks as child processes on loopback; the
 // trainer's leader shuts the servers down at the end. Leaves no process
 // behind: children still running at the end are stopped and reported.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -45,12 +50,23 @@ std::optional<int> AwaitPort(ChildProcess& server, const std::string& port_file,
   return std::nullopt;
 }
 
-// A free TCP port for the rendezvous store (bound and released; the store
-// binds it again right away).
-int PickRendezvousPort() {
-  // Derived from the pid to keep concurrent local runs apart; the store
-  // reports a clear error if it is taken anyway.
-  return 20000 + static_cast<int>(getpid() % 20000);
+// A TCP port free on loopback right now, for the rendezvous store (which
+// binds it again moments later; the store reports a clear error in the
+// unlikely case another process took it in between).
+absl::StatusOr<int> PickFreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!ok) return absl::UnavailableError(absl::StrCat("no free port: ", std::strerror(error)));
+  return static_cast<int>(ntohs(address.sin_port));
 }
 
 }  // namespace
@@ -109,6 +125,11 @@ int RunLocalCommand(StopSignal& stop) {
   LogInfo("%d data server(s) up at %s; starting %d trainer rank(s)", num_servers,
           absl::StrJoin(addresses, ","), ranks);
 
+  absl::StatusOr<int> rendezvous_port = PickFreePort();
+  if (!rendezvous_port.ok()) {
+    LogError("%s", rendezvous_port.status().ToString());
+    return kExitFailure;
+  }
   std::vector<std::string> trainer_argv = {
       *self,
       "train",
@@ -117,7 +138,7 @@ int RunLocalCommand(StopSignal& stop) {
       "--role=dnn",
       "--dnn_hosts=127.0.0.1",
       "--current_host=127.0.0.1",
-      absl::StrCat("--master_port=", PickRendezvousPort())};
+      absl::StrCat("--master_port=", *rendezvous_port)};
   for (std::string& argument : TrainingFlagsAsArguments()) {
     trainer_argv.push_back(std::move(argument));
   }
@@ -128,7 +149,7 @@ int RunLocalCommand(StopSignal& stop) {
   }
   // Signals go to every child: the trainer stops and shuts the servers down;
   // the servers stop on their own too.
-  stop.OnStop([&](int signal) {
+  const StopSignal::Subscription forward_signals = stop.Subscribe([&](int signal) {
     trainer->Signal(signal);
     for (ChildProcess& server : servers) server.Signal(signal);
   });

@@ -54,7 +54,8 @@ int RunServeCommand(StopSignal& stop) {
     return kExitFailure;
   }
   DataServer* running = server->get();
-  stop.OnStop([running](int signal) { running->RequestStop(absl::StrCat("signal ", signal)); });
+  const StopSignal::Subscription on_signal = stop.Subscribe(
+      [running](int signal) { running->RequestStop(absl::StrCat("signal ", signal)); });
   LogInfo("listening on %s (port %d)", options.address, running->port());
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty() && !WritePortFile(port_file, running->port())) {

@@ -42,7 +42,7 @@ std::vector<std::string> RankArguments(const std::string& trainer, const Cluster
 int SuperviseRanks(std::vector<ChildProcess>& ranks, StopSignal& stop) {
   std::optional<int> first_failure;
   std::optional<absl::Time> kill_at;
-  stop.OnStop([&ranks](int signal) {
+  const StopSignal::Subscription forward_signals = stop.Subscribe([&ranks](int signal) {
     for (ChildProcess& rank : ranks) rank.Signal(signal);
   });
   while (true) {

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <deque>
+#include <optional>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -76,6 +77,11 @@ class ActivityMonitor {
 // pool, writes finished batches one at a time (gRPC allows one outstanding
 // write), and deletes itself once gRPC is done with it and no build still
 // refers to it.
+//
+// Every decision is made under mu_; every gRPC call (StartRead, StartWrite,
+// Finish) is made after releasing it, because gRPC may run a reaction inline
+// from such a call (for instance on an already-cancelled RPC) and reactions
+// take mu_.
 class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::Batch> {
  public:
   BatchStreamReactor(BatchService& service, ActivityMonitor& activity)
@@ -85,34 +91,45 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
   }
 
   void OnReadDone(bool ok) override {
+    Actions actions;
     if (!ok) {
       absl::MutexLock lock(&mu_);
       reads_done_ = true;
-      AdvanceLocked();
-      return;
+      actions = AdvanceLocked();
+    } else {
+      const absl::Status status = HandleRequest();
+      absl::MutexLock lock(&mu_);
+      if (!status.ok()) {
+        FinishLocked(status);
+      } else if (!finish_requested_) {
+        ++reads_starting_;
+        actions.read = true;
+      }
+      actions.Merge(AdvanceLocked());
     }
-    absl::Status status = HandleRequest();
-    absl::MutexLock lock(&mu_);
-    if (!status.ok()) {
-      FinishLocked(status);
-    } else if (!finish_requested_) {
-      StartRead(&request_);
-    }
-    AdvanceLocked();
+    Perform(actions);
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_.reset();
-    --in_flight_;
-    if (!ok) FinishLocked(absl::CancelledError("client went away"));
-    AdvanceLocked();
+    Actions actions;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_.reset();
+      --in_flight_;
+      if (!ok) FinishLocked(absl::CancelledError("client went away"));
+      actions = AdvanceLocked();
+    }
+    Perform(actions);
   }
 
   void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    FinishLocked(absl::CancelledError("stream cancelled"));
-    AdvanceLocked();
+    Actions actions;
+    {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(absl::CancelledError("stream cancelled"));
+      actions = AdvanceLocked();
+    }
+    Perform(actions);
   }
 
   void OnDone() override {
@@ -127,6 +144,36 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
   }
 
  private:
+  // gRPC calls decided under mu_, made after it is released.
+  struct Actions {
+    bool read = false;
+    v1::Batch* write = nullptr;
+    std::optional<grpc::Status> finish;
+    void Merge(const Actions& other) {
+      read = read || other.read;
+      if (other.write != nullptr) write = other.write;
+      if (other.finish) finish = other.finish;
+    }
+  };
+
+  // Makes the decided calls. The last statement is the one gRPC call that
+  // may end the RPC (and, through OnDone, delete this): nothing touches the
+  // reactor after it.
+  void Perform(Actions actions) {
+    if (actions.read) {
+      StartRead(&request_);
+      absl::MutexLock lock(&mu_);
+      --reads_starting_;
+      // With a write pending, this can neither write nor finish.
+      actions.Merge(AdvanceLocked());
+    }
+    if (actions.write != nullptr) {
+      StartWrite(actions.write);
+    } else if (actions.finish) {
+      Finish(*actions.finish);
+    }
+  }
+
   absl::Status HandleRequest() {
     activity_.Touch();
     if (request_.has_open()) {
@@ -149,39 +196,43 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
       ++pending_builds_;
     }
     service_.BuildAsync(stream_, request_.batch(), [this](std::unique_ptr<v1::Batch> batch) {
+      Actions actions;
       bool destroy;
       {
         absl::MutexLock lock(&mu_);
         --pending_builds_;
         ready_.push_back(std::move(batch));
-        AdvanceLocked();
+        actions = AdvanceLocked();
         destroy = done_ && pending_builds_ == 0;
       }
-      if (destroy) delete this;
+      if (destroy) {
+        delete this;
+      } else {
+        Perform(actions);
+      }
     });
     return absl::OkStatus();
   }
 
-  // Starts the next write, or finishes the call, as the state allows.
-  void AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (done_) return;
-    if (finish_requested_) {
-      if (!finish_started_ && writing_ == nullptr) {
-        finish_started_ = true;
-        Finish(finish_status_);
-      }
-      return;
-    }
-    if (writing_ == nullptr && !ready_.empty()) {
+  // The next write or the end of the call, as the state allows.
+  Actions AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Actions actions;
+    if (done_ || finish_started_) return actions;
+    if (!finish_requested_ && writing_ == nullptr && !ready_.empty()) {
       writing_ = std::move(ready_.front());
       ready_.pop_front();
-      StartWrite(writing_.get());
-      return;
+      actions.write = writing_.get();
+      return actions;
     }
-    if (reads_done_ && pending_builds_ == 0 && ready_.empty() && writing_ == nullptr) {
+    if (!finish_requested_ && reads_done_ && pending_builds_ == 0 && ready_.empty() &&
+        writing_ == nullptr) {
       FinishLocked(absl::OkStatus());
-      AdvanceLocked();
     }
+    if (finish_requested_ && writing_ == nullptr && reads_starting_ == 0) {
+      finish_started_ = true;
+      actions.finish = finish_status_;
+    }
+    return actions;
   }
 
   void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -204,6 +255,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
   std::unique_ptr<v1::Batch> writing_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int pending_builds_ ABSL_GUARDED_BY(mu_) = 0;
+  int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_started_ ABSL_GUARDED_BY(mu_) = false;

@@ -22,18 +22,25 @@ namespace {
 constexpr float kMean[3] = {0.485f * 255, 0.456f * 255, 0.406f * 255};
 constexpr float kStd[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
 
-// uint8 NHWC batch -> normalized float NCHW. The tensor borrows the batch's
-// buffer: no copy until the float conversion.
-torch::Tensor ToInput(Batch& batch) {
-  torch::Tensor pixels =
-      torch::from_blob(batch.images.data(),
-                       {batch.size(), batch.height, batch.width, batch.channels}, torch::kUInt8);
-  static const torch::Tensor mean =
-      torch::tensor({kMean[0], kMean[1], kMean[2]}).view({1, 3, 1, 1});
-  static const torch::Tensor std_dev =
-      torch::tensor({kStd[0], kStd[1], kStd[2]}).view({1, 3, 1, 1});
-  return (pixels.permute({0, 3, 1, 2}).to(torch::kFloat32) - mean) / std_dev;
-}
+// uint8 NHWC batch -> normalized float NCHW. The uint8 tensor borrows the
+// batch's buffer: no copy until the float conversion.
+class InputNormalizer {
+ public:
+  InputNormalizer()
+      : mean_(torch::tensor({kMean[0], kMean[1], kMean[2]}).view({1, 3, 1, 1})),
+        std_(torch::tensor({kStd[0], kStd[1], kStd[2]}).view({1, 3, 1, 1})) {}
+
+  torch::Tensor operator()(Batch& batch) const {
+    torch::Tensor pixels =
+        torch::from_blob(batch.images.data(),
+                         {batch.size(), batch.height, batch.width, batch.channels}, torch::kUInt8);
+    return (pixels.permute({0, 3, 1, 2}).to(torch::kFloat32) - mean_) / std_;
+  }
+
+ private:
+  torch::Tensor mean_;
+  torch::Tensor std_;
+};
 
 class SampleLog {
  public:
@@ -126,6 +133,7 @@ absl::Status RunTrainerRank(const TrainerOptions& options) {
         options.batch_size, steps_per_epoch, epochs);
   }
 
+  const InputNormalizer to_input;
   model.ptr()->train();
   const absl::Time run_start = absl::Now();
   uint64_t step = 0;
@@ -146,7 +154,7 @@ absl::Status RunTrainerRank(const TrainerOptions& options) {
       if (!batch) break;
       const double wait_ms = absl::ToDoubleMilliseconds(absl::Now() - step_start);
 
-      torch::Tensor input = ToInput(*batch);
+      torch::Tensor input = to_input(*batch);
       torch::Tensor labels = torch::from_blob(batch->labels.data(), {batch->size()}, torch::kInt64);
       optimizer.zero_grad();
       torch::Tensor loss = torch::nn::functional::cross_entropy(model.forward(input), labels);

@@ -234,6 +234,24 @@ TEST_F(RawStreamTest, MalformedRequestsGetInvalidArgument) {
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST_F(RawStreamTest, ClientsThatVanishMidStreamLeaveTheServerHealthy) {
+  auto stub = v1::DataService::NewStub(
+      grpc::CreateChannel(server_.address(), grpc::InsecureChannelCredentials()));
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    grpc::ClientContext context;
+    auto stream = stub->StreamBatches(&context);
+    stream->Write(Open(fingerprint()));
+    for (uint32_t k = 0; k < 8; ++k) stream->Write(Ask(0, k));
+    if (attempt % 2 == 1) {
+      v1::Batch batch;
+      stream->Read(&batch);  // leave with batches still being built and sent
+    }
+    context.TryCancel();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_TRUE(Exchange({Open(fingerprint()), Ask(1, 7)}).ok());
+}
+
 TEST_F(RawStreamTest, WrongFingerprintIsFailedPrecondition) {
   grpc::Status status = Exchange({Open(fingerprint() ^ 1)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
