@@ -1,10 +1,12 @@
-// `heterodl bench augment ...`: benchmarks (bench/).
+// `heterodl bench augment|transport ...`: benchmarks (bench/).
 #include <cstdio>
 
 #include "absl/flags/flag.h"
 #include "bench/augment_bench.h"
+#include "bench/transport_bench.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
+#include "src/common/child_process.h"
 #include "src/common/log.h"
 
 ABSL_FLAG(bool, no_peer, false, "bench: skip the peer (torchvision) measurement");
@@ -15,13 +17,18 @@ ABSL_FLAG(std::string, python, HETERODL_DEFAULT_PYTHON,
 
 namespace heterodl {
 
-int RunBenchCommand(const std::vector<std::string>& arguments) {
-  if (arguments.size() != 1 || arguments[0] != "augment") {
-    LogError(
-        "usage: heterodl bench augment --dataset DIR [--pipeline SPEC] [--threads N] "
-        "[--json] [--no-peer]");
-    return kExitUsage;
+namespace {
+
+int PrintReport(const absl::StatusOr<std::string>& report) {
+  if (!report.ok()) {
+    LogError("%s", report.status().ToString());
+    return kExitFailure;
   }
+  std::printf("%s\n", report->c_str());
+  return kExitOk;
+}
+
+int RunAugment() {
   AugmentBenchOptions options;
   options.dataset = absl::GetFlag(FLAGS_dataset);
   if (options.dataset.empty()) {
@@ -36,13 +43,28 @@ int RunBenchCommand(const std::vector<std::string>& arguments) {
   options.python = absl::GetFlag(FLAGS_python);
   options.peer_script = HETERODL_PEER_AUGMENT_SCRIPT;
   options.json = absl::GetFlag(FLAGS_json);
-  absl::StatusOr<std::string> report = RunAugmentBench(options);
-  if (!report.ok()) {
-    LogError("%s", report.status().ToString());
-    return kExitFailure;
-  }
-  std::printf("%s\n", report->c_str());
-  return kExitOk;
+  return PrintReport(RunAugmentBench(options));
+}
+
+int RunTransport() {
+  TransportBenchOptions options;
+  absl::StatusOr<std::string> self = SelfExecutable();
+  if (!self.ok()) return PrintReport(self.status());
+  options.heterodl = *self;
+  options.seconds = absl::GetFlag(FLAGS_seconds);
+  options.json = absl::GetFlag(FLAGS_json);
+  return PrintReport(RunTransportBench(options));
+}
+
+}  // namespace
+
+int RunBenchCommand(const std::vector<std::string>& arguments) {
+  if (arguments.size() == 1 && arguments[0] == "augment") return RunAugment();
+  if (arguments.size() == 1 && arguments[0] == "transport") return RunTransport();
+  LogError(
+      "usage: heterodl bench augment --dataset DIR [--pipeline SPEC] [--threads N] "
+      "[--json] [--no-peer]\n       heterodl bench transport [--seconds S] [--json]");
+  return kExitUsage;
 }
 
 }  // namespace heterodl

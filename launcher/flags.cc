@@ -17,6 +17,9 @@ ABSL_FLAG(std::string, port_file, "", "serve: write the bound port to this file 
 ABSL_FLAG(int32_t, threads, 0, "serve: decode/augment threads (0: one per core)");
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "serve: refuse (and replace) images whose header claims more pixels");
+ABSL_FLAG(int64_t, synthetic, 0,
+          "serve: serve this many synthetic samples (no files, no decoding) instead of --dataset, "
+          "to measure the transport");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
           "serve: exit when no client has been connected for this long");
 ABSL_FLAG(absl::Duration, startup_timeout, absl::Minutes(30),

@@ -27,6 +27,7 @@ commands:
   dataset sample DIR   write the built-in sample dataset (--images N --seed S)
   status HOST:PORT...  live statistics of data servers
   bench augment        decode + augment images/s per core vs torchvision and OpenCV
+  bench transport      data service GB/s on loopback vs a raw TCP pump
 
 Run 'heterodl --helpfull' for every flag.)";
 

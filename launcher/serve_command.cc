@@ -31,7 +31,8 @@ bool WritePortFile(const std::string& path, int port) {
 int RunServeCommand(StopSignal& stop) {
   DataServerOptions options;
   options.dataset = absl::GetFlag(FLAGS_dataset);
-  if (options.dataset.empty()) {
+  options.synthetic_samples = absl::GetFlag(FLAGS_synthetic);
+  if (options.dataset.empty() && options.synthetic_samples <= 0) {
     LogError("serve needs --dataset DIR (an image folder or a file list)");
     return kExitUsage;
   }

@@ -52,6 +52,12 @@ std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request
   for (size_t slot = 0; slot < request.indices.size(); ++slot) {
     const int64_t index = request.indices[slot];
     uint8_t* out = pixels + slot * bytes_per_sample;
+    if (dataset_.synthetic()) {
+      std::memset(out, static_cast<int>(index & 255), bytes_per_sample);
+      slots.push_back(
+          {index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk});
+      continue;
+    }
     SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk};
     if (!LoadSample(request.seed, request.epoch, index, out, seconds).ok()) {
       result.outcome = SampleOutcome::kZeroFilled;

@@ -47,6 +47,20 @@ Dataset::Dataset(std::string source, std::string root, std::vector<Sample> sampl
   fingerprint_ = fingerprint.value();
 }
 
+Dataset Dataset::Synthetic(size_t num_samples, int num_classes) {
+  std::vector<Sample> samples;
+  samples.reserve(num_samples);
+  for (size_t i = 0; i < num_samples; ++i) {
+    samples.push_back({absl::StrCat("synthetic/", i), static_cast<int64_t>(i % num_classes)});
+  }
+  std::vector<std::string> class_names;
+  for (int c = 0; c < num_classes; ++c) class_names.push_back(absl::StrCat(c));
+  Dataset dataset(absl::StrCat("synthetic:", num_samples), "", std::move(samples),
+                  std::move(class_names));
+  dataset.synthetic_ = true;
+  return dataset;
+}
+
 absl::StatusOr<Dataset> Dataset::Open(const std::string& path) {
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
@@ -128,6 +142,9 @@ absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
 }
 
 absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
+  if (synthetic_) {
+    return absl::FailedPreconditionError("a synthetic dataset has no files to read");
+  }
   if (index >= samples_.size()) {
     return absl::OutOfRangeError(
         absl::StrCat("sample index ", index, " outside dataset of ", samples_.size()));

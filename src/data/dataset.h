@@ -36,6 +36,12 @@ class Dataset {
   // malformed list line (with its line number).
   static absl::StatusOr<Dataset> Open(const std::string& path);
 
+  // `num_samples` samples with no files behind them, for measuring the wire
+  // without decoding (`heterodl serve --synthetic N`): the batch assembler
+  // fills their pixels with a pattern derived from the index.
+  static Dataset Synthetic(size_t num_samples, int num_classes);
+  bool synthetic() const { return synthetic_; }
+
   size_t size() const { return samples_.size(); }
   const Sample& sample(size_t index) const { return samples_[index]; }
   const std::vector<std::string>& class_names() const { return class_names_; }
@@ -59,6 +65,7 @@ class Dataset {
   std::vector<Sample> samples_;
   std::vector<std::string> class_names_;
   uint64_t fingerprint_ = 0;
+  bool synthetic_ = false;
 };
 
 }  // namespace heterodl

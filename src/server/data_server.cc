@@ -385,7 +385,12 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   // The worker pool runs one sample per core; OpenCV's own threads inside a
   // resize would only contend with it.
   cv::setNumThreads(0);
-  ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset));
+  absl::StatusOr<Dataset> opened =
+      options.synthetic_samples > 0
+          ? absl::StatusOr<Dataset>(Dataset::Synthetic(options.synthetic_samples, 1000))
+          : Dataset::Open(options.dataset);
+  RETURN_IF_ERROR(opened.status());
+  Dataset dataset = std::move(*opened);
   PipelineOptions pipeline_options;
   pipeline_options.max_pixels = options.max_pixels;
   ASSIGN_OR_RETURN(

@@ -22,6 +22,9 @@ namespace heterodl {
 
 struct DataServerOptions {
   std::string dataset;
+  // > 0: serve this many synthetic samples instead of `dataset` (no files,
+  // no decoding), to measure the transport alone.
+  int64_t synthetic_samples = 0;
   std::string pipeline;                   // empty: kDefaultPipeline
   std::string address = "0.0.0.0:50051";  // host:port; port 0 picks one
   int threads = 0;                        // 0: one per core

@@ -1,0 +1,236 @@
+#include "bench/transport_bench.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/util/json_util.h"
+#include "heterodl/bench.pb.h"
+#include "src/client/remote_loader.h"
+#include "src/common/child_process.h"
+#include "src/common/read_file.h"
+#include "src/common/status_macros.h"
+
+namespace heterodl {
+namespace {
+
+constexpr double kGigabyte = 1e9;
+
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+double ThreadCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return now.tv_sec + now.tv_nsec / 1e9;
+}
+
+struct Measurement {
+  double gigabytes_per_sec = 0;
+  double batches_per_sec = 0;
+  double cpu_seconds_per_gigabyte = 0;
+};
+
+// Starts `heterodl serve --synthetic` on a free loopback port.
+absl::StatusOr<std::pair<ChildProcess, std::string>> StartServer(
+    const TransportBenchOptions& options) {
+  const std::string port_file =
+      (std::filesystem::temp_directory_path() / absl::StrCat("heterodl-transport-", getpid()))
+          .string();
+  std::filesystem::remove(port_file);
+  ASSIGN_OR_RETURN(
+      ChildProcess server,
+      ChildProcess::Spawn({options.heterodl, "serve", "--synthetic=1000000",
+                           absl::StrCat("--pipeline=center_crop(", options.image_size, ")"),
+                           "--address=127.0.0.1:0", absl::StrCat("--port_file=", port_file),
+                           absl::StrCat("--threads=", options.server_threads), "--idle_timeout=30s",
+                           "--startup_timeout=60s"}));
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    absl::StatusOr<std::string> text = ReadFileToString(port_file);
+    int port = 0;
+    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) && port > 0) {
+      std::filesystem::remove(port_file);
+      return std::make_pair(std::move(server), absl::StrCat("127.0.0.1:", port));
+    }
+    if (server.Poll()) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::UnavailableError("the synthetic data server did not start");
+}
+
+absl::StatusOr<Measurement> MeasureGrpc(const std::string& address, int batch_size,
+                                        double seconds) {
+  RemoteLoaderOptions options;
+  options.servers = {address};
+  options.batch_size = static_cast<uint32_t>(batch_size);
+  options.connect_timeout = absl::Seconds(30);
+  ASSIGN_OR_RETURN(std::unique_ptr<RemoteLoader> loader, RemoteLoader::Connect(options));
+  uint32_t epoch = 0;
+  RETURN_IF_ERROR(loader->SetEpoch(epoch));
+  // Warm-up: connection, first allocations.
+  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(loader->Next().status());
+  double bytes = 0;
+  int64_t batches = 0;
+  const double cpu_start = ProcessCpuSeconds();
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < absl::Seconds(seconds)) {
+    ASSIGN_OR_RETURN(std::optional<Batch> batch, loader->Next());
+    if (!batch) {
+      RETURN_IF_ERROR(loader->SetEpoch(++epoch));
+      continue;
+    }
+    bytes += static_cast<double>(batch->images.size());
+    ++batches;
+  }
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  const double cpu = ProcessCpuSeconds() - cpu_start;
+  return Measurement{bytes / elapsed / kGigabyte, batches / elapsed, cpu / (bytes / kGigabyte)};
+}
+
+// A loopback socket pair: a writer thread sends `message_bytes`-sized
+// messages as fast as it can; this thread reads them into one buffer.
+absl::StatusOr<Measurement> MeasureTcp(size_t message_bytes, double seconds) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return absl::UnavailableError(absl::StrCat("loopback socket: ", std::strerror(errno)));
+  }
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return;
+    std::vector<uint8_t> message(message_bytes, 7);
+    while (!stop.load()) {
+      size_t sent = 0;
+      while (sent < message.size()) {
+        const ssize_t n = ::send(fd, message.data() + sent, message.size() - sent, MSG_NOSIGNAL);
+        if (n <= 0) {
+          ::close(fd);
+          return;
+        }
+        sent += static_cast<size_t>(n);
+      }
+    }
+    ::close(fd);
+  });
+  const int fd = ::accept(listener, nullptr, nullptr);
+  ::close(listener);
+  std::vector<uint8_t> buffer(message_bytes);
+  double bytes = 0;
+  int64_t messages = 0;
+  const double cpu_start = ThreadCpuSeconds();
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < absl::Seconds(seconds)) {
+    size_t received = 0;
+    while (received < buffer.size()) {
+      const ssize_t n = ::recv(fd, buffer.data() + received, buffer.size() - received, 0);
+      if (n <= 0) break;
+      received += static_cast<size_t>(n);
+    }
+    bytes += static_cast<double>(received);
+    ++messages;
+  }
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  const double cpu = ThreadCpuSeconds() - cpu_start;
+  stop = true;
+  ::close(fd);  // the writer's next send fails and it returns
+  writer.join();
+  return Measurement{bytes / elapsed / kGigabyte, messages / elapsed, cpu / (bytes / kGigabyte)};
+}
+
+std::string FormatTable(const v1::TransportBenchReport& report) {
+  std::string text = absl::StrFormat(
+      "transport benchmark: batches of %dx%dx3 uint8 on loopback, %.1f s per run\n"
+      "gRPC: heterodl serve --synthetic (child process) -> RemoteLoader; "
+      "TCP: a raw socket pump of the same bytes\n\n"
+      "  %6s %8s | %8s %9s %10s | %8s %9s %10s | %6s\n",
+      report.height(), report.width(), report.seconds_per_run(), "batch", "MB", "gRPC GB/s",
+      "batches/s", "cpu s/GB", "TCP GB/s", "batches/s", "cpu s/GB", "ratio");
+  for (const v1::TransportRow& row : report.rows()) {
+    absl::StrAppendFormat(&text, "  %6d %8.1f | %8.2f %9.1f %10.3f | %8.2f %9.1f %10.3f | %6.2f\n",
+                          row.batch_size(), row.batch_megabytes(), row.grpc_gigabytes_per_sec(),
+                          row.grpc_batches_per_sec(), row.grpc_client_cpu_seconds_per_gigabyte(),
+                          row.tcp_gigabytes_per_sec(), row.tcp_batches_per_sec(),
+                          row.tcp_client_cpu_seconds_per_gigabyte(), row.ratio_vs_tcp());
+  }
+  absl::StrAppendFormat(&text,
+                        "\nat batch 256: %.2f of raw TCP throughput, client %.3f core-seconds "
+                        "per GB\n",
+                        report.ratio_vs_tcp(), report.grpc_client_cpu_seconds_per_gigabyte());
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunTransportBench(const TransportBenchOptions& options) {
+  ASSIGN_OR_RETURN(auto server, StartServer(options));
+  v1::TransportBenchReport report;
+  report.set_seconds_per_run(options.seconds);
+  report.set_height(options.image_size);
+  report.set_width(options.image_size);
+  absl::Status failure;
+  for (int batch_size : options.batch_sizes) {
+    const size_t bytes =
+        static_cast<size_t>(batch_size) * options.image_size * options.image_size * 3;
+    absl::StatusOr<Measurement> grpc = MeasureGrpc(server.second, batch_size, options.seconds);
+    absl::StatusOr<Measurement> tcp = MeasureTcp(bytes, options.seconds);
+    if (!grpc.ok() || !tcp.ok()) {
+      failure = grpc.ok() ? tcp.status() : grpc.status();
+      break;
+    }
+    v1::TransportRow* row = report.add_rows();
+    row->set_batch_size(batch_size);
+    row->set_batch_megabytes(bytes / 1e6);
+    row->set_grpc_gigabytes_per_sec(grpc->gigabytes_per_sec);
+    row->set_grpc_batches_per_sec(grpc->batches_per_sec);
+    row->set_grpc_client_cpu_seconds_per_gigabyte(grpc->cpu_seconds_per_gigabyte);
+    row->set_tcp_gigabytes_per_sec(tcp->gigabytes_per_sec);
+    row->set_tcp_batches_per_sec(tcp->batches_per_sec);
+    row->set_tcp_client_cpu_seconds_per_gigabyte(tcp->cpu_seconds_per_gigabyte);
+    row->set_ratio_vs_tcp(grpc->gigabytes_per_sec / tcp->gigabytes_per_sec);
+    if (batch_size == 256) {
+      report.set_ratio_vs_tcp(row->ratio_vs_tcp());
+      report.set_grpc_client_cpu_seconds_per_gigabyte(grpc->cpu_seconds_per_gigabyte);
+    }
+  }
+  server.first.Signal(SIGTERM);
+  if (!server.first.WaitFor(absl::Seconds(10))) server.first.Kill();
+  RETURN_IF_ERROR(failure);
+  if (!options.json) return FormatTable(report);
+  google::protobuf::util::JsonPrintOptions print;
+  print.preserve_proto_field_names = true;
+  print.always_print_primitive_fields = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(report, &json, print);
+  return json;
+}
+
+}  // namespace heterodl
