@@ -81,9 +81,10 @@ absl::StatusOr<std::pair<ChildProcess, std::string>> StartServer(
   return absl::UnavailableError("the synthetic data server did not start");
 }
 
-absl::StatusOr<Measurement> MeasureGrpc(const std::string& address, int batch_size,
+absl::StatusOr<Measurement> MeasureGrpc(const std::string& address, int batch_size, int connections,
                                         double seconds) {
   RemoteLoaderOptions options;
+  options.connections_per_server = connections;
   options.servers = {address};
   options.batch_size = static_cast<uint32_t>(batch_size);
   options.connect_timeout = absl::Seconds(30);
@@ -200,7 +201,8 @@ absl::StatusOr<std::string> RunTransportBench(const TransportBenchOptions& optio
   for (int batch_size : options.batch_sizes) {
     const size_t bytes =
         static_cast<size_t>(batch_size) * options.image_size * options.image_size * 3;
-    absl::StatusOr<Measurement> grpc = MeasureGrpc(server.second, batch_size, options.seconds);
+    absl::StatusOr<Measurement> grpc =
+        MeasureGrpc(server.second, batch_size, options.connections, options.seconds);
     absl::StatusOr<Measurement> tcp = MeasureTcp(bytes, options.seconds);
     if (!grpc.ok() || !tcp.ok()) {
       failure = grpc.ok() ? tcp.status() : grpc.status();

@@ -12,6 +12,7 @@
 ABSL_FLAG(bool, no_peer, false, "bench: skip the peer (torchvision) measurement");
 ABSL_FLAG(double, seconds, 3.0, "bench: seconds per measurement");
 ABSL_FLAG(int32_t, rounds, 3, "bench: rounds of alternated measurements");
+ABSL_FLAG(int32_t, connections, 1, "bench transport: TCP connections per server for gRPC");
 ABSL_FLAG(std::string, python, HETERODL_DEFAULT_PYTHON,
           "bench: Python with torchvision, for the peer");
 
@@ -52,6 +53,7 @@ int RunTransport() {
   if (!self.ok()) return PrintReport(self.status());
   options.heterodl = *self;
   options.seconds = absl::GetFlag(FLAGS_seconds);
+  options.connections = absl::GetFlag(FLAGS_connections);
   options.json = absl::GetFlag(FLAGS_json);
   return PrintReport(RunTransportBench(options));
 }

@@ -25,12 +25,17 @@ absl::Status FromGrpc(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+// A channel of its own (own subchannel, so its own TCP connection) for each
+// `connection` number: gRPC would otherwise share one connection among
+// channels to the same address.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int connection = 0) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(4 << 20);
   // Reconnect quickly to a server that comes back.
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  arguments.SetInt("heterodl.connection", connection);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
 }
 
@@ -423,6 +428,9 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   if (options.credits_per_server < 1) {
     return absl::InvalidArgumentError("credits_per_server must be >= 1");
   }
+  if (options.connections_per_server < 1 || options.connections_per_server > 16) {
+    return absl::InvalidArgumentError("connections_per_server must be in [1, 16]");
+  }
   std::vector<ServerEndpoint> servers;
   for (const std::string& address : options.servers) {
     servers.push_back({address, v1::DataService::NewStub(MakeChannel(address))});
@@ -471,6 +479,14 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   dataset.class_names.assign(info.class_names().begin(), info.class_names().end());
   dataset.height = static_cast<int>(info.height());
   dataset.width = static_cast<int>(info.width());
+  // Further connections share their server's address (and its checks).
+  const size_t addresses = servers.size();
+  for (int connection = 1; connection < options.connections_per_server; ++connection) {
+    for (size_t i = 0; i < addresses; ++i) {
+      servers.push_back({servers[i].address,
+                         v1::DataService::NewStub(MakeChannel(servers[i].address, connection))});
+    }
+  }
   auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(servers), std::move(dataset));
   RETURN_IF_ERROR(loader->Validate());
   return loader;

@@ -48,8 +48,11 @@ struct RemoteLoaderOptions {
   bool drop_last = false;
   // Augmentation pipeline spec; empty: the servers' default.
   std::string pipeline;
-  // Batches requested ahead from each server.
+  // Batches requested ahead from each server (per connection).
   int credits_per_server = 4;
+  // TCP connections to each server, each with its own stream and credits:
+  // one connection caps throughput on fast networks (bench transport).
+  int connections_per_server = 1;
   // How long Connect() waits for servers to answer.
   absl::Duration connect_timeout = absl::Seconds(60);
   // A server holding requested batches without sending one for this long is

@@ -132,6 +132,18 @@ class LocalRunTest(unittest.TestCase):
         self.assertEqual([row["threads"] for row in report["scaling"]], [1, 2])
         self.assertEqual(report["files"], 96)
 
+    def test_transport_benchmark_reports_every_batch_size(self):
+        result = subprocess.run([HETERODL, "bench", "transport", "--json", "--seconds", "0.3"],
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        self.assertEqual([row["batch_size"] for row in report["rows"]], [64, 128, 256, 512])
+        for row in report["rows"]:
+            self.assertGreater(row["grpc_gigabytes_per_sec"], 0)
+            self.assertGreater(row["tcp_gigabytes_per_sec"], 0)
+        self.assertGreater(report["ratio_vs_tcp"], 0)
+        self.assertEqual(processes_mentioning("--synthetic"), [])
+
     def test_bad_pipeline_is_a_clear_error(self):
         result = subprocess.run([HETERODL, "bench", "augment", "--dataset", self.dataset,
                                  "--pipeline", "random_resized_crop(224)|hflp(0.5)", "--no-peer"],

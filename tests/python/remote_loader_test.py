@@ -102,6 +102,12 @@ class RemoteDataLoaderTest(unittest.TestCase):
         self.assertTrue(torch.equal(batch.images, full[5]))
         self.assertEqual(loader.position(), (2, 6))
 
+    def test_several_connections_per_server(self):
+        loader = self.loader(connections_per_server=3)
+        loader.set_epoch(0)
+        indices = sorted(i for b in loader for i in b.indices.tolist())
+        self.assertEqual(indices, list(range(90)))
+
     def test_errors_are_python_exceptions(self):
         with self.assertRaisesRegex(RuntimeError, "127.0.0.1:1"):
             heterodl.RemoteDataLoader(servers=["127.0.0.1:1"], batch_size=4, connect_timeout=0.3)
