@@ -26,6 +26,7 @@
 #include "opencv2/imgproc.hpp"
 #include "src/common/child_process.h"
 #include "src/common/counter_rng.h"
+#include "src/common/proto_json.h"
 #include "src/common/read_file.h"
 #include "src/common/status_macros.h"
 #include "src/data/dataset.h"
@@ -238,12 +239,7 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
     row->set_efficiency(rate / (threads * one_core));
   }
   if (!options.json) return FormatTable(report);
-  google::protobuf::util::JsonPrintOptions print;
-  print.preserve_proto_field_names = true;
-  print.always_print_primitive_fields = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(report, &json, print);
-  return json;
+  return ToJson(report);
 }
 
 }  // namespace heterodl

@@ -22,10 +22,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "google/protobuf/util/json_util.h"
 #include "heterodl/bench.pb.h"
 #include "src/client/remote_loader.h"
 #include "src/common/child_process.h"
+#include "src/common/proto_json.h"
 #include "src/common/read_file.h"
 #include "src/common/status_macros.h"
 
@@ -227,12 +227,7 @@ absl::StatusOr<std::string> RunTransportBench(const TransportBenchOptions& optio
   if (!server.first.WaitFor(absl::Seconds(10))) server.first.Kill();
   RETURN_IF_ERROR(failure);
   if (!options.json) return FormatTable(report);
-  google::protobuf::util::JsonPrintOptions print;
-  print.preserve_proto_field_names = true;
-  print.always_print_primitive_fields = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(report, &json, print);
-  return json;
+  return ToJson(report);
 }
 
 }  // namespace heterodl

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/cluster.pb.h"
+#include "src/common/proto_json.h"
 #include "src/common/read_file.h"
 #include "src/common/status_macros.h"
 
@@ -333,12 +334,7 @@ std::string ClusterViewToJson(const ClusterView& view) {
   proto.set_data_port(view.data_port);
   proto.set_dataset(view.dataset);
   proto.set_homogeneous(view.homogeneous);
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(proto, &json, options);
-  return json;
+  return ToJson(proto);
 }
 
 bool HostNameLess(const std::string& a, const std::string& b) {

@@ -5,23 +5,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/json_util.h"
 #include "heterodl/metrics.pb.h"
+#include "src/common/proto_json.h"
 
 namespace heterodl {
-namespace {
-
-std::string ToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::string& path,
                                                                    uint32_t rank) {
   std::FILE* file = nullptr;
