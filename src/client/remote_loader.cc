@@ -69,7 +69,7 @@ class EpochFetch {
         next_to_deliver_(start_batch),
         window_(std::max<int64_t>(
             8, 2 * options.credits_per_server * static_cast<int64_t>(servers.size()))),
-        last_delivery_(absl::Now()) {
+        last_receipt_(absl::Now()) {
     for (size_t i = 0; i < servers_.size(); ++i) {
       connections_.push_back(std::make_unique<Connection>());
     }
@@ -96,6 +96,9 @@ class EpochFetch {
 
   absl::StatusOr<std::optional<Batch>> Next() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
+    // A stall is time spent waiting here with nothing arriving: however
+    // long the trainer took since its last call does not count.
+    const absl::Time waiting_since = absl::Now();
     while (true) {
       if (!error_.ok()) return error_;
       if (next_to_deliver_ >= end_) return std::optional<Batch>();
@@ -104,11 +107,10 @@ class EpochFetch {
         Batch batch = std::move(it->second);
         completed_.erase(it);
         ++next_to_deliver_;
-        last_delivery_ = absl::Now();
         return std::optional<Batch>(std::move(batch));
       }
       CancelStalledLocked();
-      if (absl::Now() - last_delivery_ > options_.stall_timeout) {
+      if (absl::Now() - std::max(waiting_since, last_receipt_) > options_.stall_timeout) {
         std::vector<std::string> states;
         for (size_t i = 0; i < servers_.size(); ++i) {
           states.push_back(absl::StrCat(servers_[i].address, " (",
@@ -309,6 +311,7 @@ class EpochFetch {
       RETURN_IF_ERROR(CheckBatch(batch, k));
       connection.outstanding.erase(k);
       connection.last_progress = absl::Now();
+      last_receipt_ = connection.last_progress;
       connection.last_error.clear();
       if (k >= next_to_deliver_ && completed_.count(k) == 0) {
         Batch& out = completed_[k];
@@ -337,7 +340,7 @@ class EpochFetch {
   const int64_t window_;
   std::set<int64_t> reassigned_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Batch> completed_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_delivery_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_receipt_ ABSL_GUARDED_BY(mu_);  // of a batch from any server
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Connection>> connections_;  // guarded by mu_ inside

@@ -161,6 +161,23 @@ TEST_F(DataServerTest, ServerFailureMidEpochLosesNothing) {
   for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
 }
 
+TEST_F(DataServerTest, ASlowTrainerIsNotAStall) {
+  RunningServer a(*dataset_);
+  RemoteLoaderOptions options = LoaderOptions({a.address()}, 0, 1);
+  options.stall_timeout = absl::Milliseconds(500);
+  auto loader = RemoteLoader::Connect(options);
+  ASSERT_TRUE(loader.ok());
+  ASSERT_TRUE((*loader)->SetEpoch(0).ok());
+  int delivered = 0;
+  while (true) {
+    absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    if (!batch->has_value()) break;
+    if (++delivered <= 2) absl::SleepFor(absl::Milliseconds(800));  // a long training step
+  }
+  EXPECT_EQ(delivered, 9);
+}
+
 TEST_F(DataServerTest, DatasetMismatchNamesBothServers) {
   RunningServer a(*dataset_);
   RunningServer other(testing::MakeImageFolder("server_other", 2, 5).string());
