@@ -6,6 +6,7 @@ Run by ctest as `python3 local_test.py BUILD_DIR`. Standard library only.
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,12 @@ def processes_mentioning(marker):
         if marker in cmdline and state != "Z":
             found.append(int(pid))
     return found
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def read_samples(sample_dir):
@@ -157,6 +164,50 @@ class LocalRunTest(unittest.TestCase):
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("/nonexistent/data", result.stderr)
         self.assertEqual(processes_mentioning("/nonexistent/data"), [])
+
+
+class FailoverTest(unittest.TestCase):
+    """A data server SIGKILLed mid-epoch: training completes, every sample still
+    reaches its rank exactly once, the surviving server exits 0."""
+
+    def test_sigkill_of_a_data_server_mid_epoch(self):
+        tmp = tempfile.mkdtemp(prefix="heterodl-failover-")
+        dataset = os.path.join(tmp, "data")
+        subprocess.run([HETERODL, "dataset", "sample", dataset, "--images", "128"], check=True,
+                       timeout=120, capture_output=True)
+        servers, addresses = [], []
+        for i in range(2):
+            port_file = os.path.join(tmp, f"port{i}")
+            servers.append(subprocess.Popen(
+                [HETERODL, "serve", "--dataset", dataset, "--address", "127.0.0.1:0",
+                 "--port-file", port_file, "--threads", "1"], stderr=subprocess.DEVNULL))
+            deadline = time.time() + 60
+            while not os.path.exists(port_file) and time.time() < deadline:
+                time.sleep(0.05)
+            with open(port_file) as f:
+                addresses.append(f"127.0.0.1:{int(f.read())}")
+        samples = os.path.join(tmp, "samples")
+        trainer = subprocess.Popen(
+            [HETERODL, "train", "--data-servers", ",".join(addresses), "--ranks", "2",
+             "--epochs", "1", "--batch-size", "4", "--sample-log-dir", samples,
+             "--master-port", str(free_port())], stderr=subprocess.PIPE, text=True)
+        seen = ""
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            line = trainer.stderr.readline()
+            seen += line
+            if "step 3/" in line or not line:
+                break
+        self.assertIn("step 3/", seen)
+        servers[0].send_signal(signal.SIGKILL)
+        rest = trainer.communicate(timeout=300)[1]
+        self.assertEqual(trainer.returncode, 0, (seen + rest)[-4000:])
+        self.assertIn("step 16/16", rest)
+        per_rank = read_samples(samples)
+        indices = [index for rows in per_rank.values() for (_, _, index) in rows]
+        self.assertEqual(sorted(indices), list(range(128)))
+        self.assertEqual(servers[1].wait(timeout=30), 0)  # told to shut down by the leader
+        self.assertEqual(servers[0].wait(timeout=5), -signal.SIGKILL)
 
 
 class ClusterCommandTest(unittest.TestCase):

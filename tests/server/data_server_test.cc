@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/client/remote_loader.h"
+#include "src/client/server_status.h"
 #include "src/data/dataset.h"
 #include "tests/testing/test_images.h"
 
@@ -21,11 +22,11 @@ constexpr char kPipeline[] = "random_resized_crop(32)|hflip(0.5)";
 // A server running in this process, stopped and joined on destruction.
 class RunningServer {
  public:
-  explicit RunningServer(const std::string& dataset) {
+  explicit RunningServer(const std::string& dataset, const std::string& address = "127.0.0.1:0") {
     DataServerOptions options;
     options.dataset = dataset;
     options.pipeline = kPipeline;
-    options.address = "127.0.0.1:0";
+    options.address = address;
     options.threads = 2;
     options.drain_timeout = absl::Milliseconds(200);
     absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
@@ -159,6 +160,35 @@ TEST_F(DataServerTest, ServerFailureMidEpochLosesNothing) {
   EXPECT_EQ(expected_k, 30);
   ASSERT_EQ(seen.size(), 60u);
   for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+}
+
+TEST_F(DataServerTest, AServerThatComesBackIsUsedAgain) {
+  auto a = std::make_unique<RunningServer>(*dataset_);
+  const std::string address_a = a->address();
+  RunningServer b(*dataset_);
+  RemoteLoaderOptions options = LoaderOptions({address_a, b.address()}, 0, 1);
+  options.batch_size = 2;  // 30 batches
+  options.credits_per_server = 1;
+  auto loader = RemoteLoader::Connect(options);
+  ASSERT_TRUE(loader.ok());
+  ASSERT_TRUE((*loader)->SetEpoch(0).ok());
+  std::multiset<int64_t> seen;
+  int64_t k = 0;
+  while (true) {
+    absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    if (!batch->has_value()) break;
+    seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
+    ++k;
+    if (k == 3) a.reset();                                                  // A goes away
+    if (k == 6) a = std::make_unique<RunningServer>(*dataset_, address_a);  // and comes back
+    if (k >= 6) absl::SleepFor(absl::Milliseconds(200));  // leave time to reconnect
+  }
+  EXPECT_EQ(k, 30);
+  ASSERT_EQ(seen.size(), 60u);
+  absl::StatusOr<ServerStatus> status = FetchServerStatus(address_a, absl::Seconds(5));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_GT(status->batches_sent, 0u);  // the new server at A's address served batches
 }
 
 TEST_F(DataServerTest, ASlowTrainerIsNotAStall) {
