@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "augment/decode.h"
 #include "augment/jpeg_decoder.h"
 #include "augment/transforms.h"
@@ -409,19 +410,27 @@ absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& r
   return 0;
 }
 
-absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint8_t* out) const {
+absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint8_t* out,
+                           PipelineTimings* timings) const {
   CounterRng rng(key.seed, {kStreamAugment, key.epoch, static_cast<uint32_t>(key.index)});
   // Operations write into the caller's buffer where they can (resizes to the
   // output size, in-place flips); otherwise the result is copied at the end.
   cv::Mat destination(output_height_, output_width_, CV_8UC3, out);
   cv::Mat image;
+  const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(const size_t applied, Decode(encoded, rng, destination, image));
+  const absl::Time decoded = absl::Now();
   for (size_t i = applied; i < transforms_.size(); ++i) transforms_[i]->Apply(image, rng);
-  if (image.data == destination.data) return absl::OkStatus();
-  if (image.size() != destination.size() || image.type() != CV_8UC3) {
-    return absl::InternalError("pipeline produced an image of an unexpected shape");
+  if (image.data != destination.data) {
+    if (image.size() != destination.size() || image.type() != CV_8UC3) {
+      return absl::InternalError("pipeline produced an image of an unexpected shape");
+    }
+    image.copyTo(destination);
   }
-  image.copyTo(destination);
+  if (timings != nullptr) {
+    timings->decode_seconds += absl::ToDoubleSeconds(decoded - start);
+    timings->augment_seconds += absl::ToDoubleSeconds(absl::Now() - decoded);
+  }
   return absl::OkStatus();
 }
 

@@ -48,6 +48,13 @@ struct SampleKey {
 
 class Transform;  // one operation of the chain; defined in transforms.h
 
+// Where a Run() spent its time. "decode" includes the first crop or resize
+// when the JPEG region path runs it fused with decoding.
+struct PipelineTimings {
+  double decode_seconds = 0;
+  double augment_seconds = 0;
+};
+
 struct PipelineOptions {
   // Decode only the region the first crop/resize needs, at DCT scale, when
   // the input is a baseline JPEG. Off: always a full decode (the reference
@@ -73,7 +80,8 @@ class Pipeline {
   // Decodes `encoded` (JPEG, PNG, ... anything OpenCV reads) and writes
   // output_height() x output_width() x 3 RGB bytes to `out`. Returns
   // InvalidArgument for data that is not a decodable image; never aborts.
-  absl::Status Run(absl::string_view encoded, const SampleKey& key, uint8_t* out) const;
+  absl::Status Run(absl::string_view encoded, const SampleKey& key, uint8_t* out,
+                   PipelineTimings* timings = nullptr) const;
 
   int output_height() const { return output_height_; }
   int output_width() const { return output_width_; }

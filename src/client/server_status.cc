@@ -29,7 +29,10 @@ absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl:
   result.samples_failed = stats.samples_failed();
   result.worker_threads = stats.worker_threads();
   result.read_seconds = stats.read_seconds();
-  result.decode_augment_seconds = stats.decode_seconds();
+  result.batches_in_flight = stats.batches_in_flight();
+  result.decode_seconds = stats.decode_seconds();
+  result.augment_seconds = stats.augment_seconds();
+  result.send_seconds = stats.send_seconds();
   result.peak_rss_bytes = stats.peak_rss_bytes();
   return result;
 }

@@ -20,7 +20,10 @@ struct ServerStatus {
   uint64_t samples_failed = 0;
   uint32_t worker_threads = 0;
   double read_seconds = 0;
-  double decode_augment_seconds = 0;
+  uint32_t batches_in_flight = 0;  // requested by clients, not yet sent
+  double decode_seconds = 0;       // cumulative, summed over worker threads
+  double augment_seconds = 0;
+  double send_seconds = 0;
   uint64_t peak_rss_bytes = 0;
 };
 

@@ -26,9 +26,10 @@ absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t i
   seconds->read += SecondsSince(start);
   absl::Status status = bytes.status();
   if (status.ok()) {
-    start = absl::Now();
-    status = pipeline_.Run(*bytes, {seed, epoch, static_cast<uint64_t>(index)}, out);
-    seconds->decode_augment += SecondsSince(start);
+    PipelineTimings timings;
+    status = pipeline_.Run(*bytes, {seed, epoch, static_cast<uint64_t>(index)}, out, &timings);
+    seconds->decode += timings.decode_seconds;
+    seconds->augment += timings.augment_seconds;
   }
   if (!status.ok()) {
     bool first_time;

@@ -37,7 +37,8 @@ struct SlotResult {
 // Seconds spent per stage, summed over the samples of a batch.
 struct StageSeconds {
   double read = 0;
-  double decode_augment = 0;
+  double decode = 0;
+  double augment = 0;
 };
 
 struct BatchRequestSpec {

@@ -194,7 +194,8 @@ std::unique_ptr<v1::Batch> BatchService::Build(const StreamPlan& stream, const v
   samples_failed_.fetch_add(failed, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   read_seconds_ += seconds.read;
-  decode_augment_seconds_ += seconds.decode_augment;
+  decode_seconds_ += seconds.decode;
+  augment_seconds_ += seconds.augment;
   return batch;
 }
 
@@ -210,7 +211,8 @@ v1::ServerStats BatchService::Stats() const {
   stats.set_worker_threads(pool_.size());
   absl::MutexLock lock(&mu_);
   stats.set_read_seconds(read_seconds_);
-  stats.set_decode_seconds(decode_augment_seconds_);
+  stats.set_decode_seconds(decode_seconds_);
+  stats.set_augment_seconds(augment_seconds_);
   return stats;
 }
 

@@ -98,7 +98,8 @@ class BatchService {
   std::map<PlanKey, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
   std::deque<PlanKey> plan_order_ ABSL_GUARDED_BY(mu_);
   double read_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  double decode_augment_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double decode_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double augment_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::atomic<uint64_t> batches_built_{0};
   std::atomic<uint64_t> samples_built_{0};

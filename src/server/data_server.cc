@@ -50,6 +50,22 @@ class ActivityMonitor {
     absl::MutexLock lock(&mu_);
     return open_streams_;
   }
+  // Batches requested and not yet sent, over all streams.
+  void BatchesRequested(int count) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    batches_in_flight_ += count;
+  }
+  void BatchSent(absl::Duration since_ready) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    --batches_in_flight_;
+    send_seconds_ += absl::ToDoubleSeconds(since_ready);
+  }
+  void AddTo(v1::ServerStats& stats) const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    stats.set_active_streams(open_streams_);
+    stats.set_batches_in_flight(static_cast<uint32_t>(batches_in_flight_));
+    stats.set_send_seconds(send_seconds_);
+  }
   // Why the server should stop on its own, or empty.
   std::string TimeoutReason(absl::Duration idle, absl::Duration startup) const
       ABSL_LOCKS_EXCLUDED(mu_) {
@@ -68,6 +84,8 @@ class ActivityMonitor {
  private:
   mutable absl::Mutex mu_;
   int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  int batches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   bool ever_connected_ ABSL_GUARDED_BY(mu_) = false;
   const absl::Time start_ = absl::Now();
   absl::Time last_activity_ ABSL_GUARDED_BY(mu_) = absl::Now();
@@ -88,6 +106,11 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
       : service_(service), activity_(activity) {
     activity_.StreamOpened();
     StartRead(&request_);
+  }
+
+  ~BatchStreamReactor() override {
+    absl::MutexLock lock(&mu_);
+    activity_.BatchesRequested(-in_flight_);  // requested, never sent
   }
 
   void OnReadDone(bool ok) override {
@@ -116,6 +139,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
       absl::MutexLock lock(&mu_);
       writing_.reset();
       --in_flight_;
+      activity_.BatchSent(absl::Now() - writing_ready_);
       if (!ok) FinishLocked(absl::CancelledError("client went away"));
       actions = AdvanceLocked();
     }
@@ -195,13 +219,14 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
       ++in_flight_;
       ++pending_builds_;
     }
+    activity_.BatchesRequested(1);
     service_.BuildAsync(stream_, request_.batch(), [this](std::unique_ptr<v1::Batch> batch) {
       Actions actions;
       bool destroy;
       {
         absl::MutexLock lock(&mu_);
         --pending_builds_;
-        ready_.push_back(std::move(batch));
+        ready_.push_back({std::move(batch), absl::Now()});
         actions = AdvanceLocked();
         destroy = done_ && pending_builds_ == 0;
       }
@@ -219,7 +244,8 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
     Actions actions;
     if (done_ || finish_started_) return actions;
     if (!finish_requested_ && writing_ == nullptr && !ready_.empty()) {
-      writing_ = std::move(ready_.front());
+      writing_ = std::move(ready_.front().first);
+      writing_ready_ = ready_.front().second;
       ready_.pop_front();
       actions.write = writing_.get();
       return actions;
@@ -251,8 +277,10 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
   std::shared_ptr<const StreamPlan> stream_;
 
   absl::Mutex mu_;
-  std::deque<std::unique_ptr<v1::Batch>> ready_ ABSL_GUARDED_BY(mu_);
+  // Built batches waiting to be written, with when they were built.
+  std::deque<std::pair<std::unique_ptr<v1::Batch>, absl::Time>> ready_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<v1::Batch> writing_ ABSL_GUARDED_BY(mu_);
+  absl::Time writing_ready_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int pending_builds_ ABSL_GUARDED_BY(mu_) = 0;
   int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
@@ -287,7 +315,7 @@ class DataServiceImpl final : public v1::DataService::CallbackService {
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
                                      v1::ServerStats* stats) override {
     *stats = service_.Stats();
-    stats->set_active_streams(activity_.open_streams());
+    activity_.AddTo(*stats);
     auto* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;

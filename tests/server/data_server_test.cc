@@ -108,6 +108,20 @@ TEST_F(DataServerTest, EverySampleReachesExactlyOneRankInOrder) {
   }
   ASSERT_EQ(seen.size(), 60u);
   for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+  // Both servers report per-stage times for what they served.
+  uint64_t samples = 0;
+  for (const std::string& address : {a.address(), b.address()}) {
+    absl::StatusOr<ServerStatus> status = FetchServerStatus(address, absl::Seconds(5));
+    ASSERT_TRUE(status.ok()) << status.status();
+    samples += status->samples_sent;
+    if (status->batches_sent > 0) {
+      EXPECT_GT(status->read_seconds, 0);
+      EXPECT_GT(status->decode_seconds, 0);
+      EXPECT_GT(status->send_seconds, 0);
+      EXPECT_GT(status->peak_rss_bytes, 0u);
+    }
+  }
+  EXPECT_EQ(samples, 60u);
 }
 
 TEST_F(DataServerTest, AnyServerBuildsTheSameBatchBitForBit) {
@@ -263,6 +277,16 @@ class RawStreamTest : public DataServerTest {
 
 TEST_F(RawStreamTest, ValidRequestsSucceed) {
   EXPECT_TRUE(Exchange({Open(fingerprint()), Ask(1, 7)}).ok());
+  // Work for the vanished clients is accounted for and released.
+  absl::StatusOr<ServerStatus> status;
+  for (int wait = 0; wait < 100; ++wait) {
+    status = FetchServerStatus(server_.address(), absl::Seconds(5));
+    ASSERT_TRUE(status.ok()) << status.status();
+    if (status->batches_in_flight == 0 && status->active_streams == 0) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(status->batches_in_flight, 0u);
+  EXPECT_EQ(status->active_streams, 0u);
 }
 
 TEST_F(RawStreamTest, MalformedRequestsGetInvalidArgument) {
