@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "src/common/fingerprint.h"
 #include "src/common/status_macros.h"
+#include "src/data/tar_shards.h"
 
 namespace heterodl {
 namespace {
@@ -67,7 +68,23 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& path) {
   if (error || !fs::exists(status)) {
     return absl::NotFoundError(absl::StrCat("dataset '", path, "' does not exist"));
   }
-  if (fs::is_directory(status)) return OpenImageFolder(path);
+  if (fs::is_directory(status)) {
+    // A folder of .tar files (and no class folders) is a set of shards.
+    std::vector<std::string> shards;
+    bool has_folders = false;
+    for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
+      if (entry.is_directory()) has_folders = true;
+      if (entry.is_regular_file() && entry.path().extension() == ".tar") {
+        shards.push_back(entry.path().string());
+      }
+    }
+    if (!shards.empty() && !has_folders) {
+      std::sort(shards.begin(), shards.end());
+      return OpenTarShards(path, std::move(shards));
+    }
+    return OpenImageFolder(path);
+  }
+  if (fs::path(path).extension() == ".tar") return OpenTarShards(path, {path});
   return OpenFileList(path);
 }
 
@@ -141,6 +158,23 @@ absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
   return Dataset(list_path, root.empty() ? "." : root, std::move(samples), std::move(class_names));
 }
 
+absl::StatusOr<Dataset> Dataset::OpenTarShards(const std::string& path,
+                                               std::vector<std::string> shard_paths) {
+  ASSIGN_OR_RETURN(std::shared_ptr<TarShards> shards, TarShards::Open(std::move(shard_paths)));
+  ASSIGN_OR_RETURN(std::vector<Sample> samples, shards->Index());
+  if (samples.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tar shards at '", path, "' hold no samples (KEY.jpg + KEY.cls members)"));
+  }
+  int64_t max_label = 0;
+  for (const Sample& sample : samples) max_label = std::max(max_label, sample.label);
+  std::vector<std::string> class_names;
+  for (int64_t label = 0; label <= max_label; ++label) class_names.push_back(absl::StrCat(label));
+  Dataset dataset(path, path, std::move(samples), std::move(class_names));
+  dataset.shards_ = std::move(shards);
+  return dataset;
+}
+
 absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
   if (synthetic_) {
     return absl::FailedPreconditionError("a synthetic dataset has no files to read");
@@ -149,6 +183,7 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
     return absl::OutOfRangeError(
         absl::StrCat("sample index ", index, " outside dataset of ", samples_.size()));
   }
+  if (shards_ != nullptr) return shards_->Read(samples_[index]);
   const std::string& path = samples_[index].path;
   if (!path.empty() && path.front() == '/') return ReadFileToString(path);
   return ReadFileToString((fs::path(root_) / path).string());

@@ -8,13 +8,19 @@
 //   - image folder: ROOT/CLASS/FILE with image extensions; classes sorted by
 //     name get labels 0..C-1, files sorted within a class (ImageNet layout);
 //   - file list: a text file of `path<TAB>label` lines, paths relative to the
-//     list's folder unless absolute.
+//     list's folder unless absolute;
+//   - WebDataset tar shards: a .tar file, or a folder of them (sorted by
+//     name), holding KEY.jpg (or .jpeg/.png/.webp/.bmp) and KEY.cls (the
+//     label as text) per sample. Shards are indexed once with libarchive and
+//     samples read at their offsets, so the epoch plan's random order costs
+//     one read per sample. Shards must be uncompressed tar.
 // Sample order is a pure function of the files present, so every data server
 // that sees the same files computes the same dataset and fingerprint.
 #ifndef HETERODL_SRC_DATA_DATASET_H_
 #define HETERODL_SRC_DATA_DATASET_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,9 +31,15 @@
 namespace heterodl {
 
 struct Sample {
-  std::string path;  // relative to Dataset::root()
+  std::string path;  // relative to Dataset::root(); "SHARD.tar:MEMBER" in tar shards
   int64_t label = 0;
+  // In tar shards: which shard, and where the member's bytes lie in it.
+  int shard = -1;
+  uint64_t offset = 0;
+  uint64_t size = 0;
 };
+
+class TarShards;  // open shard files of a tar-shard dataset
 
 class Dataset {
  public:
@@ -59,6 +71,8 @@ class Dataset {
 
   static absl::StatusOr<Dataset> OpenImageFolder(const std::string& root);
   static absl::StatusOr<Dataset> OpenFileList(const std::string& list_path);
+  static absl::StatusOr<Dataset> OpenTarShards(const std::string& path,
+                                               std::vector<std::string> shard_paths);
 
   std::string source_;
   std::string root_;
@@ -66,6 +80,7 @@ class Dataset {
   std::vector<std::string> class_names_;
   uint64_t fingerprint_ = 0;
   bool synthetic_ = false;
+  std::shared_ptr<const TarShards> shards_;  // null unless tar shards
 };
 
 }  // namespace heterodl

@@ -1,0 +1,159 @@
+#include "src/data/tar_shards.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace heterodl {
+namespace {
+
+bool IsImageExtension(const std::string& extension) {
+  static constexpr const char* kImages[] = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
+  for (const char* image : kImages) {
+    if (extension == image) return true;
+  }
+  return false;
+}
+
+// WebDataset keys: the member path up to the first dot of its file name.
+void SplitMember(const std::string& member, std::string* key, std::string* extension) {
+  const size_t slash = member.rfind('/');
+  const size_t dot = member.find('.', slash == std::string::npos ? 0 : slash + 1);
+  *key = member.substr(0, dot);
+  *extension = dot == std::string::npos ? "" : absl::AsciiStrToLower(member.substr(dot + 1));
+}
+
+using ArchivePtr = std::unique_ptr<archive, decltype(&archive_read_free)>;
+
+// One sample's parts while a shard is indexed.
+struct PendingSample {
+  bool has_image = false;
+  std::string image_member;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  bool has_label = false;
+  int64_t label = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<TarShards>> TarShards::Open(std::vector<std::string> paths) {
+  std::vector<int> fds;
+  for (const std::string& path : paths) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int error = errno;
+      for (int open_fd : fds) ::close(open_fd);
+      return absl::NotFoundError(
+          absl::StrCat("cannot open tar shard '", path, "': ", std::strerror(error)));
+    }
+    fds.push_back(fd);
+  }
+  return std::shared_ptr<TarShards>(new TarShards(std::move(paths), std::move(fds)));
+}
+
+TarShards::~TarShards() {
+  for (int fd : fds_) ::close(fd);
+}
+
+absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
+  std::vector<Sample> samples;
+  for (size_t shard = 0; shard < paths_.size(); ++shard) {
+    const std::string& path = paths_[shard];
+    ArchivePtr reader(archive_read_new(), archive_read_free);
+    // Plain tar only: samples are read at their offsets in the file.
+    archive_read_support_format_tar(reader.get());
+    if (archive_read_open_filename(reader.get(), path.c_str(), 1 << 16) != ARCHIVE_OK) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tar shard '", path, "': ", archive_error_string(reader.get()),
+                       " (shards must be uncompressed tar: samples are read at their offsets)"));
+    }
+    // Keys in the order their first member appears.
+    std::vector<std::string> keys;
+    std::map<std::string, PendingSample> pending;
+    archive_entry* entry = nullptr;
+    while (true) {
+      const int rc = archive_read_next_header(reader.get(), &entry);
+      if (rc == ARCHIVE_EOF) break;
+      // ARCHIVE_WARN: e.g. a name not convertible to the locale; still valid.
+      if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tar shard '", path, "' is corrupt: ", archive_error_string(reader.get())));
+      }
+      if (archive_entry_filetype(entry) != AE_IFREG) continue;
+      const char* name = archive_entry_pathname(entry);
+      const std::string member = name != nullptr ? name : "";
+      std::string key, extension;
+      SplitMember(member, &key, &extension);
+      const bool image = IsImageExtension(extension);
+      if (!image && extension != "cls") continue;  // other WebDataset fields
+      auto [it, is_new] = pending.try_emplace(key);
+      if (is_new) keys.push_back(key);
+      PendingSample& sample = it->second;
+      if (image) {
+        // The data starts where the format reader stopped consuming: after
+        // this member's header blocks (pax and GNU long-name ones included).
+        sample.has_image = true;
+        sample.image_member = member;
+        sample.offset = static_cast<uint64_t>(archive_filter_bytes(reader.get(), 0));
+        sample.size = static_cast<uint64_t>(archive_entry_size(entry));
+      } else {
+        char text[32] = {};
+        const la_ssize_t n = archive_read_data(reader.get(), text, sizeof(text) - 1);
+        if (n < 0 ||
+            !absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::string_view(text, n)),
+                              &sample.label) ||
+            sample.label < 0) {
+          return absl::InvalidArgumentError(absl::StrCat("tar shard '", path, "': member '", member,
+                                                         "' is not a label (an integer >= 0)"));
+        }
+        sample.has_label = true;
+      }
+    }
+    for (const std::string& key : keys) {
+      const PendingSample& sample = pending[key];
+      if (!sample.has_image || !sample.has_label) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tar shard '", path, "': sample '", key, "' has ",
+            sample.has_image ? "an image but no .cls label" : "a .cls label but no image"));
+      }
+      samples.push_back({absl::StrCat(path.substr(path.rfind('/') + 1), ":", sample.image_member),
+                         sample.label, static_cast<int>(shard), sample.offset, sample.size});
+    }
+  }
+  return samples;
+}
+
+absl::StatusOr<std::string> TarShards::Read(const Sample& sample) const {
+  if (sample.shard < 0 || static_cast<size_t>(sample.shard) >= fds_.size()) {
+    return absl::InternalError("sample of no shard");
+  }
+  std::string bytes(sample.size, '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pread(fds_[sample.shard], bytes.data() + done, bytes.size() - done,
+                              static_cast<off_t>(sample.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot read '", sample.path, "' from '", paths_[sample.shard], "': ",
+                       n == 0 ? "shard is shorter than its index (changed since opened?)"
+                              : std::strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return bytes;
+}
+
+}  // namespace heterodl
