@@ -33,7 +33,9 @@ absl::Status CheckClaimedSize(absl::string_view data, int64_t max_pixels) {
     width = width < 0 ? -width : width;
     height = height < 0 ? -height : height;
   }
-  if (width * height > max_pixels) {
+  // Divided, not multiplied: two 32-bit dimensions overflow a product
+  // (found by the fuzzer).
+  if (width > 0 && height > max_pixels / width) {
     return absl::InvalidArgumentError(absl::StrCat("image header claims ", width, "x", height,
                                                    ", over the limit of ", max_pixels, " pixels"));
   }

@@ -1,6 +1,7 @@
 #include "augment/pipeline.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -199,8 +200,10 @@ class ArgumentBinder {
       }
       return 0;
     }
-    if (argument->is_range || argument->low != static_cast<int>(argument->low) ||
-        argument->low < 1 || argument->low > 8192) {
+    // Range first: converting an out-of-range double to int is undefined
+    // (found by the fuzzer with a 60-digit size).
+    if (argument->is_range || !(argument->low >= 1 && argument->low <= 8192) ||
+        argument->low != std::floor(argument->low)) {
       return SpecError(argument->position,
                        absl::StrCat("'", names_[slot], "' must be an integer in [1, 8192]"));
     }
@@ -317,7 +320,9 @@ absl::StatusOr<std::unique_ptr<Transform>> MakeTransform(const Operation& operat
       return SpecError(binder.Get(0)->position, "'kernel_size' must be odd and at most 255");
     }
     ASSIGN_OR_RETURN(Range sigma, binder.RangeOrValue(1, {0.1, 2.0}, /*symmetric=*/false));
-    if (!(sigma.low > 0)) return SpecError(binder.Get(1)->position, "'sigma' must be > 0");
+    if (!(sigma.low > 0) || !(sigma.high <= 1000)) {
+      return SpecError(binder.Get(1)->position, "'sigma' must lie within (0, 1000]");
+    }
     return MakeGaussianBlur(kernel, sigma);
   }
   if (operation.name == "rotation") {

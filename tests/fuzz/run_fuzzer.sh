@@ -25,4 +25,5 @@ fi
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 ./build-fuzz/pipeline_fuzzer "$CORPUS" -max_total_time="$SECONDS_TO_RUN" \
-  -rss_limit_mb=2048 -max_len=262144 -timeout=10 -print_final_stats=1 2>&1 | tail -25
+  -rss_limit_mb=2048 -max_len=262144 -timeout=10 -print_final_stats=1 \
+  -artifact_prefix=build-fuzz/ 2>&1 | tail -25
