@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -152,54 +153,53 @@ TEST_F(DataServerTest, ResumesAtAGivenBatch) {
   EXPECT_EQ((*loader)->position().next_batch, 6);
 }
 
-TEST_F(DataServerTest, ServerFailureMidEpochLosesNothing) {
+// Two servers, A and B, serving one rank 30 batches of 2, one credit each
+// (so A always holds work when something happens to it).
+class FailoverTest : public DataServerTest {
+ protected:
+  // Reads epoch 0 in order, calling `after(k)` after the k-th batch (from 1),
+  // and checks every sample arrived exactly once.
+  void ReadEpochChecked(const std::vector<std::string>& servers,
+                        const std::function<void(int64_t)>& after) {
+    RemoteLoaderOptions options = LoaderOptions(servers, 0, 1);
+    options.batch_size = 2;
+    options.credits_per_server = 1;
+    auto loader = RemoteLoader::Connect(options);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    ASSERT_TRUE((*loader)->SetEpoch(0).ok());
+    std::multiset<int64_t> seen;
+    int64_t k = 0;
+    while (true) {
+      absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
+      ASSERT_TRUE(batch.ok()) << batch.status();
+      if (!batch->has_value()) break;
+      EXPECT_EQ((*batch)->index, k);  // in order
+      seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
+      after(++k);
+    }
+    EXPECT_EQ(k, 30);
+    ASSERT_EQ(seen.size(), 60u);
+    for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+  }
+};
+
+TEST_F(FailoverTest, ServerFailureMidEpochLosesNothing) {
   auto a = std::make_unique<RunningServer>(*dataset_);
   RunningServer b(*dataset_);
-  RemoteLoaderOptions options = LoaderOptions({a->address(), b.address()}, 0, 1);
-  options.batch_size = 2;  // 30 batches
-  options.credits_per_server = 1;
-  auto loader = RemoteLoader::Connect(options);
-  ASSERT_TRUE(loader.ok());
-  ASSERT_TRUE((*loader)->SetEpoch(0).ok());
-  std::multiset<int64_t> seen;
-  int64_t expected_k = 0;
-  while (true) {
-    absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
-    ASSERT_TRUE(batch.ok()) << batch.status();
-    if (!batch->has_value()) break;
-    EXPECT_EQ((*batch)->index, expected_k++);
-    seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
-    if (expected_k == 5) a.reset();  // server A goes away with batches in flight
-  }
-  EXPECT_EQ(expected_k, 30);
-  ASSERT_EQ(seen.size(), 60u);
-  for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+  ReadEpochChecked({a->address(), b.address()}, [&](int64_t k) {
+    if (k == 5) a.reset();  // server A goes away with batches in flight
+  });
 }
 
-TEST_F(DataServerTest, AServerThatComesBackIsUsedAgain) {
+TEST_F(FailoverTest, AServerThatComesBackIsUsedAgain) {
   auto a = std::make_unique<RunningServer>(*dataset_);
   const std::string address_a = a->address();
   RunningServer b(*dataset_);
-  RemoteLoaderOptions options = LoaderOptions({address_a, b.address()}, 0, 1);
-  options.batch_size = 2;  // 30 batches
-  options.credits_per_server = 1;
-  auto loader = RemoteLoader::Connect(options);
-  ASSERT_TRUE(loader.ok());
-  ASSERT_TRUE((*loader)->SetEpoch(0).ok());
-  std::multiset<int64_t> seen;
-  int64_t k = 0;
-  while (true) {
-    absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
-    ASSERT_TRUE(batch.ok()) << batch.status();
-    if (!batch->has_value()) break;
-    seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
-    ++k;
+  ReadEpochChecked({address_a, b.address()}, [&](int64_t k) {
     if (k == 3) a.reset();                                                  // A goes away
     if (k == 6) a = std::make_unique<RunningServer>(*dataset_, address_a);  // and comes back
     if (k >= 6) absl::SleepFor(absl::Milliseconds(200));  // leave time to reconnect
-  }
-  EXPECT_EQ(k, 30);
-  ASSERT_EQ(seen.size(), 60u);
+  });
   absl::StatusOr<ServerStatus> status = FetchServerStatus(address_a, absl::Seconds(5));
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_GT(status->batches_sent, 0u);  // the new server at A's address served batches
