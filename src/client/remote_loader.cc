@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/common/fingerprint.h"
@@ -365,7 +366,25 @@ class GrpcRemoteLoader final : public RemoteLoader {
     config_.set_pipeline(options_.pipeline);
   }
 
-  ~GrpcRemoteLoader() override { fetch_.reset(); }
+  ~GrpcRemoteLoader() override {
+    fetch_.reset();
+    stop_heartbeat_.Notify();
+    if (heartbeat_.joinable()) heartbeat_.join();
+  }
+
+  void StartHeartbeat() {
+    heartbeat_ = std::thread([this] {
+      while (!stop_heartbeat_.WaitForNotificationWithTimeout(options_.heartbeat_interval)) {
+        for (ServerEndpoint& server : servers_) {
+          grpc::ClientContext context;
+          context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+          v1::DatasetInfo info;
+          // Failures do not matter here: the epoch's streams notice them.
+          (void)server.stub->GetDatasetInfo(&context, v1::DatasetInfoRequest(), &info);
+        }
+      }
+    });
+  }
 
   absl::Status Validate() const { return BatchesPerRank(params_).status(); }
 
@@ -406,6 +425,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
   uint32_t epoch_ = 0;
   int64_t start_batch_ = 0;
   std::unique_ptr<EpochFetch> fetch_;
+  absl::Notification stop_heartbeat_;
+  std::thread heartbeat_;
 };
 
 // Waits for a server's DatasetInfo until `deadline`.
@@ -492,6 +513,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   }
   auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(servers), std::move(dataset));
   RETURN_IF_ERROR(loader->Validate());
+  loader->StartHeartbeat();
   return loader;
 }
 

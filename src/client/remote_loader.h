@@ -58,6 +58,10 @@ struct RemoteLoaderOptions {
   // A server holding requested batches without sending one for this long is
   // treated as failed; with no server delivering for this long, Next() fails.
   absl::Duration stall_timeout = absl::Seconds(60);
+  // While the loader exists it tells each server it is still there this
+  // often, so servers do not leave on their idle timeout while the trainer
+  // validates or checkpoints between epochs (no stream open then).
+  absl::Duration heartbeat_interval = absl::Seconds(10);
 };
 
 // One batch: images uint8 [size, height, width, channels] (NHWC, RGB).

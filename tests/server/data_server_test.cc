@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/client/remote_loader.h"
@@ -327,6 +328,38 @@ TEST_F(RawStreamTest, WrongFingerprintIsFailedPrecondition) {
   grpc::Status status = Exchange({Open(fingerprint() ^ 1)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("dataset mismatch"), std::string::npos);
+}
+
+TEST_F(DataServerTest, ServersLeaveOnTheirOwnWhenNoClientComesOrAllHaveGone) {
+  for (const bool client_comes : {false, true}) {
+    DataServerOptions options;
+    options.dataset = *dataset_;
+    options.pipeline = kPipeline;
+    options.address = "127.0.0.1:0";
+    options.threads = 1;
+    options.startup_timeout = absl::Milliseconds(600);
+    options.idle_timeout = absl::Milliseconds(300);
+    absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    const std::string address = absl::StrCat("127.0.0.1:", (*server)->port());
+    absl::Notification ended;
+    std::thread waiter([&] {
+      EXPECT_TRUE((*server)->Wait().ok());  // an orderly stop
+      ended.Notify();
+    });
+    if (client_comes) {
+      RemoteLoaderOptions loader_options = LoaderOptions({address}, 0, 1);
+      loader_options.heartbeat_interval = absl::Milliseconds(100);
+      auto loader = RemoteLoader::Connect(loader_options);
+      ASSERT_TRUE(loader.ok());
+      ReadEpoch(**loader, 0);
+      // A trainer between epochs (no stream open) keeps the server alive.
+      EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Milliseconds(800)));
+    }
+    // After the client leaves (or when none came), it exits by itself.
+    EXPECT_TRUE(ended.WaitForNotificationWithTimeout(absl::Seconds(10))) << client_comes;
+    waiter.join();
+  }
 }
 
 TEST_F(DataServerTest, ShutdownRpcStopsTheServer) {
