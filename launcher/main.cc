@@ -14,7 +14,7 @@
 
 namespace {
 
-constexpr char kUsage[] = R"(heterodl: heterogeneous data-parallel training
+constexpr char kUsage[] = R"(heterogeneous data-parallel training
 
 usage: heterodl [COMMAND] [FLAGS] [ARGS]
 
