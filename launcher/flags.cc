@@ -3,6 +3,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "src/common/auth_token.h"
 
 ABSL_FLAG(std::string, dataset, "",
           "dataset: an image folder (CLASS/IMAGE.jpg) or a file list (path<TAB>label)");
@@ -20,6 +21,8 @@ ABSL_FLAG(int64_t, max_pixels, 100'000'000,
 ABSL_FLAG(int64_t, synthetic, 0,
           "serve: serve this many synthetic samples (no files, no decoding) instead of --dataset, "
           "to measure the transport");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "serve: require this file's token on every call; train/local/status: send it");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
           "serve: exit when no client has been connected for this long");
 ABSL_FLAG(absl::Duration, startup_timeout, absl::Minutes(30),
@@ -70,7 +73,14 @@ std::vector<std::string> TrainingFlagsAsArguments() {
           absl::StrCat("--connect_timeout=",
                        absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout))),
           absl::StrCat("--metrics_file=", absl::GetFlag(FLAGS_metrics_file)),
-          absl::StrCat("--sample_log_dir=", absl::GetFlag(FLAGS_sample_log_dir))};
+          absl::StrCat("--sample_log_dir=", absl::GetFlag(FLAGS_sample_log_dir)),
+          absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file))};
+}
+
+absl::StatusOr<std::string> AuthTokenFromFlags() {
+  const std::string path = absl::GetFlag(FLAGS_auth_token_file);
+  if (path.empty()) return std::string();
+  return ReadAuthTokenFile(path);
 }
 
 }  // namespace heterodl

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 // Data and pipeline.
@@ -23,6 +24,7 @@ ABSL_DECLARE_FLAG(std::string, port_file);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(int64_t, max_pixels);
 ABSL_DECLARE_FLAG(int64_t, synthetic);
+ABSL_DECLARE_FLAG(std::string, auth_token_file);
 ABSL_DECLARE_FLAG(absl::Duration, idle_timeout);
 ABSL_DECLARE_FLAG(absl::Duration, startup_timeout);
 // Trainer.
@@ -55,9 +57,14 @@ ABSL_DECLARE_FLAG(int32_t, images);
 namespace heterodl {
 
 // The training flags (model, steps, epochs, batch size, seed, learning rate,
-// pipeline, connect timeout, metrics file, sample log dir) as "--name=value"
+// pipeline, connect timeout, metrics file, sample log dir, auth token file)
+// as "--name=value"
 // arguments, for the processes `local` and `train` start.
 std::vector<std::string> TrainingFlagsAsArguments();
+
+// The token of --auth-token-file, or "" when none is given. Errors name the
+// file.
+absl::StatusOr<std::string> AuthTokenFromFlags();
 
 }  // namespace heterodl
 

@@ -109,7 +109,8 @@ int RunLocalCommand(StopSignal& stop) {
         {*self, "serve", absl::StrCat("--dataset=", dataset),
          absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)), "--address=127.0.0.1:0",
          absl::StrCat("--port_file=", port_file), absl::StrCat("--threads=", threads),
-         "--idle_timeout=60s", "--startup_timeout=300s"});
+         "--idle_timeout=60s", "--startup_timeout=300s",
+         absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file))});
     if (!server.ok()) {
       LogError("%s", server.status().ToString());
       return kExitFailure;

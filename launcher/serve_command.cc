@@ -39,6 +39,12 @@ int RunServeCommand(StopSignal& stop) {
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_pixels = absl::GetFlag(FLAGS_max_pixels);
+  absl::StatusOr<std::string> token = AuthTokenFromFlags();
+  if (!token.ok()) {
+    LogError("%s", token.status().ToString());
+    return kExitUsage;
+  }
+  options.auth_token = *token;
   if (options.max_pixels < 1) {
     LogError("--max-pixels must be >= 1");
     return kExitUsage;

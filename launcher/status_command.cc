@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_format.h"
 #include "launcher/commands.h"
+#include "launcher/flags.h"
 #include "src/client/server_status.h"
 
 namespace heterodl {
@@ -12,12 +13,17 @@ int RunStatusCommand(const std::vector<std::string>& arguments) {
     std::fprintf(stderr, "usage: heterodl status HOST:PORT...\n");
     return kExitUsage;
   }
+  absl::StatusOr<std::string> token = AuthTokenFromFlags();
+  if (!token.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
+    return kExitUsage;
+  }
   int result = kExitOk;
   absl::PrintF("%-22s %9s %7s %9s %10s %10s %7s %8s %8s %8s %8s %8s\n", "server", "images/s",
                "clients", "in flight", "batches", "samples", "failed", "read s", "decode s",
                "augment s", "send s", "peak MiB");
   for (const std::string& address : arguments) {
-    absl::StatusOr<ServerStatus> status = FetchServerStatus(address, absl::Seconds(5));
+    absl::StatusOr<ServerStatus> status = FetchServerStatus(address, absl::Seconds(5), *token);
     if (!status.ok()) {
       absl::PrintF("%-22s unreachable: %s\n", address, status.status().message());
       result = kExitFailure;

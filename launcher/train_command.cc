@@ -131,7 +131,10 @@ int RunTrainCommand(StopSignal& stop) {
   if (view.node_rank == 0) {
     const std::string reason = result == kExitOk ? "training finished" : "training failed";
     LogInfo("%s; telling %d data server(s) to shut down", reason, view.data_servers.size());
-    absl::Status shutdown = ShutdownDataServers(view.data_servers, reason, absl::Seconds(10));
+    absl::StatusOr<std::string> token = AuthTokenFromFlags();
+    absl::Status shutdown =
+        token.ok() ? ShutdownDataServers(view.data_servers, reason, absl::Seconds(10), *token)
+                   : token.status();
     if (!shutdown.ok()) LogWarning("%s", shutdown.ToString());
   }
   return result;

@@ -34,6 +34,12 @@ int main(int argc, char** argv) {
   options.metrics_file = options.rank == 0 ? absl::GetFlag(FLAGS_metrics_file) : "";
   options.sample_log_dir = absl::GetFlag(FLAGS_sample_log_dir);
   options.stop_requested = &stop.stopped();
+  absl::StatusOr<std::string> token = heterodl::AuthTokenFromFlags();
+  if (!token.ok()) {
+    heterodl::LogError("%s", token.status().ToString());
+    return 2;
+  }
+  options.auth_token = *token;
   heterodl::SetLogTag(absl::StrCat("train/", options.rank));
   if (absl::GetFlag(FLAGS_rank) < 0 || options.world_size == 0 ||
       options.rank >= options.world_size || options.data_servers.empty()) {

@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "heterodl/data_service.grpc.pb.h"
+#include "src/common/auth_token.h"
 #include "src/common/fingerprint.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
@@ -38,6 +39,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int conne
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   arguments.SetInt("heterodl.connection", connection);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+}
+
+// Every call to a server carries the token when the servers require one.
+void AddAuthToken(grpc::ClientContext& context, const std::string& token) {
+  if (!token.empty()) context.AddMetadata(kAuthTokenMetadataKey, token);
 }
 
 // What PumpStream returns when a read or write fails: the server (or the
@@ -234,6 +240,7 @@ class EpochFetch {
 
   absl::Status RunStream(size_t server) {
     grpc::ClientContext context;
+    AddAuthToken(context, options_.auth_token);
     Connection& connection = *connections_[server];
     {
       absl::MutexLock lock(&mu_);
@@ -377,6 +384,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
       while (!stop_heartbeat_.WaitForNotificationWithTimeout(options_.heartbeat_interval)) {
         for (ServerEndpoint& server : servers_) {
           grpc::ClientContext context;
+          AddAuthToken(context, options_.auth_token);
           context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
           v1::DatasetInfo info;
           // Failures do not matter here: the epoch's streams notice them.
@@ -430,8 +438,10 @@ class GrpcRemoteLoader final : public RemoteLoader {
 };
 
 // Waits for a server's DatasetInfo until `deadline`.
-absl::StatusOr<v1::DatasetInfo> FetchDatasetInfo(v1::DataService::Stub& stub, absl::Time deadline) {
+absl::StatusOr<v1::DatasetInfo> FetchDatasetInfo(v1::DataService::Stub& stub, absl::Time deadline,
+                                                 const std::string& auth_token) {
   grpc::ClientContext context;
+  AddAuthToken(context, auth_token);
   context.set_deadline(absl::ToChronoTime(deadline));
   context.set_wait_for_ready(true);
   v1::DatasetInfo info;
@@ -466,7 +476,8 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   {
     std::vector<std::thread> askers;
     for (size_t i = 0; i < servers.size(); ++i) {
-      askers.emplace_back([&, i] { infos[i] = FetchDatasetInfo(*servers[i].stub, deadline); });
+      askers.emplace_back(
+          [&, i] { infos[i] = FetchDatasetInfo(*servers[i].stub, deadline, options.auth_token); });
     }
     for (std::thread& asker : askers) asker.join();
   }
@@ -518,7 +529,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
 }
 
 absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
-                                 absl::Duration deadline) {
+                                 absl::Duration deadline, const std::string& auth_token) {
   const absl::Time give_up = absl::Now() + deadline;
   std::vector<absl::Status> results(servers.size());
   std::vector<std::thread> senders;
@@ -528,6 +539,7 @@ absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const 
       absl::Duration backoff = absl::Milliseconds(100);
       while (true) {
         grpc::ClientContext context;
+        AddAuthToken(context, auth_token);
         context.set_deadline(absl::ToChronoTime(std::min(give_up, absl::Now() + absl::Seconds(2))));
         v1::ShutdownRequest request;
         request.set_reason(reason);

@@ -62,6 +62,8 @@ struct RemoteLoaderOptions {
   // often, so servers do not leave on their idle timeout while the trainer
   // validates or checkpoints between epochs (no stream open then).
   absl::Duration heartbeat_interval = absl::Seconds(10);
+  // The servers' shared token (their --auth-token-file); empty: none.
+  std::string auth_token;
 };
 
 // One batch: images uint8 [size, height, width, channels] (NHWC, RGB).
@@ -116,11 +118,12 @@ class RemoteLoader {
   virtual LoaderPosition position() const = 0;
 };
 
-// Tells every data server to shut down and waits for each to acknowledge,
+// Tells every data server to shut down (with `auth_token` when the servers
+// require one) and waits for each to acknowledge,
 // retrying until `deadline`. Returns an error naming the servers that did not
 // acknowledge (already gone, or unreachable).
 absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
-                                 absl::Duration deadline);
+                                 absl::Duration deadline, const std::string& auth_token = "");
 
 }  // namespace heterodl
 

@@ -5,13 +5,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "heterodl/data_service.grpc.pb.h"
+#include "src/common/auth_token.h"
 
 namespace heterodl {
 
-absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout) {
+absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout,
+                                               const std::string& auth_token) {
   auto stub =
       v1::DataService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
+  if (!auth_token.empty()) context.AddMetadata(kAuthTokenMetadataKey, auth_token);
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::ServerStats stats;
   grpc::Status status = stub->GetStats(&context, v1::StatsRequest(), &stats);

@@ -29,7 +29,8 @@ struct ServerStatus {
 
 // Asks `address` (host:port) for its statistics. Unavailable / DeadlineExceeded
 // name the server when it does not answer within `timeout`.
-absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout);
+absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout,
+                                               const std::string& auth_token = "");
 
 }  // namespace heterodl
 

@@ -59,7 +59,7 @@ class PyRemoteDataLoader {
   PyRemoteDataLoader(std::vector<std::string> servers, uint32_t batch_size, std::string pipeline,
                      uint32_t rank, uint32_t world_size, uint64_t seed, bool drop_last,
                      int credits_per_server, int connections_per_server, double connect_timeout,
-                     double stall_timeout) {
+                     double stall_timeout, std::optional<std::string> auth_token) {
     RemoteLoaderOptions options;
     options.servers = std::move(servers);
     options.batch_size = batch_size;
@@ -70,6 +70,7 @@ class PyRemoteDataLoader {
     options.drop_last = drop_last;
     options.credits_per_server = credits_per_server;
     options.connections_per_server = connections_per_server;
+    options.auth_token = auth_token.value_or("");
     options.connect_timeout = absl::Seconds(connect_timeout);
     options.stall_timeout = absl::Seconds(stall_timeout);
     absl::StatusOr<std::unique_ptr<RemoteLoader>> loader;
@@ -152,11 +153,12 @@ PYBIND11_MODULE(_heterodl, m) {
   py::class_<PyRemoteDataLoader>(m, "RemoteDataLoader",
                                  "Batches of one rank from heterodl data servers, in order.")
       .def(py::init<std::vector<std::string>, uint32_t, std::string, uint32_t, uint32_t, uint64_t,
-                    bool, int, int, double, double>(),
+                    bool, int, int, double, double, std::optional<std::string>>(),
            py::arg("servers"), py::arg("batch_size"), py::arg("pipeline") = "", py::arg("rank") = 0,
            py::arg("world_size") = 1, py::arg("seed") = 0, py::arg("drop_last") = false,
            py::arg("credits_per_server") = 4, py::arg("connections_per_server") = 1,
-           py::arg("connect_timeout") = 60.0, py::arg("stall_timeout") = 60.0)
+           py::arg("connect_timeout") = 60.0, py::arg("stall_timeout") = 60.0,
+           py::arg("auth_token") = py::none())
       .def("set_epoch", &PyRemoteDataLoader::SetEpoch, py::arg("epoch"),
            "The epoch the next iteration runs (it changes the shuffle).")
       .def("resume", &PyRemoteDataLoader::Resume, py::arg("epoch"), py::arg("next_batch"),

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "opencv2/core/utility.hpp"
+#include "src/common/auth_token.h"
 #include "src/common/fingerprint.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
@@ -291,50 +292,88 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
 };
 
+// A stream refused before it starts (authentication): finishes at once.
+class RejectedStream final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::Batch> {
+ public:
+  explicit RejectedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 class DataServiceImpl final : public v1::DataService::CallbackService {
  public:
-  DataServiceImpl(BatchService& service, ActivityMonitor& activity,
+  // `auth_token` empty: no token required.
+  DataServiceImpl(BatchService& service, ActivityMonitor& activity, std::string auth_token,
                   std::function<void(const std::string&)> request_stop)
-      : service_(service), activity_(activity), request_stop_(std::move(request_stop)) {}
+      : service_(service),
+        activity_(activity),
+        auth_token_(std::move(auth_token)),
+        request_stop_(std::move(request_stop)) {}
 
   grpc::ServerUnaryReactor* GetDatasetInfo(grpc::CallbackServerContext* context,
                                            const v1::DatasetInfoRequest*,
                                            v1::DatasetInfo* info) override {
-    activity_.Touch();
-    *info = service_.Info();
-    auto* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    grpc::Status status = Authorize(*context);
+    if (status.ok()) {
+      activity_.Touch();
+      *info = service_.Info();
+    }
+    return Finished(context, status);
   }
 
   grpc::ServerBidiReactor<v1::BatchRequest, v1::Batch>* StreamBatches(
-      grpc::CallbackServerContext*) override {
+      grpc::CallbackServerContext* context) override {
+    grpc::Status status = Authorize(*context);
+    if (!status.ok()) return new RejectedStream(status);
     return new BatchStreamReactor(service_, activity_);
   }
 
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
                                      v1::ServerStats* stats) override {
-    *stats = service_.Stats();
-    activity_.AddTo(*stats);
-    auto* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    grpc::Status status = Authorize(*context);
+    if (status.ok()) {
+      *stats = service_.Stats();
+      activity_.AddTo(*stats);
+    }
+    return Finished(context, status);
   }
 
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* context,
                                      const v1::ShutdownRequest* request,
                                      v1::ShutdownResponse* response) override {
-    response->set_accepted(true);
-    request_stop_(absl::StrCat("shutdown requested by ", context->peer(), ": ",
-                               request->reason().substr(0, 200)));
-    auto* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    grpc::Status status = Authorize(*context);
+    if (status.ok()) {
+      response->set_accepted(true);
+      request_stop_(absl::StrCat("shutdown requested by ", context->peer(), ": ",
+                                 request->reason().substr(0, 200)));
+    }
+    return Finished(context, status);
   }
 
  private:
+  // UNAUTHENTICATED unless the call carries the server's token (when it has
+  // one), compared in constant time.
+  grpc::Status Authorize(const grpc::CallbackServerContext& context) const {
+    if (auth_token_.empty()) return grpc::Status::OK;
+    const auto& metadata = context.client_metadata();
+    const auto it = metadata.find(kAuthTokenMetadataKey);
+    if (it != metadata.end() &&
+        TokensEqual(auth_token_, absl::string_view(it->second.data(), it->second.size()))) {
+      return grpc::Status::OK;
+    }
+    LogWarning("refused a call from %s: missing or wrong auth token", context.peer());
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong auth token");
+  }
+
+  static grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context,
+                                            const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
   BatchService& service_;
   ActivityMonitor& activity_;
+  const std::string auth_token_;
   std::function<void(const std::string&)> request_stop_;
 };
 
@@ -343,7 +382,8 @@ class GrpcDataServer final : public DataServer {
   GrpcDataServer(const DataServerOptions& options, std::unique_ptr<BatchService> service)
       : options_(options),
         service_(std::move(service)),
-        impl_(*service_, activity_, [this](const std::string& reason) { RequestStop(reason); }) {}
+        impl_(*service_, activity_, options.auth_token,
+              [this](const std::string& reason) { RequestStop(reason); }) {}
 
   absl::Status Listen() {
     grpc::ServerBuilder builder;

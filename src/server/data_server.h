@@ -30,6 +30,9 @@ struct DataServerOptions {
   int threads = 0;                        // 0: one per core
   // Images whose header claims more pixels are refused (and replaced).
   int64_t max_pixels = 100'000'000;
+  // Non-empty: every RPC must carry this token (kAuthTokenMetadataKey), or
+  // it is refused with UNAUTHENTICATED.
+  std::string auth_token;
   // Stop when no stream has been open for this long (after the first client).
   absl::Duration idle_timeout = absl::Minutes(10);
   // Stop when no client has come for this long after start.

@@ -85,6 +85,7 @@ absl::Status RunTrainerRank(const TrainerOptions& options) {
   loader_options.seed = options.seed;
   loader_options.pipeline = options.pipeline;
   loader_options.connect_timeout = options.connect_timeout;
+  loader_options.auth_token = options.auth_token;
   ASSIGN_OR_RETURN(std::unique_ptr<RemoteLoader> loader, RemoteLoader::Connect(loader_options));
   const int num_classes = static_cast<int>(loader->dataset().class_names.size());
 

@@ -41,6 +41,7 @@ struct TrainerOptions {
   // host's name.
   std::string gloo_hostname;
   absl::Duration connect_timeout = absl::Seconds(60);
+  std::string auth_token;  // the data servers' shared token, if they need one
 
   std::string metrics_file;  // JSON lines, one per step; empty: none
   // When set, each rank writes DIR/rank<R>.samples: "epoch batch index" per

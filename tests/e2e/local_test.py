@@ -92,6 +92,16 @@ class LocalRunTest(unittest.TestCase):
         # Both servers were told to stop by the leader.
         self.assertEqual(result.stderr.count("shutdown requested"), 2, result.stderr[-4000:])
 
+    def test_shared_auth_token(self):
+        token_file = os.path.join(self.tmp, "token")
+        with open(token_file, "w") as f:
+            f.write("e2e-secret\n")
+        result = self.run_local("--data-servers", "2", "--ranks", "2", "--steps", "2",
+                                "--batch-size", "4", "--auth-token-file", token_file)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        self.assertEqual(result.stderr.count("shutdown requested"), 2, result.stderr[-4000:])
+        self.assertNotIn("refused a call", result.stderr)
+
     def test_steps_limit(self):
         result = self.run_local("--data-servers", "1", "--ranks", "2", "--steps", "2",
                                 "--batch-size", "4")

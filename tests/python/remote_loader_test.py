@@ -108,6 +108,31 @@ class RemoteDataLoaderTest(unittest.TestCase):
         indices = sorted(i for b in loader for i in b.indices.tolist())
         self.assertEqual(indices, list(range(90)))
 
+    def test_auth_token_is_passed_along(self):
+        token_file = os.path.join(self.tmp, "token")
+        with open(token_file, "w") as f:
+            f.write("py-secret")
+        port_file = os.path.join(self.tmp, "port-token")
+        server = subprocess.Popen(
+            [HETERODL, "serve", "--dataset", self.dataset, "--address", "127.0.0.1:0",
+             "--port-file", port_file, "--threads", "1", "--auth-token-file", token_file],
+            stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 60
+            while not os.path.exists(port_file) and time.time() < deadline:
+                time.sleep(0.05)
+            with open(port_file) as f:
+                address = f"127.0.0.1:{int(f.read())}"
+            with self.assertRaisesRegex(RuntimeError, "auth token"):
+                heterodl.RemoteDataLoader(servers=[address], batch_size=8, connect_timeout=2)
+            loader = heterodl.RemoteDataLoader(servers=[address], batch_size=8,
+                                               auth_token="py-secret")
+            loader.set_epoch(0)
+            self.assertEqual(sum(len(b) for b in loader), 90)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+
     def test_errors_are_python_exceptions(self):
         with self.assertRaisesRegex(RuntimeError, "127.0.0.1:1"):
             heterodl.RemoteDataLoader(servers=["127.0.0.1:1"], batch_size=4, connect_timeout=0.3)

@@ -24,8 +24,10 @@ constexpr char kPipeline[] = "random_resized_crop(32)|hflip(0.5)";
 // A server running in this process, stopped and joined on destruction.
 class RunningServer {
  public:
-  explicit RunningServer(const std::string& dataset, const std::string& address = "127.0.0.1:0") {
+  explicit RunningServer(const std::string& dataset, const std::string& address = "127.0.0.1:0",
+                         const std::string& auth_token = "") {
     DataServerOptions options;
+    options.auth_token = auth_token;
     options.dataset = dataset;
     options.pipeline = kPipeline;
     options.address = address;
@@ -360,6 +362,37 @@ TEST_F(DataServerTest, ServersLeaveOnTheirOwnWhenNoClientComesOrAllHaveGone) {
     EXPECT_TRUE(ended.WaitForNotificationWithTimeout(absl::Seconds(10))) << client_comes;
     waiter.join();
   }
+}
+
+TEST_F(DataServerTest, ATokenIsRequiredOfEveryCallWhenSet) {
+  RunningServer server(*dataset_, "127.0.0.1:0", "s3cret");
+  for (const std::string token : {"", "wrong"}) {
+    RemoteLoaderOptions options = LoaderOptions({server.address()}, 0, 1);
+    options.auth_token = token;
+    options.connect_timeout = absl::Seconds(2);
+    auto loader = RemoteLoader::Connect(options);
+    ASSERT_FALSE(loader.ok());
+    EXPECT_NE(loader.status().message().find("auth token"), std::string::npos) << loader.status();
+    EXPECT_FALSE(FetchServerStatus(server.address(), absl::Seconds(2), token).ok());
+    EXPECT_FALSE(
+        ShutdownDataServers({server.address()}, "no", absl::Milliseconds(300), token).ok());
+  }
+  // A raw stream without the token is refused before any work.
+  auto stub = v1::DataService::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->StreamBatches(&context);
+  stream->WritesDone();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  RemoteLoaderOptions options = LoaderOptions({server.address()}, 0, 1);
+  options.auth_token = "s3cret";
+  auto loader = RemoteLoader::Connect(options);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(ReadEpoch(**loader, 0).size(), 9u);
+  EXPECT_TRUE(FetchServerStatus(server.address(), absl::Seconds(2), "s3cret").ok());
+  EXPECT_TRUE(ShutdownDataServers({server.address()}, "done", absl::Seconds(5), "s3cret").ok());
+  server.Join();
 }
 
 TEST_F(DataServerTest, ShutdownRpcStopsTheServer) {
