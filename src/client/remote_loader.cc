@@ -188,7 +188,7 @@ class EpochFetch {
   }
 
   absl::Status CheckBatch(const v1::Batch& batch, int64_t k) const {
-    const std::vector<int64_t> expected = plan_.BatchIndices(config_rank(), k);
+    const std::vector<int64_t> expected = plan_.BatchIndices(options_.rank, k);
     const size_t n = expected.size();
     const uint64_t pixels =
         static_cast<uint64_t>(n) * batch.height() * batch.width() * batch.channels();
@@ -208,7 +208,6 @@ class EpochFetch {
     return absl::OkStatus();
   }
 
-  uint32_t config_rank() const { return options_.rank; }
 
   // One server's stream loop, reconnecting with backoff until the epoch is
   // delivered.

@@ -23,11 +23,6 @@ void ThreadPool::Schedule(std::function<void()> closure) {
   queue_.push_back(std::move(closure));
 }
 
-size_t ThreadPool::queued() const {
-  absl::MutexLock lock(&mu_);
-  return queue_.size();
-}
-
 void ThreadPool::WorkLoop() {
   while (true) {
     std::function<void()> closure;

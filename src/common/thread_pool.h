@@ -29,13 +29,11 @@ class ThreadPool {
 
   void Schedule(std::function<void()> closure) ABSL_LOCKS_EXCLUDED(mu_);
   int size() const { return static_cast<int>(threads_.size()); }
-  // Closures queued but not yet started.
-  size_t queued() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void WorkLoop() ABSL_LOCKS_EXCLUDED(mu_);
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

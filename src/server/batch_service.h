@@ -73,7 +73,6 @@ class BatchService {
                   std::function<void(std::unique_ptr<v1::Batch>)> done);
 
   v1::ServerStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
-  int threads() const { return pool_.size(); }
 
  private:
   using PlanKey = std::tuple<uint64_t, uint32_t, uint32_t, bool, uint32_t>;

@@ -47,10 +47,6 @@ class ActivityMonitor {
     ever_connected_ = true;
     last_activity_ = absl::Now();
   }
-  int open_streams() const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return open_streams_;
-  }
   // Batches requested and not yet sent, over all streams.
   void BatchesRequested(int count) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
