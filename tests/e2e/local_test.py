@@ -13,6 +13,9 @@ import tempfile
 import time
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from processes import read_until, start_server  # noqa: E402
+
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
 
@@ -115,14 +118,7 @@ class LocalRunTest(unittest.TestCase):
             [HETERODL, "local", "--dataset", marker_dataset, "--data-servers", "2",
              "--ranks", "2", "--epochs", "1000", "--batch-size", "4"],
             stderr=subprocess.PIPE, text=True)
-        # Wait for training to start.
-        deadline = time.time() + 120
-        seen = ""
-        while time.time() < deadline:
-            line = process.stderr.readline()
-            seen += line
-            if "step 1/" in line or not line:
-                break
+        seen = read_until(process, "step 1/")  # training has started
         self.assertIn("step 1/", seen)
         process.send_signal(signal.SIGTERM)
         try:
@@ -187,27 +183,15 @@ class FailoverTest(unittest.TestCase):
                        timeout=120, capture_output=True)
         servers, addresses = [], []
         for i in range(2):
-            port_file = os.path.join(tmp, f"port{i}")
-            servers.append(subprocess.Popen(
-                [HETERODL, "serve", "--dataset", dataset, "--address", "127.0.0.1:0",
-                 "--port-file", port_file, "--threads", "1"], stderr=subprocess.DEVNULL))
-            deadline = time.time() + 60
-            while not os.path.exists(port_file) and time.time() < deadline:
-                time.sleep(0.05)
-            with open(port_file) as f:
-                addresses.append(f"127.0.0.1:{int(f.read())}")
+            server, address = start_server(HETERODL, dataset, os.path.join(tmp, f"port{i}"))
+            servers.append(server)
+            addresses.append(address)
         samples = os.path.join(tmp, "samples")
         trainer = subprocess.Popen(
             [HETERODL, "train", "--data-servers", ",".join(addresses), "--ranks", "2",
              "--epochs", "1", "--batch-size", "4", "--sample-log-dir", samples,
              "--master-port", str(free_port())], stderr=subprocess.PIPE, text=True)
-        seen = ""
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            line = trainer.stderr.readline()
-            seen += line
-            if "step 3/" in line or not line:
-                break
+        seen = read_until(trainer, "step 3/")
         self.assertIn("step 3/", seen)
         servers[0].send_signal(signal.SIGKILL)
         rest = trainer.communicate(timeout=300)[1]

@@ -18,6 +18,9 @@ HETERODL = os.path.join(BUILD_DIR, "heterodl")
 import torch  # noqa: E402
 import heterodl  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from processes import start_server  # noqa: E402
+
 
 class RemoteDataLoaderTest(unittest.TestCase):
     @classmethod
@@ -28,15 +31,10 @@ class RemoteDataLoaderTest(unittest.TestCase):
                        check=True, timeout=120, capture_output=True)
         cls.servers, cls.addresses = [], []
         for i in range(2):
-            port_file = os.path.join(cls.tmp, f"port{i}")
-            cls.servers.append(subprocess.Popen(
-                [HETERODL, "serve", "--dataset", cls.dataset, "--address", "127.0.0.1:0",
-                 "--port-file", port_file, "--threads", "1"], stderr=subprocess.DEVNULL))
-            deadline = time.time() + 60
-            while not os.path.exists(port_file) and time.time() < deadline:
-                time.sleep(0.05)
-            with open(port_file) as f:
-                cls.addresses.append(f"127.0.0.1:{int(f.read())}")
+            server, address = start_server(HETERODL, cls.dataset,
+                                           os.path.join(cls.tmp, f"port{i}"))
+            cls.servers.append(server)
+            cls.addresses.append(address)
 
     @classmethod
     def tearDownClass(cls):
@@ -112,17 +110,10 @@ class RemoteDataLoaderTest(unittest.TestCase):
         token_file = os.path.join(self.tmp, "token")
         with open(token_file, "w") as f:
             f.write("py-secret")
-        port_file = os.path.join(self.tmp, "port-token")
-        server = subprocess.Popen(
-            [HETERODL, "serve", "--dataset", self.dataset, "--address", "127.0.0.1:0",
-             "--port-file", port_file, "--threads", "1", "--auth-token-file", token_file],
-            stderr=subprocess.DEVNULL)
+        server, address = start_server(HETERODL, self.dataset,
+                                       os.path.join(self.tmp, "port-token"),
+                                       "--auth-token-file", token_file)
         try:
-            deadline = time.time() + 60
-            while not os.path.exists(port_file) and time.time() < deadline:
-                time.sleep(0.05)
-            with open(port_file) as f:
-                address = f"127.0.0.1:{int(f.read())}"
             with self.assertRaisesRegex(RuntimeError, "auth token"):
                 heterodl.RemoteDataLoader(servers=[address], batch_size=8, connect_timeout=2)
             loader = heterodl.RemoteDataLoader(servers=[address], batch_size=8,

@@ -1,0 +1,32 @@
+"""Helpers for tests that start real heterodl processes (standard library only)."""
+
+import os
+import subprocess
+import time
+
+
+def start_server(heterodl, dataset, port_file, *extra, timeout=60):
+    """Starts `heterodl serve` on a free loopback port; returns (process, "host:port")."""
+    process = subprocess.Popen(
+        [heterodl, "serve", "--dataset", dataset, "--address", "127.0.0.1:0",
+         "--port-file", port_file, "--threads", "1", *extra], stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while not os.path.exists(port_file):
+        if process.poll() is not None or time.time() > deadline:
+            process.kill()
+            raise RuntimeError(f"heterodl serve did not start (exit {process.poll()})")
+        time.sleep(0.05)
+    with open(port_file) as f:
+        return process, f"127.0.0.1:{int(f.read())}"
+
+
+def read_until(process, text, timeout=120):
+    """Reads `process`'s stderr line by line until a line holds `text`; returns what was read."""
+    seen = ""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = process.stderr.readline()
+        seen += line
+        if text in line or not line:
+            break
+    return seen
