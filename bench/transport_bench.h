@@ -23,7 +23,7 @@ struct TransportBenchOptions {
   int image_size = 224;  // images are image_size x image_size x 3
   double seconds = 3.0;  // per measurement
   int server_threads = 2;
-  int connections = 1;  // per server, for the gRPC side
+  int connections = 2;  // per server, for the gRPC side
   bool json = false;
 };
 

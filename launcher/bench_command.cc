@@ -1,7 +1,11 @@
 // `heterodl bench augment|transport ...`: benchmarks (bench/).
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "bench/augment_bench.h"
 #include "bench/transport_bench.h"
 #include "launcher/commands.h"
@@ -12,7 +16,11 @@
 ABSL_FLAG(bool, no_peer, false, "bench: skip the peer (torchvision) measurement");
 ABSL_FLAG(double, seconds, 3.0, "bench: seconds per measurement");
 ABSL_FLAG(int32_t, rounds, 3, "bench: rounds of alternated measurements");
-ABSL_FLAG(int32_t, connections, 1, "bench transport: TCP connections per server for gRPC");
+ABSL_FLAG(int32_t, connections, 2,
+          "bench transport: TCP connections per server for gRPC (the loader's default)");
+ABSL_FLAG(std::vector<std::string>, batch_sizes,
+          std::vector<std::string>({"64", "128", "256", "512"}),
+          "bench transport: batch sizes to measure (224x224x3 images)");
 ABSL_FLAG(std::string, python, HETERODL_DEFAULT_PYTHON,
           "bench: Python with torchvision, for the peer");
 
@@ -54,6 +62,15 @@ int RunTransport() {
   options.heterodl = *self;
   options.seconds = absl::GetFlag(FLAGS_seconds);
   options.connections = absl::GetFlag(FLAGS_connections);
+  options.batch_sizes.clear();
+  for (const std::string& text : absl::GetFlag(FLAGS_batch_sizes)) {
+    int size = 0;
+    if (!absl::SimpleAtoi(text, &size) || size < 1 || size > 4096) {
+      return PrintReport(absl::InvalidArgumentError(
+          absl::StrCat("--batch_sizes: '", text, "' is not a batch size in [1, 4096]")));
+    }
+    options.batch_sizes.push_back(size);
+  }
   options.json = absl::GetFlag(FLAGS_json);
   return PrintReport(RunTransportBench(options));
 }

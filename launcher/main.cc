@@ -10,6 +10,7 @@
 #include "launcher/flag_names.h"
 #include "launcher/stop_signal.h"
 #include "src/common/log.h"
+#include "src/common/malloc_tuning.h"
 #include "src/common/signal_watcher.h"
 
 namespace {
@@ -43,6 +44,7 @@ bool IsCommand(const char* word) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  heterodl::KeepFreedHeapMemory();
   // Before any thread starts: the watcher blocks SIGTERM/SIGINT for every
   // thread created after it, so only it receives them.
   heterodl::StopSignal stop;

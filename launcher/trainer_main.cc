@@ -8,10 +8,12 @@
 #include "launcher/flags.h"
 #include "launcher/stop_signal.h"
 #include "src/common/log.h"
+#include "src/common/malloc_tuning.h"
 #include "src/common/signal_watcher.h"
 #include "src/train/trainer.h"
 
 int main(int argc, char** argv) {
+  heterodl::KeepFreedHeapMemory();
   heterodl::StopSignal stop;
   heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
   absl::ParseCommandLine(argc, argv);

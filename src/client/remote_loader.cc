@@ -19,6 +19,8 @@
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/data/epoch_plan.h"
+#include "src/wire/batch_codec.h"
+#include "src/wire/byte_stream.h"
 
 namespace heterodl {
 namespace {
@@ -46,6 +48,8 @@ void AddAuthToken(grpc::ClientContext& context, const std::string& token) {
   if (!token.empty()) context.AddMetadata(kAuthTokenMetadataKey, token);
 }
 
+constexpr char kStreamBatchesMethod[] = "/heterodl.v1.DataService/StreamBatches";
+
 // What PumpStream returns when a read or write fails: the server (or the
 // connection) ended the stream, and Finish() has the reason.
 absl::Status StreamClosedByServer() { return absl::AbortedError("stream closed by the server"); }
@@ -57,8 +61,15 @@ bool IsFatal(const absl::Status& status) {
 }
 
 struct ServerEndpoint {
+  ServerEndpoint(std::string address, const std::shared_ptr<grpc::Channel>& channel)
+      : address(std::move(address)),
+        stub(v1::DataService::NewStub(channel)),
+        stream_stub(std::make_unique<grpc::GenericStub>(channel)) {}
+
   std::string address;
   std::unique_ptr<v1::DataService::Stub> stub;
+  // StreamBatches as a raw call: batches are decoded by batch_codec.h.
+  std::unique_ptr<grpc::GenericStub> stream_stub;
 };
 
 // The fetch of one epoch: a thread per server pulling batch ids from a shared
@@ -66,9 +77,10 @@ struct ServerEndpoint {
 class EpochFetch {
  public:
   EpochFetch(const RemoteLoaderOptions& options, std::vector<ServerEndpoint>& servers,
-             v1::PlanConfig config, EpochPlan plan, int64_t start_batch)
+             BufferPool& pixels, v1::PlanConfig config, EpochPlan plan, int64_t start_batch)
       : options_(options),
         servers_(servers),
+        pixels_(pixels),
         config_(std::move(config)),
         plan_(std::move(plan)),
         end_(plan_.batches_per_rank()),
@@ -187,13 +199,14 @@ class EpochFetch {
     connection.outstanding.clear();
   }
 
-  absl::Status CheckBatch(const v1::Batch& batch, int64_t k) const {
+  absl::Status CheckBatch(const DecodedBatch& decoded, int64_t k) const {
+    const v1::Batch& batch = decoded.header;
     const std::vector<int64_t> expected = plan_.BatchIndices(options_.rank, k);
     const size_t n = expected.size();
     const uint64_t pixels =
         static_cast<uint64_t>(n) * batch.height() * batch.width() * batch.channels();
     if (static_cast<size_t>(batch.labels_size()) != n ||
-        static_cast<size_t>(batch.indices_size()) != n || batch.images().size() != pixels ||
+        static_cast<size_t>(batch.indices_size()) != n || decoded.pixels.size() != pixels ||
         batch.channels() != 3) {
       return absl::DataLossError(absl::StrCat("malformed batch ", k));
     }
@@ -207,7 +220,6 @@ class EpochFetch {
     }
     return absl::OkStatus();
   }
-
 
   // One server's stream loop, reconnecting with backoff until the epoch is
   // delivered.
@@ -247,7 +259,8 @@ class EpochFetch {
       connection.context = &context;
       connection.last_progress = absl::Now();
     }
-    auto stream = servers_[server].stub->StreamBatches(&context);
+    auto stream =
+        std::make_unique<ByteStream>(*servers_[server].stream_stub, &context, kStreamBatchesMethod);
     absl::Status result = PumpStream(server, *stream);
     bool clean_end;
     {
@@ -274,13 +287,12 @@ class EpochFetch {
     return result;
   }
 
-  absl::Status PumpStream(size_t server,
-                          grpc::ClientReaderWriter<v1::BatchRequest, v1::Batch>& stream) {
+  absl::Status PumpStream(size_t server, ByteStream& stream) {
     Connection& connection = *connections_[server];
     v1::BatchRequest open;
     *open.mutable_open() = config_;
-    if (!stream.Write(open)) return StreamClosedByServer();
-    v1::Batch batch;
+    if (!stream.Write(SerializeToByteBuffer(open))) return StreamClosedByServer();
+    grpc::ByteBuffer wire;
     while (true) {
       // Spend the free credits.
       std::vector<int64_t> to_request;
@@ -306,16 +318,19 @@ class EpochFetch {
         request.mutable_batch()->set_epoch(plan_.epoch());
         request.mutable_batch()->set_rank(options_.rank);
         request.mutable_batch()->set_index(static_cast<uint32_t>(k));
-        if (!stream.Write(request)) return StreamClosedByServer();
+        if (!stream.Write(SerializeToByteBuffer(request))) return StreamClosedByServer();
       }
-      if (!stream.Read(&batch)) return StreamClosedByServer();
+      if (!stream.Read(&wire)) return StreamClosedByServer();
+      ASSIGN_OR_RETURN(DecodedBatch decoded, DecodeBatch(wire, pixels_));
+      wire.Clear();  // gRPC's receive buffers go back now
+      const v1::Batch& batch = decoded.header;
       const int64_t k = batch.id().index();
       absl::MutexLock lock(&mu_);
       if (batch.id().epoch() != plan_.epoch() || batch.id().rank() != options_.rank ||
           connection.outstanding.count(k) == 0) {
         return absl::DataLossError(absl::StrCat("unrequested batch ", k, " from server"));
       }
-      RETURN_IF_ERROR(CheckBatch(batch, k));
+      RETURN_IF_ERROR(CheckBatch(decoded, k));
       connection.outstanding.erase(k);
       connection.last_progress = absl::Now();
       last_receipt_ = connection.last_progress;
@@ -327,7 +342,7 @@ class EpochFetch {
         out.height = static_cast<int>(batch.height());
         out.width = static_cast<int>(batch.width());
         out.channels = static_cast<int>(batch.channels());
-        out.images = std::move(*batch.mutable_images());
+        out.images = std::move(decoded.pixels);
         out.labels.assign(batch.labels().begin(), batch.labels().end());
         out.indices.assign(batch.indices().begin(), batch.indices().end());
         out.failed = static_cast<int>(batch.failed());
@@ -337,6 +352,7 @@ class EpochFetch {
 
   const RemoteLoaderOptions& options_;
   std::vector<ServerEndpoint>& servers_;
+  BufferPool& pixels_;
   const v1::PlanConfig config_;
   const EpochPlan plan_;
   const int64_t end_;
@@ -358,7 +374,15 @@ class GrpcRemoteLoader final : public RemoteLoader {
  public:
   GrpcRemoteLoader(RemoteLoaderOptions options, std::vector<ServerEndpoint> servers,
                    DatasetDescription dataset)
-      : options_(std::move(options)), servers_(std::move(servers)), dataset_(std::move(dataset)) {
+      : options_(std::move(options)),
+        servers_(std::move(servers)),
+        dataset_(std::move(dataset)),
+        // Room for the reorder window and the batches the trainer holds.
+        pixels_(BufferPool::Create(
+            static_cast<size_t>(2 * options_.credits_per_server * options_.connections_per_server *
+                                    static_cast<int>(options_.servers.size()) +
+                                8),
+            options_.pixel_allocator)) {
     params_.num_samples = dataset_.num_samples;
     params_.seed = options_.seed;
     params_.world_size = options_.world_size;
@@ -413,8 +437,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
   absl::StatusOr<std::optional<Batch>> Next() override {
     if (fetch_ == nullptr) {
       ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params_, epoch_));
-      fetch_ =
-          std::make_unique<EpochFetch>(options_, servers_, config_, std::move(plan), start_batch_);
+      fetch_ = std::make_unique<EpochFetch>(options_, servers_, *pixels_, config_, std::move(plan),
+                                            start_batch_);
     }
     return fetch_->Next();
   }
@@ -427,6 +451,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
   const RemoteLoaderOptions options_;
   std::vector<ServerEndpoint> servers_;
   const DatasetDescription dataset_;
+  const std::shared_ptr<BufferPool> pixels_;
   PlanParams params_;
   v1::PlanConfig config_;
   uint32_t epoch_ = 0;
@@ -466,7 +491,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   }
   std::vector<ServerEndpoint> servers;
   for (const std::string& address : options.servers) {
-    servers.push_back({address, v1::DataService::NewStub(MakeChannel(address))});
+    servers.emplace_back(address, MakeChannel(address));
   }
   // Ask all servers at once; each waits for its server to come up.
   const absl::Time deadline = absl::Now() + options.connect_timeout;
@@ -517,8 +542,8 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   const size_t addresses = servers.size();
   for (int connection = 1; connection < options.connections_per_server; ++connection) {
     for (size_t i = 0; i < addresses; ++i) {
-      servers.push_back({servers[i].address,
-                         v1::DataService::NewStub(MakeChannel(servers[i].address, connection))});
+      const std::string address = servers[i].address;  // the vector may grow
+      servers.emplace_back(address, MakeChannel(address, connection));
     }
   }
   auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(servers), std::move(dataset));

@@ -48,17 +48,15 @@ absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t i
 std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request, uint8_t* pixels,
                                                  StageSeconds* seconds) const {
   const size_t bytes_per_sample = sample_bytes();
+  if (dataset_.synthetic()) {
+    std::memset(pixels, kSyntheticPixel, request.indices.size() * bytes_per_sample);
+    return SyntheticSlots(request.indices);
+  }
   std::vector<SlotResult> slots;
   slots.reserve(request.indices.size());
   for (size_t slot = 0; slot < request.indices.size(); ++slot) {
     const int64_t index = request.indices[slot];
     uint8_t* out = pixels + slot * bytes_per_sample;
-    if (dataset_.synthetic()) {
-      std::memset(out, static_cast<int>(index & 255), bytes_per_sample);
-      slots.push_back(
-          {index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk});
-      continue;
-    }
     SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk};
     if (!LoadSample(request.seed, request.epoch, index, out, seconds).ok()) {
       result.outcome = SampleOutcome::kZeroFilled;
@@ -78,6 +76,15 @@ std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request
       }
     }
     slots.push_back(result);
+  }
+  return slots;
+}
+
+std::vector<SlotResult> BatchAssembler::SyntheticSlots(absl::Span<const int64_t> indices) const {
+  std::vector<SlotResult> slots;
+  slots.reserve(indices.size());
+  for (const int64_t index : indices) {
+    slots.push_back({index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk});
   }
   return slots;
 }

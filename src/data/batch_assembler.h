@@ -60,6 +60,13 @@ class BatchAssembler {
   std::vector<SlotResult> Assemble(const BatchRequestSpec& request, uint8_t* pixels,
                                    StageSeconds* seconds) const;
 
+  // The slots of a batch of a synthetic dataset, whose pixels are all
+  // kSyntheticPixel: such batches differ only in their slots, so a server can
+  // build the pixels once and send them again (Assemble writes the same).
+  // REQUIRES: the dataset is synthetic.
+  std::vector<SlotResult> SyntheticSlots(absl::Span<const int64_t> indices) const;
+  static constexpr uint8_t kSyntheticPixel = 128;
+
   // Samples that failed so far (each counted once), for stats.
   int64_t distinct_failed_samples() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -49,8 +49,8 @@ class Dataset {
   static absl::StatusOr<Dataset> Open(const std::string& path);
 
   // `num_samples` samples with no files behind them, for measuring the wire
-  // without decoding (`heterodl serve --synthetic N`): the batch assembler
-  // fills their pixels with a pattern derived from the index.
+  // without decoding (`heterodl serve --synthetic N`): every pixel is
+  // BatchAssembler::kSyntheticPixel.
   static Dataset Synthetic(size_t num_samples, int num_classes);
   bool synthetic() const { return synthetic_; }
 

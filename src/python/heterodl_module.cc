@@ -156,7 +156,7 @@ PYBIND11_MODULE(_heterodl, m) {
                     bool, int, int, double, double, std::optional<std::string>>(),
            py::arg("servers"), py::arg("batch_size"), py::arg("pipeline") = "", py::arg("rank") = 0,
            py::arg("world_size") = 1, py::arg("seed") = 0, py::arg("drop_last") = false,
-           py::arg("credits_per_server") = 4, py::arg("connections_per_server") = 1,
+           py::arg("credits_per_server") = 4, py::arg("connections_per_server") = 2,
            py::arg("connect_timeout") = 60.0, py::arg("stall_timeout") = 60.0,
            py::arg("auth_token") = py::none())
       .def("set_epoch", &PyRemoteDataLoader::SetEpoch, py::arg("epoch"),

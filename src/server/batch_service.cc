@@ -54,6 +54,7 @@ BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threa
       limits_(limits),
       pipeline_options_(pipeline_options),
       start_time_(absl::Now()),
+      buffers_(BufferPool::Create(static_cast<size_t>(2 * threads + 4))),
       pool_(threads) {}
 
 BatchService::~BatchService() = default;
@@ -160,13 +161,33 @@ absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const Pla
 }
 
 void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
-                              std::function<void(std::unique_ptr<v1::Batch>)> done) {
+                              std::function<void(absl::StatusOr<BuiltBatch>)> done) {
   pool_.Schedule(
       [this, stream = std::move(stream), id, done = std::move(done)] { done(Build(*stream, id)); });
 }
 
-std::unique_ptr<v1::Batch> BatchService::Build(const StreamPlan& stream, const v1::BatchId& id) {
-  auto batch = std::make_unique<v1::Batch>();
+std::shared_ptr<const std::vector<uint8_t>> BatchService::SyntheticPixels(
+    const BatchAssembler& assembler, absl::Span<const int64_t> indices) {
+  const size_t bytes = indices.size() * assembler.sample_bytes();
+  absl::MutexLock lock(&mu_);
+  // Bounded: a client cycling through batch sizes must not grow it forever
+  // (batches being sent keep their own reference).
+  if (synthetic_batches_.count(bytes) == 0 && synthetic_batches_.size() >= 4) {
+    synthetic_batches_.erase(synthetic_batches_.begin());
+  }
+  std::shared_ptr<const std::vector<uint8_t>>& pixels = synthetic_batches_[bytes];
+  if (pixels == nullptr) {
+    auto built = std::make_shared<std::vector<uint8_t>>(bytes);
+    StageSeconds unused;
+    assembler.Assemble({0, 0, indices}, built->data(), &unused);
+    pixels = std::move(built);
+  }
+  return pixels;
+}
+
+absl::StatusOr<BuiltBatch> BatchService::Build(const StreamPlan& stream, const v1::BatchId& id) {
+  BuiltBatch built;
+  v1::Batch* batch = &built.header;
   *batch->mutable_id() = id;
   absl::StatusOr<std::shared_ptr<const EpochPlan>> plan = PlanFor(stream.params, id.epoch());
   // ValidateBatchId ran before; the plan of validated parameters exists.
@@ -175,12 +196,17 @@ std::unique_ptr<v1::Batch> BatchService::Build(const StreamPlan& stream, const v
   batch->set_height(assembler.pipeline().output_height());
   batch->set_width(assembler.pipeline().output_width());
   batch->set_channels(3);
-  std::string* pixels = batch->mutable_images();
-  pixels->resize(indices.size() * assembler.sample_bytes());
+  const size_t bytes = indices.size() * assembler.sample_bytes();
   StageSeconds seconds;
-  std::vector<SlotResult> slots =
-      assembler.Assemble({stream.params.seed, id.epoch(), indices},
-                         reinterpret_cast<uint8_t*>(pixels->data()), &seconds);
+  std::vector<SlotResult> slots;
+  if (dataset_.synthetic()) {
+    built.pixels = OutgoingPixels::Share(SyntheticPixels(assembler, indices));
+    slots = assembler.SyntheticSlots(indices);
+  } else {
+    ASSIGN_OR_RETURN(PooledBuffer pixels, buffers_->Get(bytes));
+    slots = assembler.Assemble({stream.params.seed, id.epoch(), indices}, pixels.data(), &seconds);
+    built.pixels = OutgoingPixels::Own(std::move(pixels));
+  }
   uint32_t failed = 0;
   for (const SlotResult& slot : slots) {
     batch->add_labels(slot.label);
@@ -196,7 +222,7 @@ std::unique_ptr<v1::Batch> BatchService::Build(const StreamPlan& stream, const v
   read_seconds_ += seconds.read;
   decode_seconds_ += seconds.decode;
   augment_seconds_ += seconds.augment;
-  return batch;
+  return built;
 }
 
 v1::ServerStats BatchService::Stats() const {

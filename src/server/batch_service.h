@@ -5,7 +5,7 @@
 //   BatchService service(std::move(dataset), std::move(pipeline), threads);
 //   ASSIGN_OR_RETURN(auto stream, service.OpenStream(open_request));
 //   RETURN_IF_ERROR(service.ValidateBatchId(*stream, id));
-//   service.BuildAsync(stream, id, [](std::unique_ptr<v1::Batch> batch) {...});
+//   service.BuildAsync(stream, id, [](absl::StatusOr<BuiltBatch> batch) {...});
 #ifndef HETERODL_SRC_SERVER_BATCH_SERVICE_H_
 #define HETERODL_SRC_SERVER_BATCH_SERVICE_H_
 
@@ -24,10 +24,12 @@
 #include "absl/time/time.h"
 #include "augment/pipeline.h"
 #include "heterodl/data_service.pb.h"
+#include "src/common/buffer_pool.h"
 #include "src/common/thread_pool.h"
 #include "src/data/batch_assembler.h"
 #include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"
+#include "src/wire/batch_codec.h"
 
 namespace heterodl {
 
@@ -46,6 +48,13 @@ struct RequestLimits {
 struct StreamPlan {
   PlanParams params;
   const BatchAssembler* assembler = nullptr;
+};
+
+// A built batch: the message fields, and the pixels (sent without a copy,
+// see src/wire/batch_codec.h).
+struct BuiltBatch {
+  v1::Batch header;  // `images` empty
+  OutgoingPixels pixels;
 };
 
 class BatchService {
@@ -68,9 +77,10 @@ class BatchService {
   absl::Status ValidateBatchId(const StreamPlan& stream, const v1::BatchId& id) const;
 
   // Builds batch `id` on the worker pool and passes it to `done` (on a
-  // worker thread). REQUIRES: ValidateBatchId(stream, id) is OK.
+  // worker thread); RESOURCE_EXHAUSTED when no memory is left for it.
+  // REQUIRES: ValidateBatchId(stream, id) is OK.
   void BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
-                  std::function<void(std::unique_ptr<v1::Batch>)> done);
+                  std::function<void(absl::StatusOr<BuiltBatch>)> done);
 
   v1::ServerStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -79,7 +89,11 @@ class BatchService {
 
   absl::StatusOr<std::shared_ptr<const EpochPlan>> PlanFor(const PlanParams& params, uint32_t epoch)
       ABSL_LOCKS_EXCLUDED(mu_);
-  std::unique_ptr<v1::Batch> Build(const StreamPlan& stream, const v1::BatchId& id);
+  absl::StatusOr<BuiltBatch> Build(const StreamPlan& stream, const v1::BatchId& id);
+  // The pre-built pixels of a synthetic batch of these indices' size.
+  std::shared_ptr<const std::vector<uint8_t>> SyntheticPixels(const BatchAssembler& assembler,
+                                                              absl::Span<const int64_t> indices)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const Dataset dataset_;
   const Pipeline default_pipeline_;
@@ -87,6 +101,8 @@ class BatchService {
   const RequestLimits limits_;
   const PipelineOptions pipeline_options_;
   const absl::Time start_time_;
+  // Batch buffers, reused once gRPC has sent them.
+  const std::shared_ptr<BufferPool> buffers_;
 
   mutable absl::Mutex mu_;
   // Pipelines other than the default, by spec; never erased, so the
@@ -96,6 +112,10 @@ class BatchService {
   // Recently used epoch plans; a few epochs of a few clients.
   std::map<PlanKey, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
   std::deque<PlanKey> plan_order_ ABSL_GUARDED_BY(mu_);
+  // A synthetic dataset's batches are all alike: built once per byte size and
+  // sent again and again (what `bench transport` measures is the wire).
+  std::map<size_t, std::shared_ptr<const std::vector<uint8_t>>> synthetic_batches_
+      ABSL_GUARDED_BY(mu_);
   double read_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double decode_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double augment_seconds_ ABSL_GUARDED_BY(mu_) = 0;

@@ -17,6 +17,7 @@
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/server/batch_service.h"
+#include "src/wire/batch_codec.h"
 
 namespace heterodl {
 namespace {
@@ -91,18 +92,20 @@ class ActivityMonitor {
 // One StreamBatches call. Reads requests, schedules builds on the service's
 // pool, writes finished batches one at a time (gRPC allows one outstanding
 // write), and deletes itself once gRPC is done with it and no build still
-// refers to it.
+// refers to it. The method is raw (byte buffers): batches go out encoded by
+// src/wire/batch_codec.h, pixels referenced rather than serialized.
 //
 // Every decision is made under mu_; every gRPC call (StartRead, StartWrite,
 // Finish) is made after releasing it, because gRPC may run a reaction inline
 // from such a call (for instance on an already-cancelled RPC) and reactions
 // take mu_.
-class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::Batch> {
+class BatchStreamReactor final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   BatchStreamReactor(BatchService& service, ActivityMonitor& activity)
       : service_(service), activity_(activity) {
     activity_.StreamOpened();
-    StartRead(&request_);
+    StartRead(&request_wire_);
   }
 
   ~BatchStreamReactor() override {
@@ -168,7 +171,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
   // gRPC calls decided under mu_, made after it is released.
   struct Actions {
     bool read = false;
-    v1::Batch* write = nullptr;
+    grpc::ByteBuffer* write = nullptr;
     std::optional<grpc::Status> finish;
     void Merge(const Actions& other) {
       read = read || other.read;
@@ -182,7 +185,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
   // reactor after it.
   void Perform(Actions actions) {
     if (actions.read) {
-      StartRead(&request_);
+      StartRead(&request_wire_);
       absl::MutexLock lock(&mu_);
       --reads_starting_;
       // With a write pending, this can neither write nor finish.
@@ -197,6 +200,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
 
   absl::Status HandleRequest() {
     activity_.Touch();
+    RETURN_IF_ERROR(ParseFromByteBuffer(request_wire_, &request_, "BatchRequest"));
     if (request_.has_open()) {
       if (stream_ != nullptr) return absl::InvalidArgumentError("stream opened twice");
       ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open()));
@@ -217,13 +221,19 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
       ++pending_builds_;
     }
     activity_.BatchesRequested(1);
-    service_.BuildAsync(stream_, request_.batch(), [this](std::unique_ptr<v1::Batch> batch) {
+    service_.BuildAsync(stream_, request_.batch(), [this](absl::StatusOr<BuiltBatch> batch) {
+      std::optional<grpc::ByteBuffer> wire;
+      if (batch.ok()) wire = EncodeBatch(batch->header, std::move(batch->pixels));
       Actions actions;
       bool destroy;
       {
         absl::MutexLock lock(&mu_);
         --pending_builds_;
-        ready_.push_back({std::move(batch), absl::Now()});
+        if (wire) {
+          ready_.push_back({*std::move(wire), absl::Now()});
+        } else {
+          FinishLocked(batch.status());
+        }
         actions = AdvanceLocked();
         destroy = done_ && pending_builds_ == 0;
       }
@@ -240,18 +250,17 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
   Actions AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Actions actions;
     if (done_ || finish_started_) return actions;
-    if (!finish_requested_ && writing_ == nullptr && !ready_.empty()) {
+    if (!finish_requested_ && !writing_ && !ready_.empty()) {
       writing_ = std::move(ready_.front().first);
       writing_ready_ = ready_.front().second;
       ready_.pop_front();
-      actions.write = writing_.get();
+      actions.write = &*writing_;
       return actions;
     }
-    if (!finish_requested_ && reads_done_ && pending_builds_ == 0 && ready_.empty() &&
-        writing_ == nullptr) {
+    if (!finish_requested_ && reads_done_ && pending_builds_ == 0 && ready_.empty() && !writing_) {
       FinishLocked(absl::OkStatus());
     }
-    if (finish_requested_ && writing_ == nullptr && reads_starting_ == 0) {
+    if (finish_requested_ && !writing_ && reads_starting_ == 0) {
       finish_started_ = true;
       actions.finish = finish_status_;
     }
@@ -270,13 +279,14 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
   BatchService& service_;
   ActivityMonitor& activity_;
   // Only touched by OnReadDone's thread, between StartRead calls.
+  grpc::ByteBuffer request_wire_;
   v1::BatchRequest request_;
   std::shared_ptr<const StreamPlan> stream_;
 
   absl::Mutex mu_;
   // Built batches waiting to be written, with when they were built.
-  std::deque<std::pair<std::unique_ptr<v1::Batch>, absl::Time>> ready_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<v1::Batch> writing_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<grpc::ByteBuffer, absl::Time>> ready_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::ByteBuffer> writing_ ABSL_GUARDED_BY(mu_);
   absl::Time writing_ready_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int pending_builds_ ABSL_GUARDED_BY(mu_) = 0;
@@ -289,13 +299,20 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest
 };
 
 // A stream refused before it starts (authentication): finishes at once.
-class RejectedStream final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::Batch> {
+class RejectedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit RejectedStream(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
 };
 
-class DataServiceImpl final : public v1::DataService::CallbackService {
+// The callback service with StreamBatches raw (byte buffers, see
+// BatchStreamReactor).
+using DataServiceBase = v1::DataService::WithCallbackMethod_GetDatasetInfo<
+    v1::DataService::WithRawCallbackMethod_StreamBatches<
+        v1::DataService::WithCallbackMethod_GetStats<
+            v1::DataService::WithCallbackMethod_Shutdown<v1::DataService::Service>>>>;
+
+class DataServiceImpl final : public DataServiceBase {
  public:
   // `auth_token` empty: no token required.
   DataServiceImpl(BatchService& service, ActivityMonitor& activity, std::string auth_token,
@@ -316,7 +333,7 @@ class DataServiceImpl final : public v1::DataService::CallbackService {
     return Finished(context, status);
   }
 
-  grpc::ServerBidiReactor<v1::BatchRequest, v1::Batch>* StreamBatches(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamBatches(
       grpc::CallbackServerContext* context) override {
     grpc::Status status = Authorize(*context);
     if (!status.ok()) return new RejectedStream(status);

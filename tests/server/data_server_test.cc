@@ -14,6 +14,7 @@
 #include "src/client/remote_loader.h"
 #include "src/client/server_status.h"
 #include "src/data/dataset.h"
+#include "src/wire/byte_stream.h"
 #include "tests/testing/test_images.h"
 
 namespace heterodl {
@@ -137,7 +138,7 @@ TEST_F(DataServerTest, AnyServerBuildsTheSameBatchBitForBit) {
   std::vector<Batch> batches_b = ReadEpoch(**from_b, 2);
   ASSERT_EQ(batches_a.size(), batches_b.size());
   for (size_t k = 0; k < batches_a.size(); ++k) {
-    EXPECT_EQ(batches_a[k].images, batches_b[k].images) << k;
+    EXPECT_EQ(batches_a[k].images.view(), batches_b[k].images.view()) << k;
     EXPECT_EQ(batches_a[k].labels, batches_b[k].labels);
     EXPECT_EQ(batches_a[k].indices, batches_b[k].indices);
   }
@@ -152,7 +153,7 @@ TEST_F(DataServerTest, ResumesAtAGivenBatch) {
   absl::StatusOr<std::optional<Batch>> resumed = (*loader)->Next();
   ASSERT_TRUE(resumed.ok() && resumed->has_value());
   EXPECT_EQ((*resumed)->index, 5);
-  EXPECT_EQ((*resumed)->images, all[5].images);
+  EXPECT_EQ((*resumed)->images.view(), all[5].images.view());
   EXPECT_EQ((*loader)->position().next_batch, 6);
 }
 
@@ -306,6 +307,27 @@ TEST_F(RawStreamTest, MalformedRequestsGetInvalidArgument) {
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Exchange({Open(fingerprint()), Open(fingerprint())}).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(RawStreamTest, BytesThatAreNoRequestGetInvalidArgument) {
+  grpc::GenericStub stub(
+      grpc::CreateChannel(server_.address(), grpc::InsecureChannelCredentials()));
+  // A length-delimited field whose length runs past the end, and a bare
+  // truncated varint.
+  for (const std::string& garbage : {std::string("\x0a\x7f\x01\x02", 4), std::string("\x08\xff")}) {
+    grpc::ClientContext context;
+    ByteStream stream(stub, &context, "/heterodl.v1.DataService/StreamBatches");
+    grpc::Slice slice(garbage);
+    stream.Write(grpc::ByteBuffer(&slice, 1));
+    stream.WritesDone();
+    grpc::ByteBuffer ignored;
+    while (stream.Read(&ignored)) {
+    }
+    const grpc::Status status = stream.Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("malformed BatchRequest"), std::string::npos);
+  }
+  EXPECT_TRUE(Exchange({Open(fingerprint()), Ask(1, 7)}).ok());
 }
 
 TEST_F(RawStreamTest, ClientsThatVanishMidStreamLeaveTheServerHealthy) {

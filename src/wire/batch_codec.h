@@ -1,0 +1,61 @@
+// The data plane's encoding of a batch, with no copy of the pixels on the
+// server and one on the client.
+//
+// On the wire an encoded batch is an ordinary v1::Batch message (any protobuf
+// client can parse it): the small fields, then field `images`, whose bytes
+// are the server's batch buffer itself, referenced by a grpc::Slice rather
+// than copied into a serialized string. The client walks the message with
+// protobuf's CodedInputStream and copies the pixels straight from gRPC's
+// receive slices into a buffer of its pool (pinned memory on a CUDA trainer).
+//
+//   grpc::ByteBuffer wire =
+//       EncodeBatch(header, OutgoingPixels::Own(std::move(buffer)));  // server
+//   ASSIGN_OR_RETURN(DecodedBatch batch, DecodeBatch(wire, *pool));   // client
+#ifndef HETERODL_SRC_WIRE_BATCH_CODEC_H_
+#define HETERODL_SRC_WIRE_BATCH_CODEC_H_
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterodl/data_service.pb.h"
+#include "src/common/buffer_pool.h"
+
+namespace heterodl {
+
+// Pixels to send: where they are, and what keeps them alive until gRPC has
+// sent them (a pooled buffer, or a pre-built batch shared by many sends).
+struct OutgoingPixels {
+  std::shared_ptr<const void> owner;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+
+  static OutgoingPixels Own(PooledBuffer buffer);
+  static OutgoingPixels Share(std::shared_ptr<const std::vector<uint8_t>> bytes);
+};
+
+// A v1::Batch with `images` held apart.
+struct DecodedBatch {
+  v1::Batch header;  // `images` empty
+  PooledBuffer pixels;
+};
+
+// `header.images` must be empty; the pixels are referenced, not copied, and
+// returned to their pool once gRPC has sent them.
+grpc::ByteBuffer EncodeBatch(const v1::Batch& header, OutgoingPixels pixels);
+
+// DATA_LOSS when `wire` is not a well-formed Batch message.
+absl::StatusOr<DecodedBatch> DecodeBatch(grpc::ByteBuffer& wire, BufferPool& pool);
+
+// Small control messages (requests, the other direction) in ByteBuffers.
+grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
+// INVALID_ARGUMENT naming `what` when the bytes do not parse.
+absl::Status ParseFromByteBuffer(grpc::ByteBuffer& wire, google::protobuf::MessageLite* message,
+                                 const char* what);
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_WIRE_BATCH_CODEC_H_
