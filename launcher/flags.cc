@@ -28,10 +28,26 @@ ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
 ABSL_FLAG(absl::Duration, startup_timeout, absl::Minutes(30),
           "serve: exit when no client comes within this long of starting");
 
-ABSL_FLAG(std::string, model, "small_cnn", "train: model (small_cnn)");
+ABSL_FLAG(std::string, model, "small_cnn",
+          "train: small_cnn, resnet18, resnet50, or the path of a TorchScript file");
 ABSL_FLAG(int64_t, steps, 0, "train: stop after this many steps (0: run --epochs)");
 ABSL_FLAG(int32_t, epochs, 1, "train: epochs to run when --steps is 0");
-ABSL_FLAG(double, lr, 0.05, "train: SGD learning rate");
+ABSL_FLAG(double, lr, 0.05, "train: peak learning rate");
+ABSL_FLAG(std::string, optimizer, "sgd", "train: sgd (with --momentum) or adamw");
+ABSL_FLAG(double, momentum, 0.9, "train: SGD momentum");
+ABSL_FLAG(double, weight_decay, 1e-4, "train: weight decay (decoupled for adamw)");
+ABSL_FLAG(int64_t, warmup_steps, 0, "train: linear learning-rate warmup steps");
+ABSL_FLAG(std::string, lr_schedule, "cosine", "train: after warmup, cosine (to 0) or constant");
+ABSL_FLAG(std::string, device, "auto", "train: auto (CUDA when present), cpu or cuda");
+ABSL_FLAG(std::string, precision, "auto", "train: auto (bf16 autocast on CUDA), fp32 or bf16");
+ABSL_FLAG(double, bucket_mb, 25, "train: gradient all-reduce bucket size in MB");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "train: write DIR/checkpoint.pt every --checkpoint-every steps, at the end and when "
+          "stopped by a signal");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "train: steps between checkpoints (0: only at the end)");
+ABSL_FLAG(bool, resume, false, "train: continue from --checkpoint-dir/checkpoint.pt if present");
+ABSL_FLAG(std::string, model_dir, "", "train: write the final weights to DIR/checkpoint.pt");
+ABSL_FLAG(int32_t, local_rank, 0, "train: this rank's GPU on its host (internal)");
 ABSL_FLAG(int32_t, ranks, 0, "train/local: trainer ranks (processes) on this host");
 ABSL_FLAG(int32_t, rank, -1, "train: run only this global rank (internal; set by the launcher)");
 ABSL_FLAG(int32_t, world_size, 0, "train: total ranks (internal; set by the launcher)");
@@ -69,6 +85,18 @@ std::vector<std::string> TrainingFlagsAsArguments() {
           absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)),
           absl::StrCat("--seed=", absl::GetFlag(FLAGS_seed)),
           absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr)),
+          absl::StrCat("--optimizer=", absl::GetFlag(FLAGS_optimizer)),
+          absl::StrCat("--momentum=", absl::GetFlag(FLAGS_momentum)),
+          absl::StrCat("--weight_decay=", absl::GetFlag(FLAGS_weight_decay)),
+          absl::StrCat("--warmup_steps=", absl::GetFlag(FLAGS_warmup_steps)),
+          absl::StrCat("--lr_schedule=", absl::GetFlag(FLAGS_lr_schedule)),
+          absl::StrCat("--device=", absl::GetFlag(FLAGS_device)),
+          absl::StrCat("--precision=", absl::GetFlag(FLAGS_precision)),
+          absl::StrCat("--bucket_mb=", absl::GetFlag(FLAGS_bucket_mb)),
+          absl::StrCat("--checkpoint_dir=", absl::GetFlag(FLAGS_checkpoint_dir)),
+          absl::StrCat("--checkpoint_every=", absl::GetFlag(FLAGS_checkpoint_every)),
+          absl::StrCat("--resume=", absl::GetFlag(FLAGS_resume) ? "true" : "false"),
+          absl::StrCat("--model_dir=", absl::GetFlag(FLAGS_model_dir)),
           absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)),
           absl::StrCat("--connect_timeout=",
                        absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout))),

@@ -24,10 +24,11 @@ namespace {
 constexpr absl::Duration kRankGrace = absl::Seconds(15);
 
 std::vector<std::string> RankArguments(const std::string& trainer, const ClusterView& view,
-                                       int global_rank) {
+                                       int global_rank, int local_rank) {
   std::vector<std::string> argv = {
       trainer,
       absl::StrCat("--rank=", global_rank),
+      absl::StrCat("--local_rank=", local_rank),
       absl::StrCat("--world_size=", view.world_size),
       absl::StrCat("--data_servers=", absl::StrJoin(view.data_servers, ",")),
       absl::StrCat("--master_addr=", view.leader),
@@ -120,7 +121,7 @@ int RunTrainCommand(StopSignal& stop) {
   for (int local = 0; local < view.ranks_per_host; ++local) {
     const int global_rank = view.node_rank * view.ranks_per_host + local;
     absl::StatusOr<ChildProcess> child =
-        ChildProcess::Spawn(RankArguments(*trainer, view, global_rank));
+        ChildProcess::Spawn(RankArguments(*trainer, view, global_rank, local));
     if (!child.ok()) {
       LogError("%s", child.status().ToString());
       return kExitFailure;  // started ranks are killed by their destructors

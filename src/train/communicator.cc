@@ -1,6 +1,7 @@
 #include "src/train/communicator.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "absl/status/status.h"
@@ -9,63 +10,76 @@
 namespace heterodl {
 namespace {
 
-class GlooCommunicator final : public Communicator {
+class BackendCollective final : public PendingCollective {
  public:
-  GlooCommunicator(c10::intrusive_ptr<c10d::Store> store,
-                   c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int world_size)
-      : store_(std::move(store)), group_(std::move(group)), rank_(rank), world_size_(world_size) {}
+  BackendCollective(c10::intrusive_ptr<c10d::Work> work, std::string backend)
+      : work_(std::move(work)), backend_(std::move(backend)) {}
+  explicit BackendCollective(absl::Status failed) : failed_(std::move(failed)) {}
 
-  absl::Status AllReduceMean(std::vector<at::Tensor>& tensors) override {
-    if (world_size_ == 1) return absl::OkStatus();
+  absl::Status Wait() override {
+    if (!failed_.ok()) return failed_;
     try {
-      // One flat buffer: a single collective instead of one per parameter.
-      std::vector<at::Tensor> flat{at::cat(FlattenAll(tensors))};
-      group_->allreduce(flat)->wait();
-      flat[0].div_(world_size_);
-      int64_t offset = 0;
-      for (at::Tensor& tensor : tensors) {
-        const int64_t n = tensor.numel();
-        tensor.copy_(flat[0].narrow(0, offset, n).view_as(tensor));
-        offset += n;
-      }
+      work_->wait();
     } catch (const std::exception& error) {
-      return absl::UnavailableError(absl::StrCat("gloo all-reduce failed: ", error.what()));
+      return absl::UnavailableError(absl::StrCat(backend_, " collective failed: ", error.what()));
     }
     return absl::OkStatus();
   }
 
-  absl::Status AllReduceSum(at::Tensor& tensor) override {
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::string backend_;
+  absl::Status failed_;
+};
+
+class BackendCommunicator final : public Communicator {
+ public:
+  BackendCommunicator(c10::intrusive_ptr<c10d::Store> store,
+                      c10::intrusive_ptr<c10d::Backend> backend, std::string name, int rank,
+                      int world_size)
+      : store_(std::move(store)),
+        backend_(std::move(backend)),
+        name_(std::move(name)),
+        rank_(rank),
+        world_size_(world_size) {}
+
+  std::unique_ptr<PendingCollective> StartAllReduceSum(at::Tensor tensor) override {
+    if (world_size_ == 1) return std::make_unique<BackendCollective>(absl::OkStatus());
+    try {
+      std::vector<at::Tensor> tensors{std::move(tensor)};
+      return std::make_unique<BackendCollective>(backend_->allreduce(tensors), name_);
+    } catch (const std::exception& error) {
+      return std::make_unique<BackendCollective>(
+          absl::UnavailableError(absl::StrCat(name_, " all-reduce failed: ", error.what())));
+    }
+  }
+
+  absl::Status Broadcast(at::Tensor tensor) override {
     if (world_size_ == 1) return absl::OkStatus();
     try {
-      std::vector<at::Tensor> tensors{tensor};
-      group_->allreduce(tensors)->wait();
+      std::vector<at::Tensor> tensors{std::move(tensor)};
+      backend_->broadcast(tensors)->wait();
     } catch (const std::exception& error) {
-      return absl::UnavailableError(absl::StrCat("gloo all-reduce failed: ", error.what()));
+      return absl::UnavailableError(absl::StrCat(name_, " broadcast failed: ", error.what()));
     }
     return absl::OkStatus();
   }
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
+  std::string backend() const override { return name_; }
 
  private:
-  static std::vector<at::Tensor> FlattenAll(const std::vector<at::Tensor>& tensors) {
-    std::vector<at::Tensor> flat;
-    flat.reserve(tensors.size());
-    for (const at::Tensor& tensor : tensors) flat.push_back(tensor.reshape({-1}));
-    return flat;
-  }
-
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  c10::intrusive_ptr<c10d::Backend> backend_;
+  std::string name_;
   int rank_;
   int world_size_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
-    const RendezvousOptions& options) {
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const RendezvousOptions& options) {
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(options.master_port);
@@ -75,16 +89,25 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     store_options.timeout = absl::ToChronoMilliseconds(options.timeout);
     auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
 
-    auto gloo_options =
-        c10d::ProcessGroupGloo::Options::create(absl::ToChronoMilliseconds(options.timeout));
-    gloo_options->devices.push_back(
-        options.local_hostname.empty()
-            ? c10d::ProcessGroupGloo::createDefaultDevice()
-            : c10d::ProcessGroupGloo::createDeviceForHostname(options.local_hostname));
-    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank,
-                                                             options.world_size, gloo_options);
-    return std::unique_ptr<Communicator>(
-        new GlooCommunicator(store, group, options.rank, options.world_size));
+    c10::intrusive_ptr<c10d::Backend> backend;
+    if (options.use_nccl) {
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = absl::ToChronoMilliseconds(options.timeout);
+      backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, options.rank, options.world_size,
+                                                            nccl_options);
+    } else {
+      auto gloo_options =
+          c10d::ProcessGroupGloo::Options::create(absl::ToChronoMilliseconds(options.timeout));
+      gloo_options->devices.push_back(
+          options.local_hostname.empty()
+              ? c10d::ProcessGroupGloo::createDefaultDevice()
+              : c10d::ProcessGroupGloo::createDeviceForHostname(options.local_hostname));
+      backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank, options.world_size,
+                                                            gloo_options);
+    }
+    return std::unique_ptr<Communicator>(new BackendCommunicator(store, std::move(backend),
+                                                                 options.use_nccl ? "nccl" : "gloo",
+                                                                 options.rank, options.world_size));
   } catch (const std::exception& error) {
     return absl::UnavailableError(
         absl::StrCat("rendezvous with ", options.world_size, " ranks through the TCPStore at ",

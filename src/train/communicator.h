@@ -1,5 +1,11 @@
-// Communicator: the collectives the trainer needs, over a c10d process group.
-// Internal to src/train (includes ATen).
+// Communicator: the collectives the trainer needs, over a c10d backend: NCCL
+// when the ranks train on CUDA devices, Gloo on CPU. Internal to src/train
+// (includes ATen).
+//
+//   ASSIGN_OR_RETURN(auto communicator, CreateCommunicator(rendezvous));
+//   auto pending = communicator->StartAllReduceSum(bucket);  // returns at once
+//   ... more work ...
+//   RETURN_IF_ERROR(pending->Wait());
 #ifndef HETERODL_SRC_TRAIN_COMMUNICATOR_H_
 #define HETERODL_SRC_TRAIN_COMMUNICATOR_H_
 
@@ -14,16 +20,29 @@
 
 namespace heterodl {
 
+// A collective in flight.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  // Blocks until the result is in the tensor (on CUDA: until the current
+  // stream is ordered after it). UNAVAILABLE names the failure (a peer gone).
+  virtual absl::Status Wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
-  // Replaces each tensor by its mean over all ranks. All ranks call this
-  // with tensors of the same shapes, in the same order.
-  virtual absl::Status AllReduceMean(std::vector<at::Tensor>& tensors) = 0;
+  // Starts replacing `tensor` by its sum over all ranks. All ranks start the
+  // same collectives in the same order. `tensor` must stay alive until Wait().
+  virtual std::unique_ptr<PendingCollective> StartAllReduceSum(at::Tensor tensor) = 0;
   // Replaces `tensor` by its sum over all ranks.
-  virtual absl::Status AllReduceSum(at::Tensor& tensor) = 0;
+  absl::Status AllReduceSum(at::Tensor tensor) { return StartAllReduceSum(tensor)->Wait(); }
+  // Replaces `tensor` by rank 0's.
+  virtual absl::Status Broadcast(at::Tensor tensor) = 0;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  // "gloo" or "nccl".
+  virtual std::string backend() const = 0;
 };
 
 struct RendezvousOptions {
@@ -33,12 +52,15 @@ struct RendezvousOptions {
   int master_port = 29500;
   std::string local_hostname;  // empty: this host's name
   absl::Duration timeout = absl::Seconds(60);
+  // NCCL (the ncclUniqueId travels through the TCPStore) for tensors on
+  // CUDA devices; Gloo otherwise.
+  bool use_nccl = false;
 };
 
-// Gloo over a c10d TCPStore hosted by rank 0. Fails with a message naming the
-// store's address when the rendezvous does not complete within the timeout.
-absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
-    const RendezvousOptions& options);
+// Rendezvous through a c10d TCPStore hosted by rank 0, then the backend.
+// Fails with a message naming the store's address when the rendezvous does
+// not complete within the timeout.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const RendezvousOptions& options);
 
 }  // namespace heterodl
 

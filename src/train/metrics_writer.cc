@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -9,11 +10,15 @@
 #include "src/common/proto_json.h"
 
 namespace heterodl {
+
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::string& path,
-                                                                   uint32_t rank) {
+                                                                   uint32_t rank, bool append) {
   std::FILE* file = nullptr;
   if (!path.empty()) {
-    file = std::fopen(path.c_str(), "w");
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ignored;  // fopen reports what matters
+    if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
+    file = std::fopen(path.c_str(), append ? "a" : "w");
     if (file == nullptr) {
       return absl::UnavailableError(
           absl::StrCat("cannot create metrics file '", path, "': ", std::strerror(errno)));
@@ -45,6 +50,7 @@ void MetricsWriter::RecordStep(const StepRecord& record) {
   metrics.set_images_per_sec(record.step_ms > 0 ? record.batch_size * 1000.0 / record.step_ms : 0);
   metrics.set_batch_size(record.batch_size);
   metrics.set_failed_samples(record.failed_samples);
+  metrics.set_learning_rate(record.learning_rate);
   const std::string line = ToJson(metrics) + "\n";
   std::fwrite(line.data(), 1, line.size(), file_);
   std::fflush(file_);

@@ -27,6 +27,7 @@ struct StepRecord {
   double loss = 0;
   uint32_t batch_size = 0;
   uint32_t failed_samples = 0;
+  double learning_rate = 0;
 };
 
 struct RunTotals {
@@ -40,10 +41,10 @@ struct RunTotals {
 
 class MetricsWriter {
  public:
-  // `path` may be empty (no file). Otherwise the file is created (truncated);
-  // errors name it.
-  static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(const std::string& path,
-                                                             uint32_t rank);
+  // `path` may be empty (no file). Otherwise the file (and its directory) is
+  // created, or appended to when `append` (a resumed run); errors name it.
+  static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(const std::string& path, uint32_t rank,
+                                                             bool append = false);
   ~MetricsWriter();
 
   void RecordStep(const StepRecord& record);

@@ -1,6 +1,10 @@
 #include "src/train/models.h"
 
 #include <torch/nn.h>
+#include <torch/script.h>
+
+#include <array>
+#include <filesystem>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -8,48 +12,239 @@
 namespace heterodl {
 namespace {
 
-// Appends conv 3x3 / stride 2 + batch norm + ReLU to `sequence`.
-void AddConvBlock(torch::nn::Sequential& sequence, int in_channels, int out_channels) {
-  sequence->push_back(torch::nn::Conv2d(
-      torch::nn::Conv2dOptions(in_channels, out_channels, 3).stride(2).padding(1).bias(false)));
-  sequence->push_back(torch::nn::BatchNorm2d(out_channels));
-  sequence->push_back(torch::nn::ReLU(torch::nn::ReLUOptions(true)));
+namespace nn = torch::nn;
+
+nn::Conv2d Conv(int in_channels, int out_channels, int kernel, int stride, int padding) {
+  return nn::Conv2d(nn::Conv2dOptions(in_channels, out_channels, kernel)
+                        .stride(stride)
+                        .padding(padding)
+                        .bias(false));
 }
+
+// ---- small_cnn ----
 
 torch::nn::Sequential SmallCnnFeatures() {
   torch::nn::Sequential features;
-  AddConvBlock(features, 3, 16);
-  AddConvBlock(features, 16, 32);
-  AddConvBlock(features, 32, 64);
+  const int widths[] = {3, 16, 32, 64};
+  for (int i = 0; i < 3; ++i) {
+    features->push_back(Conv(widths[i], widths[i + 1], 3, 2, 1));
+    features->push_back(nn::BatchNorm2d(widths[i + 1]));
+    features->push_back(nn::ReLU(nn::ReLUOptions(true)));
+  }
   return features;
 }
 
-class SmallCnnImpl : public torch::nn::Module {
+class SmallCnnImpl : public nn::Module {
  public:
   explicit SmallCnnImpl(int num_classes)
       : features_(register_module("features", SmallCnnFeatures())),
-        classifier_(register_module("classifier", torch::nn::Linear(64, num_classes))) {}
+        classifier_(register_module("classifier", nn::Linear(64, num_classes))) {}
 
   torch::Tensor forward(torch::Tensor input) {
-    torch::Tensor features = features_->forward(input);
-    return classifier_->forward(features.mean({2, 3}));
+    return classifier_->forward(features_->forward(input).mean({2, 3}));
   }
 
  private:
-  torch::nn::Sequential features_;
-  torch::nn::Linear classifier_;
+  nn::Sequential features_;
+  nn::Linear classifier_;
 };
 TORCH_MODULE(SmallCnn);
 
+// ---- ResNet, as torchvision builds it ----
+
+// conv1x1 + batch norm when a block changes resolution or width.
+nn::Sequential Downsample(int in_channels, int out_channels, int stride) {
+  nn::Sequential downsample;
+  downsample->push_back(Conv(in_channels, out_channels, 1, stride, 0));
+  downsample->push_back(nn::BatchNorm2d(out_channels));
+  return downsample;
+}
+
+class BasicBlockImpl : public nn::Module {
+ public:
+  static constexpr int kExpansion = 1;
+  BasicBlockImpl(int in_channels, int planes, int stride)
+      : conv1_(register_module("conv1", Conv(in_channels, planes, 3, stride, 1))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        conv2_(register_module("conv2", Conv(planes, planes, 3, 1, 1))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(planes))) {
+    if (stride != 1 || in_channels != planes) {
+      downsample_ = register_module("downsample", Downsample(in_channels, planes, stride));
+    }
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor out = torch::relu(bn1_->forward(conv1_->forward(x)));
+    out = bn2_->forward(conv2_->forward(out));
+    out += downsample_ ? downsample_->forward(x) : x;
+    return torch::relu(out);
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  nn::Sequential downsample_{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+class BottleneckImpl : public nn::Module {
+ public:
+  static constexpr int kExpansion = 4;
+  BottleneckImpl(int in_channels, int planes, int stride)
+      : conv1_(register_module("conv1", Conv(in_channels, planes, 1, 1, 0))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        conv2_(register_module("conv2", Conv(planes, planes, 3, stride, 1))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
+        conv3_(register_module("conv3", Conv(planes, planes * kExpansion, 1, 1, 0))),
+        bn3_(register_module("bn3", nn::BatchNorm2d(planes * kExpansion))) {
+    if (stride != 1 || in_channels != planes * kExpansion) {
+      downsample_ =
+          register_module("downsample", Downsample(in_channels, planes * kExpansion, stride));
+    }
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor out = torch::relu(bn1_->forward(conv1_->forward(x)));
+    out = torch::relu(bn2_->forward(conv2_->forward(out)));
+    out = bn3_->forward(conv3_->forward(out));
+    out += downsample_ ? downsample_->forward(x) : x;
+    return torch::relu(out);
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  nn::Conv2d conv3_;
+  nn::BatchNorm2d bn3_;
+  nn::Sequential downsample_{nullptr};
+};
+TORCH_MODULE(Bottleneck);
+
+template <typename Block>
+class ResNetImpl : public nn::Module {
+ public:
+  ResNetImpl(const std::array<int, 4>& blocks, int num_classes)
+      : conv1_(register_module("conv1", Conv(3, 64, 7, 2, 3))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(64))),
+        layer1_(register_module("layer1", MakeLayer(64, blocks[0], 1))),
+        layer2_(register_module("layer2", MakeLayer(128, blocks[1], 2))),
+        layer3_(register_module("layer3", MakeLayer(256, blocks[2], 2))),
+        layer4_(register_module("layer4", MakeLayer(512, blocks[3], 2))),
+        fc_(register_module("fc", nn::Linear(512 * Block::Impl::kExpansion, num_classes))) {
+    // torchvision's initialization: He (fan out) for convolutions, batch
+    // norm as identity; the linear layer keeps its default.
+    for (auto& module : modules(/*include_self=*/false)) {
+      if (auto* conv = module->template as<nn::Conv2d>()) {
+        nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
+      } else if (auto* bn = module->template as<nn::BatchNorm2d>()) {
+        nn::init::ones_(bn->weight);
+        nn::init::zeros_(bn->bias);
+      }
+    }
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(bn1_->forward(conv1_->forward(x)));
+    x = torch::max_pool2d(x, 3, 2, 1);
+    x = layer4_->forward(layer3_->forward(layer2_->forward(layer1_->forward(x))));
+    return fc_->forward(torch::flatten(torch::adaptive_avg_pool2d(x, {1, 1}), 1));
+  }
+
+ private:
+  nn::Sequential MakeLayer(int planes, int blocks, int stride) {
+    nn::Sequential layer;
+    layer->push_back(Block(in_channels_, planes, stride));
+    in_channels_ = planes * Block::Impl::kExpansion;
+    for (int i = 1; i < blocks; ++i) layer->push_back(Block(in_channels_, planes, 1));
+    return layer;
+  }
+
+  int in_channels_ = 64;
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Sequential layer1_, layer2_, layer3_, layer4_;
+  nn::Linear fc_;
+};
+
+// A C++ module as a Model.
+template <typename ModuleHolder>
+class NativeModel final : public Model {
+ public:
+  explicit NativeModel(ModuleHolder module) : module_(std::move(module)) {}
+  torch::Tensor Forward(const torch::Tensor& input) override { return module_->forward(input); }
+  std::vector<torch::Tensor> Parameters() override { return module_->parameters(); }
+  std::vector<torch::Tensor> Buffers() override { return module_->buffers(); }
+  void SetTraining(bool training) override { module_->train(training); }
+  void To(const torch::Device& device) override { module_->to(device); }
+
+ private:
+  ModuleHolder module_;
+};
+
+class TorchScriptModel final : public Model {
+ public:
+  explicit TorchScriptModel(torch::jit::Module module) : module_(std::move(module)) {}
+  torch::Tensor Forward(const torch::Tensor& input) override {
+    return module_.forward({input}).toTensor();
+  }
+  std::vector<torch::Tensor> Parameters() override {
+    std::vector<torch::Tensor> parameters;
+    for (const torch::Tensor& parameter : module_.parameters()) {
+      if (parameter.requires_grad()) parameters.push_back(parameter);
+    }
+    return parameters;
+  }
+  std::vector<torch::Tensor> Buffers() override {
+    std::vector<torch::Tensor> buffers;
+    for (const torch::Tensor& buffer : module_.buffers()) buffers.push_back(buffer);
+    return buffers;
+  }
+  void SetTraining(bool training) override { module_.train(training); }
+  void To(const torch::Device& device) override { module_.to(device); }
+
+ private:
+  torch::jit::Module module_;
+};
+
 }  // namespace
 
-absl::StatusOr<torch::nn::AnyModule> CreateModel(const std::string& name, int num_classes) {
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const std::string& name, int num_classes) {
   if (num_classes < 1) {
     return absl::InvalidArgumentError(absl::StrCat("model needs >= 1 class, got ", num_classes));
   }
-  if (name == "small_cnn") return torch::nn::AnyModule(SmallCnn(num_classes));
+  if (name == "small_cnn") {
+    return std::make_unique<NativeModel<SmallCnn>>(SmallCnn(num_classes));
+  }
+  if (name == "resnet18") {
+    using ResNet18 = nn::ModuleHolder<ResNetImpl<BasicBlock>>;
+    return std::make_unique<NativeModel<ResNet18>>(
+        ResNet18(std::array<int, 4>{2, 2, 2, 2}, num_classes));
+  }
+  if (name == "resnet50") {
+    using ResNet50 = nn::ModuleHolder<ResNetImpl<Bottleneck>>;
+    return std::make_unique<NativeModel<ResNet50>>(
+        ResNet50(std::array<int, 4>{3, 4, 6, 3}, num_classes));
+  }
+  std::error_code error;
+  if (std::filesystem::is_regular_file(name, error)) {
+    try {
+      return std::make_unique<TorchScriptModel>(torch::jit::load(name));
+    } catch (const c10::Error& e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", name, "' is not a loadable TorchScript file: ", e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' is not a loadable TorchScript file: ", e.what()));
+    }
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown model '", name, "' (built in: small_cnn)"));
+      absl::StrCat("unknown model '", name,
+                   "': built in are small_cnn, resnet18 and resnet50; otherwise give the path of a "
+                   "TorchScript file"));
 }
 
 }  // namespace heterodl

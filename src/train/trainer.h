@@ -30,7 +30,32 @@ struct TrainerOptions {
   uint32_t batch_size = 32;
   uint64_t seed = 0;
   std::string pipeline;  // empty: the servers' default
+
+  // Optimization. "sgd" (with momentum, Nesterov off) or "adamw".
+  std::string optimizer = "sgd";
   double learning_rate = 0.05;
+  double momentum = 0.9;  // sgd
+  double weight_decay = 1e-4;
+  int64_t warmup_steps = 0;
+  std::string lr_schedule = "cosine";  // or "constant"
+
+  // "auto" (CUDA when present), "cpu" or "cuda".
+  std::string device = "auto";
+  // This rank's index on its host: its GPU.
+  int local_rank = 0;
+  // "auto" (bf16 autocast on CUDA, fp32 on CPU), "fp32" or "bf16".
+  std::string precision = "auto";
+  // Gradient all-reduce bucket size.
+  int64_t bucket_bytes = 25 << 20;
+
+  // Checkpoints: every `checkpoint_every` steps (0: never on a schedule) and
+  // when stopped by a signal, to checkpoint_dir/checkpoint.pt. With `resume`,
+  // training continues from that file when it exists.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  // Where the final weights go (a checkpoint-format file); empty: nowhere.
+  std::string final_model_dir;
 
   uint32_t rank = 0;
   uint32_t world_size = 1;

@@ -1,0 +1,104 @@
+#include "src/train/device_feed.h"
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "src/common/status_macros.h"
+
+namespace heterodl {
+namespace {
+
+// ImageNet statistics in pixel units: the wire carries uint8.
+constexpr float kMean[3] = {0.485f * 255, 0.456f * 255, 0.406f * 255};
+constexpr float kStd[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
+
+// Pinned tensors by data pointer: the pool hands out raw pointers.
+class PinnedBlocks {
+ public:
+  void* Allocate(size_t bytes) {
+    try {
+      torch::Tensor block = torch::empty({static_cast<int64_t>(bytes)},
+                                         torch::TensorOptions(torch::kUInt8).pinned_memory(true));
+      void* data = block.data_ptr();
+      absl::MutexLock lock(&mu_);
+      blocks_.emplace(data, std::move(block));
+      return data;
+    } catch (const std::exception&) {
+      return nullptr;  // the pool reports RESOURCE_EXHAUSTED
+    }
+  }
+  void Release(void* data) {
+    absl::MutexLock lock(&mu_);
+    blocks_.erase(data);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<void*, torch::Tensor> blocks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int local_rank) {
+  const bool cuda = torch::cuda::is_available();
+  if (requested == "cpu" || (requested == "auto" && !cuda)) return torch::Device(torch::kCPU);
+  if (requested != "auto" && requested != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device '", requested, "': expected auto, cpu or cuda"));
+  }
+  if (!cuda) {
+    return absl::FailedPreconditionError("--device cuda: no CUDA device is usable here");
+  }
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  if (local_rank >= count) {
+    return absl::FailedPreconditionError(absl::StrCat("local rank ", local_rank, " needs GPU ",
+                                                      local_rank, " but this host has ", count,
+                                                      "; run at most one rank per GPU (--ranks)"));
+  }
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+}
+
+HostAllocator PinnedHostAllocator() {
+  auto blocks = std::make_shared<PinnedBlocks>();
+  return {[blocks](size_t bytes) { return blocks->Allocate(bytes); },
+          [blocks](void* data) { blocks->Release(data); }};
+}
+
+BatchFeeder::BatchFeeder(RemoteLoader& loader, const torch::Device& device)
+    : loader_(loader),
+      device_(device),
+      mean_(torch::tensor({kMean[0], kMean[1], kMean[2]}).view({1, 3, 1, 1}).to(device)),
+      std_(torch::tensor({kStd[0], kStd[1], kStd[2]}).view({1, 3, 1, 1}).to(device)) {}
+
+absl::Status BatchFeeder::StartEpoch(uint32_t epoch, int64_t start_batch) {
+  RETURN_IF_ERROR(loader_.SetEpoch(epoch, start_batch));
+  position_ = {epoch, start_batch};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<DeviceBatch>> BatchFeeder::Next() {
+  ASSIGN_OR_RETURN(std::optional<Batch> batch, loader_.Next());
+  if (!batch) return std::optional<DeviceBatch>();
+  DeviceBatch out;
+  out.host = *std::move(batch);
+  const Batch& host = out.host;
+  // Borrowed views of the received buffers; `out.host` keeps them alive
+  // until the step that uses them has finished.
+  torch::Tensor pixels = torch::from_blob(
+      out.host.images.data(), {host.size(), host.height, host.width, host.channels}, torch::kUInt8);
+  torch::Tensor labels = torch::from_blob(out.host.labels.data(), {host.size()}, torch::kInt64);
+  const bool non_blocking = device_.is_cuda();
+  pixels = pixels.to(device_, /*non_blocking=*/non_blocking);
+  out.labels = labels.to(device_, /*non_blocking=*/non_blocking);
+  out.input = (pixels.permute({0, 3, 1, 2}).to(torch::kFloat32) - mean_) / std_;
+  position_ = {host.epoch, host.index + 1};
+  return std::optional<DeviceBatch>(std::move(out));
+}
+
+}  // namespace heterodl

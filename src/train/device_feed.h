@@ -1,0 +1,64 @@
+// Getting batches onto the rank's device. Internal to src/train (LibTorch).
+//
+// The loader's pixel buffers are page-locked when the rank trains on CUDA
+// (PinnedHostAllocator), so a batch crosses PCIe with one non-blocking copy
+// queued behind the running step; uint8 -> float and Normalize run on the
+// device. The training loop asks for batch k+1 right after queuing step k,
+// so fetching and copying it overlap the device's work. On CPU the same code
+// runs synchronously.
+//
+//   BatchFeeder feeder(*loader, device);
+//   feeder.StartEpoch(epoch, start_batch);
+//   ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch, feeder.Next());
+#ifndef HETERODL_SRC_TRAIN_DEVICE_FEED_H_
+#define HETERODL_SRC_TRAIN_DEVICE_FEED_H_
+
+#include <torch/types.h>
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "src/client/remote_loader.h"
+#include "src/common/buffer_pool.h"
+
+namespace heterodl {
+
+// "auto": CUDA device `local_rank` when CUDA is available, else the CPU;
+// "cpu"; "cuda" (FAILED_PRECONDITION without a usable GPU).
+absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int local_rank);
+
+// Page-locked (CUDA pinned) host memory, from torch's pinned allocator.
+// REQUIRES: CUDA is available.
+HostAllocator PinnedHostAllocator();
+
+// One batch ready for the model.
+struct DeviceBatch {
+  torch::Tensor input;   // float [B, 3, H, W], normalized, on the device
+  torch::Tensor labels;  // int64 [B], on the device
+  Batch host;            // the received batch; holds the pixels until the copy is done
+};
+
+class BatchFeeder {
+ public:
+  // `loader` must outlive the feeder.
+  BatchFeeder(RemoteLoader& loader, const torch::Device& device);
+
+  absl::Status StartEpoch(uint32_t epoch, int64_t start_batch);
+  // The next batch of the epoch, its copy queued on the device; nullopt at
+  // the end of the epoch.
+  absl::StatusOr<std::optional<DeviceBatch>> Next();
+  // Where to resume after the batches Next() has returned.
+  LoaderPosition position() const { return position_; }
+
+ private:
+  RemoteLoader& loader_;
+  const torch::Device device_;
+  torch::Tensor mean_;  // [1,3,1,1] on the device, pixel scale (0..255)
+  torch::Tensor std_;
+  LoaderPosition position_;
+};
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_TRAIN_DEVICE_FEED_H_
