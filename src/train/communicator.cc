@@ -14,10 +14,11 @@ class BackendCollective final : public PendingCollective {
  public:
   BackendCollective(c10::intrusive_ptr<c10d::Work> work, std::string backend)
       : work_(std::move(work)), backend_(std::move(backend)) {}
-  explicit BackendCollective(absl::Status failed) : failed_(std::move(failed)) {}
+  // Already complete: nothing to do (one rank), or failed to start.
+  explicit BackendCollective(absl::Status result) : result_(std::move(result)) {}
 
   absl::Status Wait() override {
-    if (!failed_.ok()) return failed_;
+    if (work_ == nullptr) return result_;
     try {
       work_->wait();
     } catch (const std::exception& error) {
@@ -29,7 +30,7 @@ class BackendCollective final : public PendingCollective {
  private:
   c10::intrusive_ptr<c10d::Work> work_;
   std::string backend_;
-  absl::Status failed_;
+  absl::Status result_;
 };
 
 class BackendCommunicator final : public Communicator {

@@ -1,0 +1,125 @@
+"""End-to-end tests of the trainer: resume, TorchScript models, optimizers.
+
+Run by ctest as `python train_test.py BUILD_DIR` with the project's venv
+Python (torch and torchvision make the TorchScript model).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from processes import read_until  # noqa: E402
+
+BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
+HETERODL = os.path.join(BUILD_DIR, "heterodl")
+
+
+def read_metrics(path):
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [row for row in rows if "summary" not in row]
+
+
+class TrainerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="heterodl-train-")
+        cls.dataset = os.path.join(cls.tmp, "sample")
+        subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "96",
+                        "--seed", "5"], check=True, timeout=120)
+
+    def local_arguments(self, *extra):
+        return [HETERODL, "local", "--dataset", self.dataset, "--data-servers", "1",
+                "--ranks", "2", "--batch-size", "4", *extra]
+
+    def test_an_interrupted_run_resumes_at_the_exact_next_batch(self):
+        # ResNet-18 on 64x64 crops: slow enough to be stopped mid-run, and
+        # 30 steps of 12 per epoch cross two epoch boundaries.
+        common = ["--model", "resnet18", "--steps", "30", "--pipeline",
+                  "random_resized_crop(64)|hflip(0.5)", "--lr", "0.02", "--warmup-steps", "4"]
+        whole = os.path.join(self.tmp, "whole")
+        result = subprocess.run(
+            self.local_arguments(*common, "--sample-log-dir", os.path.join(whole, "samples"),
+                                 "--metrics-file", os.path.join(whole, "metrics.jsonl")),
+            capture_output=True, text=True, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+
+        parts = os.path.join(self.tmp, "parts")
+        resumed = common + ["--sample-log-dir", os.path.join(parts, "samples"),
+                            "--metrics-file", os.path.join(parts, "metrics.jsonl"),
+                            "--checkpoint-dir", os.path.join(parts, "checkpoints")]
+        first = subprocess.Popen(self.local_arguments(*resumed), stderr=subprocess.PIPE,
+                                 text=True)
+        read_until(first, "step 5/")
+        first.send_signal(signal.SIGTERM)
+        rest = first.communicate(timeout=120)[1]
+        self.assertIn("stopped on request", rest)
+        self.assertIn("checkpoint at step", rest)
+        self.assertTrue(os.path.exists(os.path.join(parts, "checkpoints", "checkpoint.pt")))
+
+        second = subprocess.run(self.local_arguments(*resumed, "--resume"),
+                                capture_output=True, text=True, timeout=600)
+        self.assertEqual(second.returncode, 0, second.stderr[-4000:])
+        self.assertIn("resuming from", second.stderr)
+
+        for rank in (0, 1):
+            name = f"rank{rank}.samples"
+            with open(os.path.join(whole, "samples", name)) as f:
+                expected = f.read()
+            with open(os.path.join(parts, "samples", name)) as f:
+                actual = f.read()
+            self.assertEqual(len(expected.splitlines()), 30 * 4)
+            self.assertEqual(actual, expected, f"rank {rank} saw another sample sequence")
+        # Same weights, optimizer state and schedule: the same losses.
+        expected = read_metrics(os.path.join(whole, "metrics.jsonl"))
+        actual = read_metrics(os.path.join(parts, "metrics.jsonl"))
+        self.assertEqual([row["step"] for row in actual], list(range(30)))
+        for want, got in zip(expected, actual):
+            self.assertAlmostEqual(want["loss"], got["loss"], places=4, msg=f"step {want['step']}")
+            self.assertAlmostEqual(want["learning_rate"], got["learning_rate"], places=12)
+
+    def test_a_torchscript_model_from_python_trains(self):
+        path = os.path.join(self.tmp, "scripted_resnet18.pt")
+        subprocess.run([sys.executable, "-c",
+                        "import sys, torch, torchvision\n"
+                        "model = torchvision.models.resnet18(num_classes=32)\n"
+                        "torch.jit.script(model).save(sys.argv[1])\n", path],
+                       check=True, timeout=300)
+        result = subprocess.run(
+            self.local_arguments("--model", path, "--steps", "2", "--pipeline",
+                                 "random_resized_crop(64)", "--optimizer", "adamw", "--lr",
+                                 "0.001"),
+            capture_output=True, text=True, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        self.assertIn(f"training {path}", result.stderr)
+        self.assertIn("step 2/2", result.stderr)
+
+    def test_warmup_and_schedule_reach_the_metrics(self):
+        metrics = os.path.join(self.tmp, "warmup.jsonl")
+        result = subprocess.run(
+            self.local_arguments("--steps", "6", "--lr", "0.3", "--warmup-steps", "3",
+                                 "--lr-schedule", "constant", "--optimizer", "adamw",
+                                 "--metrics-file", metrics),
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        rates = [row["learning_rate"] for row in read_metrics(metrics)]
+        for got, want in zip(rates, [0.1, 0.2, 0.3, 0.3, 0.3, 0.3]):
+            self.assertAlmostEqual(got, want)
+
+    def test_bad_training_settings_fail_with_a_clear_message(self):
+        for flags, message in ((["--optimizer", "lamb"], "unknown optimizer"),
+                               (["--model", "/nonexistent/model.pt"], "unknown model"),
+                               (["--device", "tpu"], "expected auto, cpu or cuda")):
+            result = subprocess.run(self.local_arguments("--steps", "1", *flags),
+                                    capture_output=True, text=True, timeout=300)
+            self.assertNotEqual(result.returncode, 0)
+            self.assertIn(message, result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
