@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Packs what bench/gpu/run.sh needs on a GPU machine that has no package
+# registry: heterodl and heterodl-trainer built here against the same torch
+# (2.11.0+cu130), the Debian libraries they link (gRPC, protobuf, Abseil,
+# OpenCV, libjpeg-turbo, libarchive and their own dependencies; never torch,
+# CUDA or the C library, which the GPU machine has), and the sample dataset.
+#
+#   bash bench/gpu/make_bundle.sh   # -> bench/gpu/bundle.tar.xz (git-ignored)
+#
+# OpenCV's codecs pull in GDAL, x265 and friends: the libraries are ~200 MB,
+# ~55 MB as xz, which fits what a device run may carry (64 MiB).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[[ -x build/heterodl && -x build/heterodl-trainer ]] || bash scripts/setup.sh
+bundle=bench/gpu/bundle
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/lib"
+cp build/heterodl build/heterodl-trainer "$bundle/bin/"
+strip "$bundle/bin/"*
+# Libraries of the two binaries, minus torch/CUDA (from the GPU machine's
+# wheel) and glibc's own (from its system).
+ldd build/heterodl build/heterodl-trainer | awk '/=> \// {print $1, $3}' | sort -u |
+  while read -r name path; do
+    case "$name" in
+      libtorch*|libc10*|libcuda*|libcudart*|libnv*|libnccl*|libcublas*|libcufft*|libcurand*|\
+      libcusparse*|libcusolver*|libcudnn*|libgomp*|libc.so*|libm.so*|libdl.so*|libpthread.so*|\
+      librt.so*|libutil.so*|ld-linux*|libshm*|libcaffe2*) ;;
+      *) cp -L "$path" "$bundle/lib/$name" ;;
+    esac
+  done
+./build/heterodl dataset sample "$bundle/sample" --images 128
+tar -cJf bench/gpu/bundle.tar.xz -C bench/gpu bundle
+rm -rf "$bundle"
+echo "bundle: $(du -h bench/gpu/bundle.tar.xz | cut -f1) in bench/gpu/bundle.tar.xz"
