@@ -1,6 +1,7 @@
 // The `heterodl` Python module: RemoteLoader (src/client) for PyTorch
 // trainers. Batches become torch tensors without a copy: the tensors borrow
 // the received buffers and keep them alive.
+#include <torch/cuda.h>
 #include <torch/extension.h>
 
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "src/client/remote_loader.h"
+#include "src/train/pinned_memory.h"
 
 namespace heterodl {
 namespace {
@@ -59,7 +61,8 @@ class PyRemoteDataLoader {
   PyRemoteDataLoader(std::vector<std::string> servers, uint32_t batch_size, std::string pipeline,
                      uint32_t rank, uint32_t world_size, uint64_t seed, bool drop_last,
                      int credits_per_server, int connections_per_server, double connect_timeout,
-                     double stall_timeout, std::optional<std::string> auth_token) {
+                     double stall_timeout, std::optional<std::string> auth_token,
+                     std::optional<bool> pin_memory) {
     RemoteLoaderOptions options;
     options.servers = std::move(servers);
     options.batch_size = batch_size;
@@ -73,6 +76,12 @@ class PyRemoteDataLoader {
     options.auth_token = auth_token.value_or("");
     options.connect_timeout = absl::Seconds(connect_timeout);
     options.stall_timeout = absl::Seconds(stall_timeout);
+    if (pin_memory.value_or(torch::cuda::is_available())) {
+      if (!torch::cuda::is_available()) {
+        throw std::runtime_error("pin_memory=True needs CUDA, and torch sees no CUDA device");
+      }
+      options.pixel_allocator = PinnedHostAllocator();
+    }
     absl::StatusOr<std::unique_ptr<RemoteLoader>> loader;
     {
       py::gil_scoped_release release;  // waits for servers
@@ -153,12 +162,13 @@ PYBIND11_MODULE(_heterodl, m) {
   py::class_<PyRemoteDataLoader>(m, "RemoteDataLoader",
                                  "Batches of one rank from heterodl data servers, in order.")
       .def(py::init<std::vector<std::string>, uint32_t, std::string, uint32_t, uint32_t, uint64_t,
-                    bool, int, int, double, double, std::optional<std::string>>(),
+                    bool, int, int, double, double, std::optional<std::string>,
+                    std::optional<bool>>(),
            py::arg("servers"), py::arg("batch_size"), py::arg("pipeline") = "", py::arg("rank") = 0,
            py::arg("world_size") = 1, py::arg("seed") = 0, py::arg("drop_last") = false,
            py::arg("credits_per_server") = 4, py::arg("connections_per_server") = 2,
            py::arg("connect_timeout") = 60.0, py::arg("stall_timeout") = 60.0,
-           py::arg("auth_token") = py::none())
+           py::arg("auth_token") = py::none(), py::arg("pin_memory") = py::none())
       .def("set_epoch", &PyRemoteDataLoader::SetEpoch, py::arg("epoch"),
            "The epoch the next iteration runs (it changes the shuffle).")
       .def("resume", &PyRemoteDataLoader::Resume, py::arg("epoch"), py::arg("next_batch"),

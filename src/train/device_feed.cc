@@ -3,12 +3,8 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include <map>
-#include <memory>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
@@ -17,31 +13,6 @@ namespace {
 // ImageNet statistics in pixel units: the wire carries uint8.
 constexpr float kMean[3] = {0.485f * 255, 0.456f * 255, 0.406f * 255};
 constexpr float kStd[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
-
-// Pinned tensors by data pointer: the pool hands out raw pointers.
-class PinnedBlocks {
- public:
-  void* Allocate(size_t bytes) {
-    try {
-      torch::Tensor block = torch::empty({static_cast<int64_t>(bytes)},
-                                         torch::TensorOptions(torch::kUInt8).pinned_memory(true));
-      void* data = block.data_ptr();
-      absl::MutexLock lock(&mu_);
-      blocks_.emplace(data, std::move(block));
-      return data;
-    } catch (const std::exception&) {
-      return nullptr;  // the pool reports RESOURCE_EXHAUSTED
-    }
-  }
-  void Release(void* data) {
-    absl::MutexLock lock(&mu_);
-    blocks_.erase(data);
-  }
-
- private:
-  absl::Mutex mu_;
-  std::map<void*, torch::Tensor> blocks_ ABSL_GUARDED_BY(mu_);
-};
 
 }  // namespace
 
@@ -62,12 +33,6 @@ absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int loc
                                                       "; run at most one rank per GPU (--ranks)"));
   }
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
-}
-
-HostAllocator PinnedHostAllocator() {
-  auto blocks = std::make_shared<PinnedBlocks>();
-  return {[blocks](size_t bytes) { return blocks->Allocate(bytes); },
-          [blocks](void* data) { blocks->Release(data); }};
 }
 
 BatchFeeder::BatchFeeder(RemoteLoader& loader, const torch::Device& device)

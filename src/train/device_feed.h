@@ -1,7 +1,7 @@
 // Getting batches onto the rank's device. Internal to src/train (LibTorch).
 //
 // The loader's pixel buffers are page-locked when the rank trains on CUDA
-// (PinnedHostAllocator), so a batch crosses PCIe with one non-blocking copy
+// (pinned_memory.h), so a batch crosses PCIe with one non-blocking copy
 // queued behind the running step; uint8 -> float and Normalize run on the
 // device. The training loop asks for batch k+1 right after queuing step k,
 // so fetching and copying it overlap the device's work. On CPU the same code
@@ -27,10 +27,6 @@ namespace heterodl {
 // "auto": CUDA device `local_rank` when CUDA is available, else the CPU;
 // "cpu"; "cuda" (FAILED_PRECONDITION without a usable GPU).
 absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int local_rank);
-
-// Page-locked (CUDA pinned) host memory, from torch's pinned allocator.
-// REQUIRES: CUDA is available.
-HostAllocator PinnedHostAllocator();
 
 // One batch ready for the model.
 struct DeviceBatch {

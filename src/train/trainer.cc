@@ -22,6 +22,7 @@
 #include "src/train/lr_schedule.h"
 #include "src/train/metrics_writer.h"
 #include "src/train/models.h"
+#include "src/train/pinned_memory.h"
 
 namespace heterodl {
 namespace {

@@ -11,6 +11,9 @@ CPU-only machines) and arrive as uint8 tensors:
         for batch in loader:
             images = batch.images.cuda(non_blocking=True)  # uint8 [B, H, W, 3]
             labels = batch.labels.cuda(non_blocking=True)  # int64 [B]
+
+With CUDA present the images arrive in pinned (page-locked) memory, so the
+copy above is truly asynchronous; `pin_memory=False` turns that off.
 """
 
 import torch  # noqa: F401  (loads LibTorch before the extension needs it)
