@@ -1,0 +1,258 @@
+#include "src/plan/planner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "src/common/read_file.h"
+#include "src/common/status_macros.h"
+
+namespace heterodl {
+namespace {
+
+constexpr double kMsPerHour = 3.6e6;
+
+std::string DataShape(const v1::ClusterEstimate& estimate) {
+  if (estimate.data_instances() == 0) return absl::StrCat("1 x ", estimate.gpu_instance());
+  return absl::StrCat("1 x ", estimate.gpu_instance(), " + ", estimate.data_instances(), " x ",
+                      estimate.data_instance());
+}
+
+}  // namespace
+
+absl::StatusOr<PriceTable> PriceTable::Parse(const std::string& text, const std::string& source) {
+  PriceTable table;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> fields = absl::StrSplit(line, ',');
+    v1::InstanceType instance;
+    uint32_t vcpus = 0;
+    uint32_t gpus = 0;
+    double price = 0;
+    double gbps = 0;
+    if (fields.size() != 5 || fields[0].empty() || !absl::SimpleAtoi(fields[1], &vcpus) ||
+        !absl::SimpleAtoi(fields[2], &gpus) || !absl::SimpleAtod(fields[3], &price) ||
+        !absl::SimpleAtod(fields[4], &gbps) || vcpus == 0 || price <= 0 || gbps <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ":", line_number,
+          ": expected instance_type,vcpus,gpus,usd_per_hour,network_gbps with positive "
+          "numbers, got '",
+          line, "'"));
+    }
+    instance.set_name(fields[0]);
+    instance.set_vcpus(vcpus);
+    instance.set_gpus(gpus);
+    instance.set_usd_per_hour(price);
+    instance.set_network_gbps(gbps);
+    table.instances_.push_back(instance);
+  }
+  if (table.instances_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": no instance types"));
+  }
+  return table;
+}
+
+absl::StatusOr<PriceTable> PriceTable::Load(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  return Parse(text, path);
+}
+
+absl::StatusOr<v1::InstanceType> PriceTable::Find(const std::string& name) const {
+  std::vector<std::string> known;
+  for (const v1::InstanceType& instance : instances_) {
+    if (instance.name() == name) return instance;
+    known.push_back(instance.name());
+  }
+  return absl::NotFoundError(absl::StrCat("instance type '", name,
+                                          "' is not in the price table (it has ",
+                                          absl::StrJoin(known, ", "), ")"));
+}
+
+v1::ClusterEstimate Estimate(const Workload& workload, const v1::InstanceType& gpu,
+                             const v1::InstanceType* data, int data_instances) {
+  v1::ClusterEstimate estimate;
+  estimate.set_gpu_instance(gpu.name());
+  estimate.set_gpu_instances(1);
+  const double images = static_cast<double>(workload.batch_per_gpu) * gpu.gpus();
+  double decode_ms;
+  double network_ms = 0;
+  double price = gpu.usd_per_hour();
+  if (data == nullptr || data_instances == 0) {
+    const double cores = std::max(0.0, gpu.vcpus() - workload.trainer_vcpus_per_gpu * gpu.gpus());
+    decode_ms = cores > 0 ? images / (cores * workload.images_per_sec_per_core) * 1000
+                          : std::numeric_limits<double>::infinity();
+  } else {
+    estimate.set_data_instance(data->name());
+    estimate.set_data_instances(static_cast<uint32_t>(data_instances));
+    decode_ms =
+        images /
+        (static_cast<double>(data_instances) * data->vcpus() * workload.images_per_sec_per_core) *
+        1000;
+    const double gbps = std::min(data_instances * data->network_gbps(), gpu.network_gbps()) *
+                        workload.network_efficiency;
+    network_ms = images * workload.image_bytes * 8 / (gbps * 1e9) * 1000;
+    price += data_instances * data->usd_per_hour();
+  }
+  const bool serial = workload.device_uses_host_cpu && (data == nullptr || data_instances == 0);
+  double step_ms;
+  std::string bound;
+  if (serial) {
+    // The host CPU is the accelerator: decoding takes turns with it.
+    step_ms = workload.device_step_ms + decode_ms;
+    bound = decode_ms > workload.device_step_ms ? "cpu" : "gpu";
+  } else {
+    step_ms = std::max({workload.device_step_ms, decode_ms, network_ms});
+    bound = step_ms == workload.device_step_ms ? "gpu" : step_ms == decode_ms ? "cpu" : "network";
+  }
+  estimate.set_step_ms(step_ms);
+  estimate.set_bound(bound);
+  estimate.set_data_stall(step_ms > 0 ? 1.0 - workload.device_step_ms / step_ms : 0);
+  estimate.set_usd_per_hour(price);
+  estimate.set_usd_per_step(price * step_ms / kMsPerHour);
+  return estimate;
+}
+
+v1::ClusterEstimate PriceMeasured(const v1::InstanceType& gpu, const v1::InstanceType* data,
+                                  int data_instances, double step_ms) {
+  v1::ClusterEstimate estimate;
+  estimate.set_gpu_instance(gpu.name());
+  estimate.set_gpu_instances(1);
+  double price = gpu.usd_per_hour();
+  if (data != nullptr && data_instances > 0) {
+    estimate.set_data_instance(data->name());
+    estimate.set_data_instances(static_cast<uint32_t>(data_instances));
+    price += data_instances * data->usd_per_hour();
+  }
+  estimate.set_usd_per_hour(price);
+  estimate.set_step_ms(step_ms);
+  estimate.set_usd_per_step(price * step_ms / kMsPerHour);
+  return estimate;
+}
+
+absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTable& prices,
+                                        const PlanRequest& request) {
+  if (workload.device_step_ms <= 0 || workload.batch_per_gpu <= 0 ||
+      workload.images_per_sec_per_core <= 0 || workload.image_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        "plan needs a positive device step time, batch size, images/s per core and image size");
+  }
+  ASSIGN_OR_RETURN(const v1::InstanceType gpu, prices.Find(request.gpu_instance));
+  if (gpu.gpus() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", gpu.name(), "' has no GPU in the price table"));
+  }
+  std::vector<v1::InstanceType> data_types;
+  if (request.data_instances.empty()) {
+    for (const v1::InstanceType& instance : prices.instances()) {
+      if (instance.gpus() == 0) data_types.push_back(instance);
+    }
+  } else {
+    for (const std::string& name : request.data_instances) {
+      ASSIGN_OR_RETURN(v1::InstanceType instance, prices.Find(name));
+      data_types.push_back(instance);
+    }
+  }
+  v1::PlanReport plan;
+  plan.set_device_step_ms(workload.device_step_ms);
+  plan.set_batch_per_gpu(static_cast<uint32_t>(workload.batch_per_gpu));
+  plan.set_images_per_sec_per_core(workload.images_per_sec_per_core);
+  plan.set_image_bytes(workload.image_bytes);
+  plan.set_max_data_stall(request.max_data_stall);
+  *plan.mutable_homogeneous() = Estimate(workload, gpu, nullptr, 0);
+  const double baseline = plan.homogeneous().usd_per_step();
+  plan.mutable_homogeneous()->set_price_performance_improvement(0);
+  std::vector<v1::ClusterEstimate> all = {plan.homogeneous()};
+  for (const v1::InstanceType& data : data_types) {
+    for (int n = 1; n <= request.max_data_instances; ++n) {
+      v1::ClusterEstimate estimate = Estimate(workload, gpu, &data, n);
+      estimate.set_price_performance_improvement(1.0 - estimate.usd_per_step() / baseline);
+      *plan.add_considered() = estimate;
+      all.push_back(estimate);
+      // More instances only add cost once the GPU (or the network) bounds.
+      if (estimate.bound() != "cpu") break;
+    }
+  }
+  // Cheapest per step within the stall target; if none is, the fastest.
+  const v1::ClusterEstimate* best = nullptr;
+  for (const v1::ClusterEstimate& estimate : all) {
+    if (estimate.data_stall() > request.max_data_stall + 1e-12) continue;
+    if (best == nullptr || estimate.usd_per_step() < best->usd_per_step()) best = &estimate;
+  }
+  const bool within_target = best != nullptr;
+  if (!within_target) {
+    for (const v1::ClusterEstimate& estimate : all) {
+      if (best == nullptr || estimate.step_ms() < best->step_ms()) best = &estimate;
+    }
+  }
+  *plan.mutable_recommended() = *best;
+  if (best->data_instances() == 0) {
+    plan.mutable_recommended()->set_price_performance_improvement(0);
+  }
+
+  const v1::ClusterEstimate& homogeneous = plan.homogeneous();
+  const double images_per_sec =
+      workload.batch_per_gpu * gpu.gpus() * 1000.0 / workload.device_step_ms;
+  std::string reason = absl::StrFormat(
+      "The GPUs of a %s consume %.0f images/s (%d per step every %.1f ms). Alone it is %s-bound: "
+      "%.1f ms per step, %.0f%% data stall, $%.6f per step.",
+      gpu.name(), images_per_sec, workload.batch_per_gpu * static_cast<int>(gpu.gpus()),
+      workload.device_step_ms, homogeneous.bound(), homogeneous.step_ms(),
+      100 * homogeneous.data_stall(), homogeneous.usd_per_step());
+  if (best->data_instances() == 0) {
+    absl::StrAppend(&reason, within_target
+                                 ? " Its own CPUs keep up: adding data instances only adds cost."
+                                 : " No data group helps within the table's types.");
+  } else {
+    absl::StrAppendFormat(
+        &reason,
+        " With %d x %s (%d vCPUs decoding) the step is %s-bound: %.1f ms, %.0f%% stall, $%.6f per "
+        "step, %.0f%% better price-performance.",
+        best->data_instances(), best->data_instance(),
+        best->data_instances() *
+            static_cast<int>(prices.Find(best->data_instance()).value().vcpus()),
+        best->bound(), best->step_ms(), 100 * best->data_stall(), best->usd_per_step(),
+        100 * best->price_performance_improvement());
+    if (!within_target) {
+      absl::StrAppendFormat(&reason,
+                            " No shape meets the %.0f%% stall target; this is the fastest.",
+                            100 * request.max_data_stall);
+    }
+    if (best->bound() == "network") {
+      absl::StrAppend(&reason,
+                      " The network into the GPU instance is the limit: more data instances "
+                      "will not help; smaller images on the wire (crop on the data group) would.");
+    }
+  }
+  plan.set_reason(reason);
+  return plan;
+}
+
+std::string FormatPlan(const v1::PlanReport& plan) {
+  std::string text = absl::StrFormat(
+      "plan: device step %.1f ms, batch %d per GPU, %.0f images/s per vCPU, %.0f bytes per image, "
+      "stall target %.0f%%\n\n  %-40s %10s %8s %9s %11s %8s %9s\n",
+      plan.device_step_ms(), plan.batch_per_gpu(), plan.images_per_sec_per_core(),
+      plan.image_bytes(), 100 * plan.max_data_stall(), "configuration", "$/hour", "step ms",
+      "stall", "$/step", "bound", "vs homo");
+  auto row = [&text](const v1::ClusterEstimate& e) {
+    absl::StrAppendFormat(&text, "  %-40s %10.3f %8.1f %8.0f%% %11.6f %8s %8.0f%%\n", DataShape(e),
+                          e.usd_per_hour(), e.step_ms(), 100 * e.data_stall(), e.usd_per_step(),
+                          e.bound(), 100 * e.price_performance_improvement());
+  };
+  row(plan.homogeneous());
+  for (const v1::ClusterEstimate& estimate : plan.considered()) row(estimate);
+  absl::StrAppendFormat(&text, "\nrecommended: %s\n%s\n", DataShape(plan.recommended()),
+                        plan.reason());
+  return text;
+}
+
+}  // namespace heterodl

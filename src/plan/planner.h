@@ -1,0 +1,88 @@
+// The cluster planner: given how fast one core decodes and augments, how
+// long the accelerator needs per step, the batch, the bytes per image and a
+// price table, it predicts the step time and cost of a GPU instance alone
+// (homogeneous) and with N data instances of each CPU-only type, and picks
+// the cheapest per step whose data stall stays under a target.
+//
+// The model: a step takes as long as the slowest of
+//   the accelerator     device_step_ms;
+//   decode + augment    images per step / (cores decoding * images/s per core);
+//   the network         bytes per step / (usable bandwidth into the GPU host),
+// because the three overlap (the loader prefetches). Homogeneous, the GPU
+// instance decodes on its own vCPUs less those its trainer processes use;
+// heterogeneous, the data instances' vCPUs decode and the batches cross the
+// network (the lesser of the data group's and the GPU instance's bandwidth,
+// times an efficiency).
+//
+//   ASSIGN_OR_RETURN(PriceTable prices, PriceTable::Load("bench/prices.csv"));
+//   ASSIGN_OR_RETURN(v1::PlanReport plan, MakePlan(workload, prices, request));
+#ifndef HETERODL_SRC_PLAN_PLANNER_H_
+#define HETERODL_SRC_PLAN_PLANNER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "heterodl/plan.pb.h"
+
+namespace heterodl {
+
+class PriceTable {
+ public:
+  // CSV: instance_type,vcpus,gpus,usd_per_hour,network_gbps; '#' comments.
+  // Errors name the source and line.
+  static absl::StatusOr<PriceTable> Parse(const std::string& text, const std::string& source);
+  static absl::StatusOr<PriceTable> Load(const std::string& path);
+
+  // NOT_FOUND naming the known types.
+  absl::StatusOr<v1::InstanceType> Find(const std::string& name) const;
+  const std::vector<v1::InstanceType>& instances() const { return instances_; }
+
+ private:
+  std::vector<v1::InstanceType> instances_;
+};
+
+struct Workload {
+  double device_step_ms = 0;  // the accelerators' compute per step
+  int batch_per_gpu = 0;
+  double images_per_sec_per_core = 0;  // decode + augment, per vCPU
+  double image_bytes = 224 * 224 * 3;  // uint8 HWC on the wire
+  // vCPUs each trainer process keeps busy on the GPU instance (homogeneous).
+  double trainer_vcpus_per_gpu = 1;
+  // Share of the advertised bandwidth batches get (gRPC reached 0.8-0.9 of
+  // raw TCP in bench transport; TCP itself does not reach line rate).
+  double network_efficiency = 0.7;
+  // When the "accelerator" is the host CPU itself (a LibTorch CPU step), it
+  // cannot overlap with decoding on the same cores: homogeneous, the two add.
+  bool device_uses_host_cpu = false;
+};
+
+// The step time, stall, bound and cost of one cluster shape.
+// `data` may be null (homogeneous; `data_instances` must then be 0).
+v1::ClusterEstimate Estimate(const Workload& workload, const v1::InstanceType& gpu,
+                             const v1::InstanceType* data, int data_instances);
+
+// The price side of a measured run: cost per hour and per step of the shape,
+// with `step_ms` as measured (no bound or stall).
+v1::ClusterEstimate PriceMeasured(const v1::InstanceType& gpu, const v1::InstanceType* data,
+                                  int data_instances, double step_ms);
+
+struct PlanRequest {
+  std::string gpu_instance;
+  // CPU-only types to consider; empty: every type in the table without GPUs.
+  std::vector<std::string> data_instances;
+  int max_data_instances = 16;
+  double max_data_stall = 0.05;
+};
+
+// INVALID_ARGUMENT for a workload or request that makes no sense (no GPU in
+// the GPU instance, a non-positive rate, ...), naming it.
+absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTable& prices,
+                                        const PlanRequest& request);
+
+// The plan as a table and a recommendation, for people.
+std::string FormatPlan(const v1::PlanReport& plan);
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_PLAN_PLANNER_H_
