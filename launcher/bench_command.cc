@@ -1,4 +1,5 @@
 // `heterodl bench augment|transport ...`: benchmarks (bench/).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/augment_bench.h"
+#include "bench/step_bench.h"
 #include "bench/transport_bench.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
@@ -16,6 +18,7 @@
 ABSL_FLAG(bool, no_peer, false, "bench: skip the peer (torchvision) measurement");
 ABSL_FLAG(double, seconds, 3.0, "bench: seconds per measurement");
 ABSL_FLAG(int32_t, rounds, 3, "bench: rounds of alternated measurements");
+ABSL_FLAG(std::string, report, "", "bench step: write report.md and a plot to this directory");
 ABSL_FLAG(int32_t, connections, 2,
           "bench transport: TCP connections per server for gRPC (the loader's default)");
 ABSL_FLAG(std::vector<std::string>, batch_sizes,
@@ -55,6 +58,28 @@ int RunAugment() {
   return PrintReport(RunAugmentBench(options));
 }
 
+int RunStep() {
+  StepBenchOptions options;
+  absl::StatusOr<std::string> self = SelfExecutable();
+  if (!self.ok()) return PrintReport(self.status());
+  options.heterodl = *self;
+  options.dataset = absl::GetFlag(FLAGS_dataset);
+  options.model = absl::GetFlag(FLAGS_model);
+  options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  if (!absl::GetFlag(FLAGS_pipeline).empty()) options.pipeline = absl::GetFlag(FLAGS_pipeline);
+  if (absl::GetFlag(FLAGS_steps) > 0) options.steps = static_cast<int>(absl::GetFlag(FLAGS_steps));
+  options.warmup_steps = std::min(options.warmup_steps, options.steps / 4);
+  options.device_step_ms = absl::GetFlag(FLAGS_device_step_ms);
+  options.prices = absl::GetFlag(FLAGS_prices);
+  options.gpu_instance = absl::GetFlag(FLAGS_gpu_instance);
+  if (!absl::GetFlag(FLAGS_data_instance).empty()) {
+    options.data_instance = absl::GetFlag(FLAGS_data_instance).front();
+  }
+  options.report_dir = absl::GetFlag(FLAGS_report);
+  options.json = absl::GetFlag(FLAGS_json);
+  return PrintReport(RunStepBench(options));
+}
+
 int RunTransport() {
   TransportBenchOptions options;
   absl::StatusOr<std::string> self = SelfExecutable();
@@ -80,9 +105,12 @@ int RunTransport() {
 int RunBenchCommand(const std::vector<std::string>& arguments) {
   if (arguments.size() == 1 && arguments[0] == "augment") return RunAugment();
   if (arguments.size() == 1 && arguments[0] == "transport") return RunTransport();
+  if (arguments.size() == 1 && arguments[0] == "step") return RunStep();
   LogError(
       "usage: heterodl bench augment --dataset DIR [--pipeline SPEC] [--threads N] "
-      "[--json] [--no-peer]\n       heterodl bench transport [--seconds S] [--json]");
+      "[--json] [--no-peer]\n       heterodl bench transport [--seconds S] [--json]\n"
+      "       heterodl bench step --dataset DIR [--model M] [--batch-size B] [--steps N] "
+      "[--device-step-ms MS] [--report DIR] [--json]");
   return kExitUsage;
 }
 

@@ -25,6 +25,7 @@ int RunClusterCommand();
 int RunDatasetCommand(const std::vector<std::string>& arguments);
 int RunStatusCommand(const std::vector<std::string>& arguments);
 int RunBenchCommand(const std::vector<std::string>& arguments);
+int RunPlanCommand();
 // `heterodl` alone or `heterodl launch [-- TRAIN_ARGS]`: resolves the cluster
 // view and becomes serve, train or local.
 int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop);

@@ -39,6 +39,9 @@ ABSL_FLAG(double, weight_decay, 1e-4, "train: weight decay (decoupled for adamw)
 ABSL_FLAG(int64_t, warmup_steps, 0, "train: linear learning-rate warmup steps");
 ABSL_FLAG(std::string, lr_schedule, "cosine", "train: after warmup, cosine (to 0) or constant");
 ABSL_FLAG(std::string, device, "auto", "train: auto (CUDA when present), cpu or cuda");
+ABSL_FLAG(double, device_step_ms, 0,
+          "train/bench step: model the accelerator as busy this long per step instead of "
+          "running the model (0: run it)");
 ABSL_FLAG(std::string, precision, "auto", "train: auto (bf16 autocast on CUDA), fp32 or bf16");
 ABSL_FLAG(double, bucket_mb, 25, "train: gradient all-reduce bucket size in MB");
 ABSL_FLAG(std::string, checkpoint_dir, "",
@@ -74,6 +77,12 @@ ABSL_FLAG(int32_t, slurm_data_component, -1,
           "cluster: Slurm het-job component that is the data group (default 0)");
 
 ABSL_FLAG(bool, json, false, "print machine-readable JSON");
+ABSL_FLAG(std::string, prices, HETERODL_DEFAULT_PRICES,
+          "plan/bench step: price table (CSV: instance_type,vcpus,gpus,usd_per_hour,network_gbps)");
+ABSL_FLAG(std::string, gpu_instance, "ml.p3.2xlarge", "plan/bench step: the GPU instance type");
+ABSL_FLAG(std::vector<std::string>, data_instance, {},
+          "plan: data instance types to consider (default: every CPU-only type in the table); "
+          "bench step: the type each data server is priced as (default ml.c5.9xlarge)");
 ABSL_FLAG(int32_t, images, 512, "dataset sample: number of images");
 
 namespace heterodl {
@@ -91,6 +100,7 @@ std::vector<std::string> TrainingFlagsAsArguments() {
           absl::StrCat("--warmup_steps=", absl::GetFlag(FLAGS_warmup_steps)),
           absl::StrCat("--lr_schedule=", absl::GetFlag(FLAGS_lr_schedule)),
           absl::StrCat("--device=", absl::GetFlag(FLAGS_device)),
+          absl::StrCat("--device_step_ms=", absl::GetFlag(FLAGS_device_step_ms)),
           absl::StrCat("--precision=", absl::GetFlag(FLAGS_precision)),
           absl::StrCat("--bucket_mb=", absl::GetFlag(FLAGS_bucket_mb)),
           absl::StrCat("--checkpoint_dir=", absl::GetFlag(FLAGS_checkpoint_dir)),

@@ -38,6 +38,7 @@ ABSL_DECLARE_FLAG(double, weight_decay);
 ABSL_DECLARE_FLAG(int64_t, warmup_steps);
 ABSL_DECLARE_FLAG(std::string, lr_schedule);
 ABSL_DECLARE_FLAG(std::string, device);
+ABSL_DECLARE_FLAG(double, device_step_ms);
 ABSL_DECLARE_FLAG(std::string, precision);
 ABSL_DECLARE_FLAG(double, bucket_mb);
 ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
@@ -65,6 +66,9 @@ ABSL_DECLARE_FLAG(std::string, dnn_group);
 ABSL_DECLARE_FLAG(int32_t, slurm_data_component);
 // Output.
 ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(std::string, prices);
+ABSL_DECLARE_FLAG(std::string, gpu_instance);
+ABSL_DECLARE_FLAG(std::vector<std::string>, data_instance);
 ABSL_DECLARE_FLAG(int32_t, images);
 
 namespace heterodl {

@@ -29,12 +29,14 @@ commands:
   status HOST:PORT...  live statistics of data servers
   bench augment        decode + augment images/s per core vs torchvision and OpenCV
   bench transport      data service GB/s on loopback vs a raw TCP pump
+  bench step           homogeneous vs heterogeneous step time and cost, here
+  plan                 which data instances to add to a GPU instance, and why
 
 Run 'heterodl --helpfull' for every flag.)";
 
 bool IsCommand(const char* word) {
-  static constexpr const char* kCommands[] = {"launch",  "serve",   "train",  "local",
-                                              "cluster", "dataset", "status", "bench"};
+  static constexpr const char* kCommands[] = {"launch",  "serve",  "train", "local", "cluster",
+                                              "dataset", "status", "bench", "plan"};
   for (const char* command : kCommands) {
     if (std::strcmp(word, command) == 0) return true;
   }
@@ -74,5 +76,6 @@ int main(int argc, char** argv) {
   if (command == "dataset") return heterodl::RunDatasetCommand(positional);
   if (command == "status") return heterodl::RunStatusCommand(positional);
   if (command == "bench") return heterodl::RunBenchCommand(positional);
+  if (command == "plan") return heterodl::RunPlanCommand();
   return heterodl::RunLaunchCommand(positional, stop);
 }

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   options.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   options.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
   options.device = absl::GetFlag(FLAGS_device);
+  options.device_step_ms = absl::GetFlag(FLAGS_device_step_ms);
   options.local_rank = absl::GetFlag(FLAGS_local_rank);
   options.precision = absl::GetFlag(FLAGS_precision);
   options.bucket_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_bucket_mb) * (1 << 20));

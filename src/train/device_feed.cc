@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
@@ -35,9 +36,10 @@ absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int loc
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 
-BatchFeeder::BatchFeeder(RemoteLoader& loader, const torch::Device& device)
+BatchFeeder::BatchFeeder(RemoteLoader& loader, const torch::Device& device, bool convert)
     : loader_(loader),
       device_(device),
+      convert_(convert),
       mean_(torch::tensor({kMean[0], kMean[1], kMean[2]}).view({1, 3, 1, 1}).to(device)),
       std_(torch::tensor({kStd[0], kStd[1], kStd[2]}).view({1, 3, 1, 1}).to(device)) {}
 
@@ -48,7 +50,9 @@ absl::Status BatchFeeder::StartEpoch(uint32_t epoch, int64_t start_batch) {
 }
 
 absl::StatusOr<std::optional<DeviceBatch>> BatchFeeder::Next() {
+  const absl::Time wait_start = absl::Now();
   ASSIGN_OR_RETURN(std::optional<Batch> batch, loader_.Next());
+  last_wait_ms_ = absl::ToDoubleMilliseconds(absl::Now() - wait_start);
   if (!batch) return std::optional<DeviceBatch>();
   DeviceBatch out;
   out.host = *std::move(batch);
@@ -58,11 +62,12 @@ absl::StatusOr<std::optional<DeviceBatch>> BatchFeeder::Next() {
   torch::Tensor pixels = torch::from_blob(
       out.host.images.data(), {host.size(), host.height, host.width, host.channels}, torch::kUInt8);
   torch::Tensor labels = torch::from_blob(out.host.labels.data(), {host.size()}, torch::kInt64);
+  position_ = {host.epoch, host.index + 1};
+  if (!convert_) return std::optional<DeviceBatch>(std::move(out));
   const bool non_blocking = device_.is_cuda();
   pixels = pixels.to(device_, /*non_blocking=*/non_blocking);
   out.labels = labels.to(device_, /*non_blocking=*/non_blocking);
   out.input = (pixels.permute({0, 3, 1, 2}).to(torch::kFloat32) - mean_) / std_;
-  position_ = {host.epoch, host.index + 1};
   return std::optional<DeviceBatch>(std::move(out));
 }
 

@@ -30,29 +30,36 @@ absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int loc
 
 // One batch ready for the model.
 struct DeviceBatch {
-  torch::Tensor input;   // float [B, 3, H, W], normalized, on the device
+  torch::Tensor input;   // float [B, 3, H, W], normalized, on the device (unless not converting)
   torch::Tensor labels;  // int64 [B], on the device
   Batch host;            // the received batch; holds the pixels until the copy is done
 };
 
 class BatchFeeder {
  public:
-  // `loader` must outlive the feeder.
-  BatchFeeder(RemoteLoader& loader, const torch::Device& device);
+  // `loader` must outlive the feeder. Without `convert` the batches are not
+  // turned into model input (a modelled accelerator, which would do that
+  // on the device: the host CPU must not pay for it).
+  BatchFeeder(RemoteLoader& loader, const torch::Device& device, bool convert = true);
 
   absl::Status StartEpoch(uint32_t epoch, int64_t start_batch);
   // The next batch of the epoch, its copy queued on the device; nullopt at
   // the end of the epoch.
   absl::StatusOr<std::optional<DeviceBatch>> Next();
+  // How long the last Next() waited for the loader (the data stall part;
+  // moving and converting the batch is the step's own work).
+  double last_wait_ms() const { return last_wait_ms_; }
   // Where to resume after the batches Next() has returned.
   LoaderPosition position() const { return position_; }
 
  private:
   RemoteLoader& loader_;
   const torch::Device device_;
+  const bool convert_;
   torch::Tensor mean_;  // [1,3,1,1] on the device, pixel scale (0..255)
   torch::Tensor std_;
   LoaderPosition position_;
+  double last_wait_ms_ = 0;
 };
 
 }  // namespace heterodl

@@ -245,7 +245,7 @@ absl::Status TrainRank(const TrainerOptions& options) {
   };
 
   model->SetTraining(true);
-  BatchFeeder feeder(*loader, device);
+  BatchFeeder feeder(*loader, device, /*convert=*/options.device_step_ms <= 0);
   ProgressLine progress(options.rank == 0);
   const absl::Time run_start = absl::Now();
   int64_t step = state.step;
@@ -256,29 +256,34 @@ absl::Status TrainRank(const TrainerOptions& options) {
     RETURN_IF_ERROR(feeder.StartEpoch(epoch, epoch == state.epoch ? state.next_batch : 0));
     absl::Time step_start = absl::Now();
     ASSIGN_OR_RETURN(std::optional<DeviceBatch> current, feeder.Next());
-    double wait_ms = absl::ToDoubleMilliseconds(absl::Now() - step_start);
+    double wait_ms = feeder.last_wait_ms();
     while (current) {
       const double lr = schedule.At(step);
       SetLearningRate(*optimizer, lr);
-      optimizer->zero_grad();
       torch::Tensor loss;
-      {
-        AutocastScope autocast(bf16, device);
-        loss =
-            torch::nn::functional::cross_entropy(model->Forward(current->input), current->labels);
+      if (options.device_step_ms > 0) {
+        // A modelled accelerator: busy for the step's time, the CPU idle.
+        absl::SleepFor(absl::Milliseconds(options.device_step_ms));
+        loss = torch::zeros({});
+      } else {
+        optimizer->zero_grad();
+        {
+          AutocastScope autocast(bf16, device);
+          loss =
+              torch::nn::functional::cross_entropy(model->Forward(current->input), current->labels);
+        }
+        loss.backward();  // gradient buckets start all-reducing during this
+        RETURN_IF_ERROR(reducer.FinishStep());
+        optimizer->step();
       }
-      loss.backward();  // gradient buckets start all-reducing during this
-      RETURN_IF_ERROR(reducer.FinishStep());
-      optimizer->step();
       position = {step + 1, current->host.epoch, current->host.index + 1};
 
       // On CUDA the step is still running: fetch and queue the next batch now.
       const bool last = options.steps > 0 && step + 1 >= options.steps;
       std::optional<DeviceBatch> next;
       if (!last) {
-        const absl::Time wait_start = absl::Now();
         ASSIGN_OR_RETURN(next, feeder.Next());
-        wait_ms += absl::ToDoubleMilliseconds(absl::Now() - wait_start);
+        wait_ms += feeder.last_wait_ms();
       }
       // All ranks stop at the same step: the flag is summed across ranks.
       torch::Tensor stop = torch::tensor({StopRequested(options) ? 1.0f : 0.0f}).to(device);

@@ -39,6 +39,9 @@ struct TrainerOptions {
   int64_t warmup_steps = 0;
   std::string lr_schedule = "cosine";  // or "constant"
 
+  // > 0: the accelerator is modelled, not run: each step waits this long
+  // instead of running the model (bench step on machines without a GPU).
+  double device_step_ms = 0;
   // "auto" (CUDA when present), "cpu" or "cuda".
   std::string device = "auto";
   // This rank's index on its host: its GPU.

@@ -130,6 +130,40 @@ class LocalRunTest(unittest.TestCase):
         time.sleep(0.5)
         self.assertEqual(processes_mentioning(marker_dataset), [])
 
+    def test_step_benchmark_prices_both_configurations_and_checks_the_planner(self):
+        report_dir = os.path.join(self.tmp, "step-report")
+        result = subprocess.run([HETERODL, "bench", "step", "--dataset", self.dataset, "--json",
+                                 "--steps", "12", "--batch-size", "8", "--report", report_dir],
+                                capture_output=True, text=True, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        self.assertGreater(report["measured_step_ms"], 0)
+        self.assertGreater(report["predicted_step_ms"], 0)
+        configurations = [run["configuration"] for run in report["runs"]]
+        self.assertEqual(configurations[:2], ["homogeneous", "heterogeneous"])
+        homogeneous, heterogeneous = report["runs"][0], report["runs"][1]
+        self.assertEqual(homogeneous["priced"]["usd_per_hour"], 3.825)
+        self.assertAlmostEqual(heterogeneous["priced"]["usd_per_hour"], 5.661)
+        self.assertIn("measured: a real LibTorch step", report["accelerator"])
+        with open(os.path.join(report_dir, "report.md")) as f:
+            markdown = f.read()
+        self.assertIn("cost per step", markdown)
+        with open(os.path.join(report_dir, "step.png"), "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_plan_recommends_a_data_group_for_a_cpu_bound_gpu_instance(self):
+        result = subprocess.run([HETERODL, "plan", "--device-step-ms", "184",
+                                 "--images-per-sec-per-core", "120", "--batch-size", "256",
+                                 "--json"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        plan = json.loads(result.stdout)
+        self.assertEqual(plan["homogeneous"]["bound"], "cpu")
+        self.assertEqual(plan["recommended"]["data_instance"], "ml.c5.9xlarge")
+        self.assertIn("better price-performance", plan["reason"])
+        usage = subprocess.run([HETERODL, "plan"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(usage.returncode, 2)
+        self.assertIn("--device-step-ms", usage.stderr)
+
     def test_augment_benchmark_reports_both_sides(self):
         result = subprocess.run([HETERODL, "bench", "augment", "--dataset", self.dataset, "--json",
                                  "--seconds", "0.3", "--rounds", "1", "--threads", "2"],
