@@ -181,11 +181,12 @@ TEST(ModelsTest, UnknownNamesAndBadTorchScriptFilesAreClearErrors) {
 }
 
 TEST(CheckpointTest, RestoresModelOptimizerAndPosition) {
-  const std::string dir =
-      (std::filesystem::path(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") /
-       "checkpoint_test")
-          .string();
-  std::filesystem::remove_all(dir);
+  // A fresh directory per run: std::filesystem::remove_all must not be called
+  // where libtorch.so is loaded (it exports a broken copy; docs/architecture.md).
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = (std::filesystem::path(tmp != nullptr ? tmp : "/tmp") /
+                           ("checkpoint_test_" + std::to_string(getpid())))
+                              .string();
   torch::manual_seed(3);
   std::unique_ptr<Model> model = *CreateModel("small_cnn", 4);
   torch::optim::SGD optimizer(model->Parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
