@@ -199,20 +199,25 @@ absl::Status WriteReport(const v1::StepBenchReport& report, const Workload& work
     if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", data_path));
   }
   const std::string plot = (std::filesystem::path(dir) / "step.png").string();
+  const v1::StepBenchRun& homogeneous = report.runs(0);
   const std::string script = (std::filesystem::path(dir) / "step.gp").string();
   {
     std::ofstream out(script);
     out << "set terminal pngcairo size 1000,420 font 'sans,10'\n"
         << "set output '" << plot << "'\n"
         << "set multiplot layout 1,2\n"
-        << "set xlabel 'data servers (0 = homogeneous)'\nset grid\nset key top right\n"
-        << "set xrange [-0.3:8.3]\nset yrange [0:*]\n"
+        << "set xlabel 'data servers (0 = homogeneous)'\nset grid\n"
+        << "set xrange [-0.3:8.3]\nset yrange [0:*]\nset key bottom right\n"
         << "set ylabel 'step time (ms)'\n"
         << "plot '" << data_path << "' index 1 using 1:2 with linespoints lw 2 title 'planner', "
-        << "'" << data_path << "' index 0 using 1:2 with points pt 7 ps 1.5 title 'measured'\n"
+        << "'" << data_path << "' index 0 using 1:2 with points pt 7 ps 1.5 title 'measured', "
+        << homogeneous.measured_step_ms()
+        << " with lines dt 2 lw 2 title 'homogeneous (measured)'\n"
         << "set ylabel 'cost per step (micro-USD)'\n"
         << "plot '" << data_path << "' index 1 using 1:3 with linespoints lw 2 title 'planner', "
-        << "'" << data_path << "' index 0 using 1:3 with points pt 7 ps 1.5 title 'measured'\n"
+        << "'" << data_path << "' index 0 using 1:3 with points pt 7 ps 1.5 title 'measured', "
+        << homogeneous.priced().usd_per_step() * 1e6
+        << " with lines dt 2 lw 2 title 'homogeneous (measured)'\n"
         << "unset multiplot\n";
   }
   const std::string command = absl::StrCat("gnuplot '", script, "'");

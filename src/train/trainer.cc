@@ -1,6 +1,7 @@
 #include "src/train/trainer.h"
 
 #include <ATen/autocast_mode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -166,6 +167,9 @@ absl::Status TrainRank(const TrainerOptions& options) {
   // CPU ranks share the host's cores with each other (and, locally, with the
   // data servers): one intra-op thread each avoids oversubscription.
   if (device.is_cpu()) torch::set_num_threads(1);
+  // A CUDA rank's current device is its own GPU, so allocations without an
+  // explicit device (NCCL's, autocast's) do not land on GPU 0.
+  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
 
   RemoteLoaderOptions loader_options;
   loader_options.servers = options.data_servers;
