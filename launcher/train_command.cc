@@ -35,6 +35,15 @@ std::vector<std::string> RankArguments(const std::string& trainer, const Cluster
       absl::StrCat("--master_port=", view.master_port),
       absl::StrCat("--current_host=", view.current_host)};
   for (std::string& argument : TrainingFlagsAsArguments()) argv.push_back(std::move(argument));
+  // The platform's directories (SageMaker's) unless given: a restarted job
+  // resumes from its synced checkpoint. Later flags win.
+  if (absl::GetFlag(FLAGS_checkpoint_dir).empty() && !view.checkpoint_dir.empty()) {
+    argv.push_back(absl::StrCat("--checkpoint_dir=", view.checkpoint_dir));
+    argv.push_back("--resume=true");
+  }
+  if (absl::GetFlag(FLAGS_model_dir).empty() && !view.model_dir.empty()) {
+    argv.push_back(absl::StrCat("--model_dir=", view.model_dir));
+  }
   return argv;
 }
 

@@ -47,14 +47,6 @@ absl::StatusOr<std::optional<int>> IntSetting(std::optional<int> flag,
   return std::optional<int>(parsed);
 }
 
-std::vector<std::string> SplitList(const std::string& list) {
-  std::vector<std::string> items;
-  for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    items.emplace_back(absl::StripAsciiWhitespace(item));
-  }
-  return items;
-}
-
 std::string LocalHostName() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
@@ -66,11 +58,20 @@ void SortHosts(std::vector<std::string>& hosts) {
 }
 
 // Fills the fields that follow from the hosts: leader, world size, rank.
+// "pod-0.service.ns" -> "pod-0".
+absl::string_view FirstLabel(absl::string_view host) { return host.substr(0, host.find('.')); }
+
 void CompleteView(ClusterView& view) {
   view.data_servers.clear();
   view.leader = view.dnn_hosts.empty() ? std::string() : view.dnn_hosts.front();
   view.world_size = static_cast<int>(view.dnn_hosts.size()) * view.ranks_per_host;
   auto it = std::find(view.dnn_hosts.begin(), view.dnn_hosts.end(), view.current_host);
+  if (it == view.dnn_hosts.end()) {
+    // A pod knows its hostname; the host list has its DNS name.
+    it = std::find_if(view.dnn_hosts.begin(), view.dnn_hosts.end(), [&view](const std::string& h) {
+      return FirstLabel(h) == FirstLabel(view.current_host);
+    });
+  }
   view.node_rank = it == view.dnn_hosts.end() ? -1 : static_cast<int>(it - view.dnn_hosts.begin());
 }
 
@@ -119,6 +120,9 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const Cluster
   view.source = "sagemaker";
   view.current_host = config.current_host();
   view.dataset = Lookup(environment, "SM_CHANNEL_TRAIN");
+  view.checkpoint_dir = "/opt/ml/checkpoints";
+  view.model_dir = Lookup(environment, "SM_MODEL_DIR");
+  if (view.model_dir.empty()) view.model_dir = "/opt/ml/model";
   int gpus = 0;
   if (absl::SimpleAtoi(Lookup(environment, "SM_NUM_GPUS"), &gpus) && gpus > 0) {
     view.ranks_per_host = gpus;
@@ -231,7 +235,15 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
                    IntSetting(settings.master_port, environment, "HETERODL_MASTER_PORT"));
 
   if (!current_host.empty()) view.current_host = current_host, overridden = true;
-  if (!dnn_hosts.empty()) view.dnn_hosts = SplitList(dnn_hosts), overridden = true;
+  if (!dnn_hosts.empty()) {
+    absl::StatusOr<std::vector<std::string>> hosts = ExpandSlurmHostlist(dnn_hosts);
+    if (!hosts.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dnn hosts (--dnn-hosts / HETERODL_DNN_HOSTS): ", hosts.status().message()));
+    }
+    view.dnn_hosts = *std::move(hosts);
+    overridden = true;
+  }
   if (ranks) {
     if (*ranks < 1 || *ranks > 1024) {
       return absl::InvalidArgumentError("ranks per host must be in [1, 1024]");
@@ -251,7 +263,21 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
     }
     overridden = true;
   }
-  if (!data_servers.empty()) servers = SplitList(data_servers), overridden = true;
+  if (!data_servers.empty()) {
+    absl::StatusOr<std::vector<std::string>> expanded = ExpandSlurmHostlist(data_servers);
+    if (!expanded.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data servers (--data-servers / HETERODL_DATA_SERVERS): ", expanded.status().message()));
+    }
+    servers.clear();
+    for (std::string& server : *expanded) {
+      server = std::string(absl::StripAsciiWhitespace(server));
+      if (server.empty()) continue;
+      if (server.find(':') == std::string::npos) absl::StrAppend(&server, ":", view.data_port);
+      servers.push_back(std::move(server));
+    }
+    overridden = true;
+  }
   if (!role.empty()) {
     if (role == "data") {
       view.role = Role::kData;
@@ -334,6 +360,8 @@ std::string ClusterViewToJson(const ClusterView& view) {
   proto.set_data_port(view.data_port);
   proto.set_dataset(view.dataset);
   proto.set_homogeneous(view.homogeneous);
+  proto.set_checkpoint_dir(view.checkpoint_dir);
+  proto.set_model_dir(view.model_dir);
   return ToJson(proto);
 }
 

@@ -9,7 +9,11 @@
 // Sources, in order of precedence (DESIGN §2):
 //   1. settings given on the command line,
 //   2. HETERODL_* environment variables of the same names
-//      (HETERODL_ROLE, HETERODL_DATA_SERVERS, ...),
+//      (HETERODL_ROLE, HETERODL_DATA_SERVERS, ...); host lists take hostlist
+//      patterns, so a Kubernetes JobSet names its pods' DNS names as
+//      HETERODL_DATA_SERVERS=job-data-0-[0-3].job (the data port is added to
+//      entries without one) and this host is found in HETERODL_DNN_HOSTS by
+//      its full name or its first DNS label (the pod's hostname),
 //   3. SageMaker's resourceconfig.json and SM_* variables,
 //   4. a Slurm heterogeneous job (SLURM_HET_SIZE, SLURM_JOB_NODELIST_HET_GROUP_n),
 //   5. otherwise a single machine (role "local").
@@ -49,6 +53,11 @@ struct ClusterView {
   // True for a job with no data group (SageMaker without instance groups):
   // the dnn hosts decode locally.
   bool homogeneous = false;
+  // The platform's checkpoint and model directories, used when --checkpoint-dir
+  // and --model-dir are not given: on SageMaker /opt/ml/checkpoints (synced
+  // with checkpoint_s3_uri, restored on a restarted spot job) and SM_MODEL_DIR.
+  std::string checkpoint_dir;
+  std::string model_dir;
 };
 
 // Values given on the command line; an empty string or nullopt means "not

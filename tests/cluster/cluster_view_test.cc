@@ -56,6 +56,34 @@ TEST(ClusterViewTest, SageMakerDnnHostWithGpus) {
   EXPECT_EQ(view->world_size, 8);
   EXPECT_EQ(view->dataset, "/opt/ml/input/data/train");
   EXPECT_EQ(view->data_servers.size(), 2u);
+  // SageMaker's paths: checkpoints synced with S3, the model directory.
+  EXPECT_EQ(view->checkpoint_dir, "/opt/ml/checkpoints");
+  EXPECT_EQ(view->model_dir, "/opt/ml/model");
+}
+
+TEST(ClusterViewTest, KubernetesJobSetDnsPatterns) {
+  // What examples/kubernetes/jobset.yaml gives a dnn pod: its hostname, and
+  // the headless service's DNS names as hostlist patterns.
+  Environment environment = {{"HETERODL_ROLE", "dnn"},
+                             {"HETERODL_DATA_SERVERS", "heterodl-data-0-[0-2].heterodl"},
+                             {"HETERODL_DNN_HOSTS", "heterodl-dnn-0-[0-1].heterodl"},
+                             {"HETERODL_CURRENT_HOST", "heterodl-dnn-0-1"},
+                             {"HETERODL_RANKS_PER_HOST", "2"}};
+  absl::StatusOr<ClusterView> view = ResolveClusterView({}, environment);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->role, Role::kDnn);
+  EXPECT_EQ(view->data_servers, (std::vector<std::string>{"heterodl-data-0-0.heterodl:50051",
+                                                          "heterodl-data-0-1.heterodl:50051",
+                                                          "heterodl-data-0-2.heterodl:50051"}));
+  EXPECT_EQ(view->leader, "heterodl-dnn-0-0.heterodl");
+  EXPECT_EQ(view->node_rank, 1);  // found by its first DNS label
+  EXPECT_EQ(view->world_size, 4);
+  EXPECT_TRUE(view->checkpoint_dir.empty());
+
+  environment["HETERODL_DATA_SERVERS"] = "a:1,b-[1-";
+  absl::StatusOr<ClusterView> bad = ResolveClusterView({}, environment);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("HETERODL_DATA_SERVERS"), std::string::npos);
 }
 
 TEST(ClusterViewTest, HostsNotOrderedByGroupAndSeveralPerGroup) {
