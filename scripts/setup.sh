@@ -41,6 +41,12 @@ if ! .venv/bin/python -c "import torch, torchvision, sys; sys.exit(torch.__versi
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}" numpy pillow
 fi
+# What the examples' tests need: PyYAML (the Kubernetes manifest) and the
+# SageMaker Python SDK v2 (the training-job request, built offline).
+if ! SAGEMAKER_SUPPRESS_V2_WARNING=1 .venv/bin/python -c "import yaml, sagemaker" 2>/dev/null; then
+  echo "setup: installing pyyaml and the SageMaker SDK into .venv"
+  .venv/bin/pip install -q pyyaml "sagemaker>=2.230,<3"
+fi
 
 # The wheel's CMake config looks for the CUDA toolkit to describe its CUDA
 # libraries; Debian has none, /usr/local/cuda is where NVIDIA's installers put it.

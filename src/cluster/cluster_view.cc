@@ -243,6 +243,9 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
     }
     view.dnn_hosts = *std::move(hosts);
     overridden = true;
+    // With no platform's view to name this host (a Kubernetes pod), it is
+    // this machine's host name, as the pod's hostname is in the list.
+    if (current_host.empty() && view.source == "local") view.current_host = LocalHostName();
   }
   if (ranks) {
     if (*ranks < 1 || *ranks > 1024) {

@@ -1,0 +1,86 @@
+"""A standard PyTorch training script whose DataLoader is heterodl's.
+
+Everything here is the usual torchvision ResNet-18 loop; the two lines marked
+HETERODL replace `torchvision.datasets.ImageFolder` + `DataLoader` (and its
+decode/augment workers) with batches decoded by `heterodl serve` processes.
+
+    heterodl serve --dataset data/sample --port 50051 &
+    PYTHONPATH=build/python .venv/bin/python examples/pytorch/train_resnet18.py \
+        --servers 127.0.0.1:50051 --steps 20
+
+Under torchrun it trains data-parallel: each rank gets its own shard.
+"""
+
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+import torchvision
+
+import heterodl  # HETERODL
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--servers", required=True, help="host:port,host:port")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=0, help="stop after this many steps")
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--image-size", type=int, default=224)
+    args = parser.parse_args()
+
+    distributed = "RANK" in os.environ
+    if distributed:
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    rank = dist.get_rank() if distributed else 0
+    world_size = dist.get_world_size() if distributed else 1
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) \
+        if torch.cuda.is_available() else torch.device("cpu")
+
+    # HETERODL: instead of ImageFolder(transform=...) + DataLoader(num_workers=...)
+    loader = heterodl.RemoteDataLoader(
+        servers=args.servers.split(","), batch_size=args.batch_size,
+        pipeline=f"random_resized_crop({args.image_size})|hflip(0.5)",
+        rank=rank, world_size=world_size, seed=0)
+
+    model = torchvision.models.resnet18(num_classes=len(loader.class_names)).to(device)
+    if distributed:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
+    mean = torch.tensor([0.485, 0.456, 0.406], device=device).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225], device=device).view(1, 3, 1, 1)
+
+    step = 0
+    model.train()
+    for epoch in range(args.epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            start = time.perf_counter()
+            # uint8 NHWC from the data servers -> normalized float NCHW on the device
+            images = batch.images.to(device, non_blocking=True).permute(0, 3, 1, 2).float()
+            images = (images / 255 - mean) / std
+            labels = batch.labels.to(device, non_blocking=True)
+
+            loss = F.cross_entropy(model(images), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+            step += 1
+            if rank == 0:
+                print(f"epoch {epoch} step {step} loss {loss.item():.4f} "
+                      f"({(time.perf_counter() - start) * 1000:.0f} ms)", flush=True)
+            if args.steps and step >= args.steps:
+                break
+        if args.steps and step >= args.steps:
+            break
+    if distributed:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

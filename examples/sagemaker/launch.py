@@ -1,0 +1,101 @@
+"""Launches a heterogeneous heterodl training job on Amazon SageMaker.
+
+Two instance groups, one image, one entry point: the heterodl launcher reads
+/opt/ml/input/config/resourceconfig.json and becomes a data server on the
+`data_group` hosts and a trainer on the `dnn_group` hosts. The training data
+channel is read by the data group only (SM_CHANNEL_TRAIN); checkpoints go to
+/opt/ml/checkpoints (synced with --checkpoint-s3-uri, so a restarted spot job
+resumes) and the final weights to /opt/ml/model.
+
+    python examples/sagemaker/launch.py --image ECR_URI --role ROLE_ARN \
+        --train s3://bucket/imagenet/train --output s3://bucket/heterodl \
+        --data-instance ml.c5.9xlarge --data-count 1 --dnn-instance ml.p3.2xlarge
+
+`--dry-run` prints the CreateTrainingJob request the SDK would send, without
+calling AWS (tests/examples/examples_test.py checks it).
+"""
+
+import argparse
+import json
+import logging
+import os
+
+os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+# The SDK reports, on stdout, that it found no defaults file; --dry-run's
+# stdout is the request alone.
+logging.getLogger("sagemaker.config").disabled = True
+
+import boto3  # noqa: E402
+import sagemaker  # noqa: E402
+from sagemaker.estimator import Estimator, _TrainingJob  # noqa: E402
+from sagemaker.inputs import TrainingInput  # noqa: E402
+from sagemaker.instance_group import InstanceGroup  # noqa: E402
+
+
+def build_estimator(args, session):
+    groups = [
+        InstanceGroup("data_group", args.data_instance, args.data_count),
+        InstanceGroup("dnn_group", args.dnn_instance, args.dnn_count),
+    ]
+    return Estimator(
+        image_uri=args.image,
+        role=args.role,
+        instance_groups=groups,
+        # The image's entry point is the heterodl launcher; these are its
+        # trainer flags (`heterodl launch -- FLAGS`).
+        container_entry_point=["heterodl", "launch"],
+        container_arguments=["--", "--model", args.model, "--epochs", str(args.epochs),
+                             "--batch-size", str(args.batch_size)],
+        output_path=args.output,
+        checkpoint_s3_uri=args.checkpoint_s3_uri or f"{args.output.rstrip('/')}/checkpoints",
+        max_run=args.max_run,
+        sagemaker_session=session,
+    )
+
+
+def train_inputs(args):
+    # Only the data group reads the images.
+    return {"train": TrainingInput(args.train, instance_groups=["data_group"])}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--image", required=True, help="ECR URI of the heterodl image")
+    parser.add_argument("--role", required=True, help="SageMaker execution role ARN")
+    parser.add_argument("--train", required=True, help="S3 prefix of the training images")
+    parser.add_argument("--output", required=True, help="S3 prefix for model and checkpoints")
+    parser.add_argument("--checkpoint-s3-uri", default="")
+    parser.add_argument("--data-instance", default="ml.c5.9xlarge")
+    parser.add_argument("--data-count", type=int, default=1)
+    parser.add_argument("--dnn-instance", default="ml.p3.2xlarge")
+    parser.add_argument("--dnn-count", type=int, default=1)
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--epochs", type=int, default=90)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--max-run", type=int, default=3 * 24 * 3600)
+    parser.add_argument("--region", default="us-east-1")
+    parser.add_argument("--job-name", default="heterodl")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the CreateTrainingJob request; call nothing")
+    args = parser.parse_args()
+
+    if args.dry_run:
+        # Dummy credentials: nothing below talks to AWS.
+        boto_session = boto3.Session(region_name=args.region, aws_access_key_id="dry-run",
+                                     aws_secret_access_key="dry-run")
+        bucket = args.output.split("/")[2]
+        session = sagemaker.Session(boto_session=boto_session, default_bucket=bucket)
+        estimator = build_estimator(args, session)
+        estimator._prepare_for_training(job_name=args.job_name)
+        train_args = _TrainingJob._get_train_args(estimator, train_inputs(args),
+                                                  experiment_config=None)
+        request = session._get_train_request(**train_args)
+        print(json.dumps(request, indent=2, default=str))
+        return
+    estimator = build_estimator(args, sagemaker.Session(boto3.Session(region_name=args.region)))
+    estimator.fit(train_inputs(args), job_name=args.job_name, wait=False)
+    print(f"started {estimator.latest_training_job.name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Every example, exercised: a short real run, the config's shape, or the
+environment it gives the launcher. Run by ctest with the venv's Python:
+
+    python examples_test.py BUILD_DIR SOURCE_DIR
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from processes import start_server  # noqa: E402
+
+BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
+SOURCE_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else ".")
+HETERODL = os.path.join(BUILD_DIR, "heterodl")
+EXAMPLES = os.path.join(SOURCE_DIR, "examples")
+
+
+def cluster_view(environment, *flags):
+    """`heterodl cluster --json` under exactly `environment` (plus PATH)."""
+    env = {"PATH": os.environ["PATH"], **environment}
+    result = subprocess.run([HETERODL, "cluster", "--json", *flags], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def expand(pattern):
+    """A one-bracket hostlist pattern, as the launcher expands it."""
+    match = re.fullmatch(r"(.*)\[(\d+)-(\d+)\](.*)", pattern)
+    low, high = int(match.group(2)), int(match.group(3))
+    return [f"{match.group(1)}{n}{match.group(4)}" for n in range(low, high + 1)]
+
+
+class ExamplesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="heterodl-examples-")
+        cls.dataset = os.path.join(cls.tmp, "sample")
+        subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "64",
+                        "--seed", "9"], check=True, timeout=120, capture_output=True)
+        cls.server, cls.address = start_server(HETERODL, cls.dataset,
+                                               os.path.join(cls.tmp, "port"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+        cls.server.wait(timeout=30)
+
+    # ---- examples/pytorch ----
+
+    def test_the_pytorch_script_trains_on_the_remote_loader(self):
+        env = {**os.environ, "PYTHONPATH": os.path.join(BUILD_DIR, "python")}
+        script = os.path.join(EXAMPLES, "pytorch", "train_resnet18.py")
+        result = subprocess.run([sys.executable, script, "--servers", self.address,
+                                 "--steps", "3", "--batch-size", "8", "--image-size", "64"],
+                                env=env, capture_output=True, text=True, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertIn("step 3 loss", result.stdout)
+        # The same script data-parallel under torchrun (Gloo on CPU).
+        torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+        result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", "29733",
+                                 script, "--servers", self.address, "--steps", "2",
+                                 "--batch-size", "4", "--image-size", "64"],
+                                env=env, capture_output=True, text=True, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertIn("step 2 loss", result.stdout)
+
+    # ---- examples/cpp ----
+
+    def test_the_cpp_example_builds_against_the_installed_package(self):
+        prefix = os.path.join(self.tmp, "prefix")
+        subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", prefix], check=True,
+                       capture_output=True, timeout=300)
+        self.assertTrue(os.path.exists(
+            os.path.join(prefix, "lib", "cmake", "heterodl", "heterodlConfig.cmake")))
+        build = os.path.join(self.tmp, "cpp-build")
+        configure = subprocess.run(["cmake", "-S", os.path.join(EXAMPLES, "cpp"), "-B", build,
+                                    "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}"],
+                                   capture_output=True, text=True, timeout=300)
+        self.assertEqual(configure.returncode, 0, configure.stderr[-3000:])
+        compiled = subprocess.run(["cmake", "--build", build], capture_output=True, text=True,
+                                  timeout=600)
+        self.assertEqual(compiled.returncode, 0, compiled.stdout[-3000:])
+        run = subprocess.run([os.path.join(build, "heterodl-cpp-example"), self.address, "2"],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+        losses = [float(m) for m in re.findall(r"mean loss ([0-9.]+)", run.stdout)]
+        self.assertEqual(len(losses), 2, run.stdout)
+        self.assertIn("64 samples", run.stdout)
+
+    # ---- examples/kubernetes ----
+
+    def test_the_jobset_names_every_pod_the_launcher_needs(self):
+        with open(os.path.join(EXAMPLES, "kubernetes", "jobset.yaml")) as f:
+            jobset = yaml.safe_load(f)
+        self.assertEqual(jobset["kind"], "JobSet")
+        name = jobset["metadata"]["name"]
+        network = jobset["spec"]["network"]
+        self.assertTrue(network["enableDNSHostnames"])
+        subdomain = network["subdomain"]
+        self.assertEqual(jobset["spec"]["successPolicy"]["targetReplicatedJobs"], ["dnn"])
+        jobs = {job["name"]: job for job in jobset["spec"]["replicatedJobs"]}
+        self.assertEqual(sorted(jobs), ["data", "dnn"])
+
+        def pods(job_name):
+            job = jobs[job_name]
+            spec = job["template"]["spec"]
+            return [f"{name}-{job_name}-{j}-{p}" for j in range(job["replicas"])
+                    for p in range(spec["parallelism"])]
+
+        def container(job_name):
+            return jobs[job_name]["template"]["spec"]["template"]["spec"]["containers"][0]
+
+        self.assertEqual(container("data")["command"], container("dnn")["command"])
+        self.assertEqual(container("data")["command"][:2], ["heterodl", "launch"])
+        for job_name in ("data", "dnn"):
+            env = {e["name"]: e["value"] for e in container(job_name)["env"]}
+            # The patterns name exactly the pods JobSet creates.
+            self.assertEqual(expand(env["HETERODL_DATA_SERVERS"]),
+                             [f"{pod}.{subdomain}" for pod in pods("data")])
+            self.assertEqual(expand(env["HETERODL_DNN_HOSTS"]),
+                             [f"{pod}.{subdomain}" for pod in pods("dnn")])
+            # What the launcher makes of it on the last pod of the job.
+            pod = pods(job_name)[-1]
+            view = cluster_view({**env, "HETERODL_CURRENT_HOST": pod})
+            self.assertEqual(view["role"], job_name)
+            self.assertEqual(len(view["data_servers"]), len(pods("data")))
+            self.assertTrue(view["data_servers"][0].endswith(f".{subdomain}:50051"))
+            if job_name == "dnn":
+                self.assertEqual(view["node_rank"], len(pods("dnn")) - 1)
+                self.assertEqual(view["world_size"], 8 * len(pods("dnn")))
+                self.assertEqual(view["leader"], f"{pods('dnn')[0]}.{subdomain}")
+
+    # ---- examples/slurm ----
+
+    def test_the_sbatch_script_is_a_heterogeneous_job_the_launcher_reads(self):
+        path = os.path.join(EXAMPLES, "slurm", "heterodl.sbatch")
+        subprocess.run(["bash", "-n", path], check=True)
+        with open(path) as f:
+            text = f.read()
+        directives = [line[len("#SBATCH"):].strip() for line in text.splitlines()
+                      if line.startswith("#SBATCH")]
+        split = directives.index("hetjob")
+        cpu, gpu = directives[:split], directives[split + 1:]
+        self.assertFalse(any("gpu" in d and "partition" not in d for d in cpu), cpu)
+        self.assertTrue(any(d.startswith("--gpus-per-node") for d in gpu), gpu)
+        self.assertRegex(text, r'srun --het-group=0,1 "\$HETERODL" launch --')
+
+        # Recorded environments of a step on one node of each component.
+        common = {"SLURM_JOB_ID": "4242", "SLURM_HET_SIZE": "2",
+                  "SLURM_JOB_NODELIST_HET_GROUP_0": "cpu-[07-08]",
+                  "SLURM_JOB_NODELIST_HET_GROUP_1": "gpu-03", "SLURM_GPUS_ON_NODE": "8"}
+        data = cluster_view({**common, "SLURMD_NODENAME": "cpu-08"})
+        self.assertEqual(data["role"], "data")
+        self.assertEqual(data["data_servers"], ["cpu-07:50051", "cpu-08:50051"])
+        dnn = cluster_view({**common, "SLURMD_NODENAME": "gpu-03"})
+        self.assertEqual((dnn["role"], dnn["node_rank"], dnn["world_size"]), ("dnn", 0, 8))
+        swapped = cluster_view({**common, "SLURMD_NODENAME": "gpu-03",
+                                "HETERODL_SLURM_DATA_COMPONENT": "1"})
+        self.assertEqual(swapped["role"], "data")
+
+    # ---- examples/sagemaker ----
+
+    def test_the_sagemaker_request_has_both_groups_and_the_launcher(self):
+        result = subprocess.run(
+            [sys.executable, os.path.join(EXAMPLES, "sagemaker", "launch.py"), "--dry-run",
+             "--image", "123456789012.dkr.ecr.us-east-1.amazonaws.com/heterodl:latest",
+             "--role", "arn:aws:iam::123456789012:role/SageMaker", "--train", "s3://b/train",
+             "--output", "s3://b/heterodl", "--data-instance", "ml.c5.9xlarge",
+             "--data-count", "2", "--dnn-instance", "ml.p3.2xlarge"],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        request = json.loads(result.stdout)
+        groups = {g["InstanceGroupName"]: g for g in request["ResourceConfig"]["InstanceGroups"]}
+        self.assertEqual(groups["data_group"]["InstanceType"], "ml.c5.9xlarge")
+        self.assertEqual(groups["data_group"]["InstanceCount"], 2)
+        self.assertEqual(groups["dnn_group"]["InstanceType"], "ml.p3.2xlarge")
+        spec = request["AlgorithmSpecification"]
+        self.assertEqual(spec["ContainerEntrypoint"], ["heterodl", "launch"])
+        self.assertEqual(spec["ContainerArguments"][0], "--")
+        channel = request["InputDataConfig"][0]
+        self.assertEqual(channel["ChannelName"], "train")
+        self.assertEqual(channel["DataSource"]["S3DataSource"]["InstanceGroupNames"],
+                         ["data_group"])
+        self.assertIn("CheckpointConfig", request)
+
+        with open(os.path.join(EXAMPLES, "sagemaker", "Dockerfile")) as f:
+            dockerfile = f.read()
+        self.assertRegex(dockerfile, r"(?m)^FROM debian:bookworm")
+        self.assertIn("scripts/setup.sh", dockerfile)
+        self.assertRegex(dockerfile, r'ENTRYPOINT \["/usr/local/bin/heterodl", "launch"\]')
+
+        # What the launcher makes of such a job on the dnn host.
+        config = os.path.join(self.tmp, "resourceconfig.json")
+        with open(config, "w") as f:
+            json.dump({"current_host": "algo-3", "hosts": ["algo-1", "algo-2", "algo-3"],
+                       "current_group_name": "dnn_group",
+                       "instance_groups": [
+                           {"instance_group_name": "data_group",
+                            "instance_type": "ml.c5.9xlarge", "hosts": ["algo-2", "algo-1"]},
+                           {"instance_group_name": "dnn_group",
+                            "instance_type": "ml.p3.2xlarge", "hosts": ["algo-3"]}]}, f)
+        view = cluster_view({"SM_NUM_GPUS": "1", "SM_MODEL_DIR": "/opt/ml/model",
+                             "SM_CHANNEL_TRAIN": "/opt/ml/input/data/train"},
+                            "--resource-config", config)
+        self.assertEqual(view["role"], "dnn")
+        self.assertEqual(view["data_servers"], ["algo-1:50051", "algo-2:50051"])
+        self.assertEqual(view["checkpoint_dir"], "/opt/ml/checkpoints")
+        self.assertEqual(view["model_dir"], "/opt/ml/model")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
