@@ -1,5 +1,9 @@
 // `heterodl cluster` and `heterodl launch`: the cluster view, and becoming
 // the role it gives this host.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -54,6 +58,31 @@ int RunClusterCommand() {
   return kExitOk;
 }
 
+namespace {
+
+// Whether `host` resolves to an address other hosts could reach (Debian maps
+// its own host name to 127.0.1.1, where a server would be unreachable).
+bool ResolvesBeyondLoopback(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* results = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &results) != 0) return false;
+  bool beyond = false;
+  for (addrinfo* entry = results; entry != nullptr; entry = entry->ai_next) {
+    if (entry->ai_family == AF_INET) {
+      const auto* address = reinterpret_cast<const sockaddr_in*>(entry->ai_addr);
+      beyond = beyond || (ntohl(address->sin_addr.s_addr) >> 24) != 127;
+    } else if (entry->ai_family == AF_INET6) {
+      const auto* address = reinterpret_cast<const sockaddr_in6*>(entry->ai_addr);
+      beyond = beyond || !IN6_IS_ADDR_LOOPBACK(&address->sin6_addr);
+    }
+  }
+  freeaddrinfo(results);
+  return beyond;
+}
+
+}  // namespace
+
 int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop) {
   if (!arguments.empty()) {
     // `launch -- ARGS`: the arguments after `--` are trainer flags.
@@ -78,6 +107,17 @@ int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop
     case Role::kData:
       SetLogTag("serve");
       if (absl::GetFlag(FLAGS_port) < 0) absl::SetFlag(&FLAGS_port, view->data_port);
+      // Listen where the dnn group will connect: this host's name in the
+      // cluster view, not every interface (--address 0.0.0.0:PORT asks for that).
+      if (absl::GetFlag(FLAGS_address).empty()) {
+        if (ResolvesBeyondLoopback(view->current_host)) {
+          absl::SetFlag(&FLAGS_address,
+                        absl::StrCat(view->current_host, ":", absl::GetFlag(FLAGS_port)));
+        } else {
+          LogInfo("'%s' resolves to loopback only here; listening on every interface",
+                  view->current_host);
+        }
+      }
       return RunServeCommand(stop);
     case Role::kDnn:
       if (view->homogeneous || view->data_servers.empty()) {

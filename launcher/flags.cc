@@ -12,7 +12,9 @@ ABSL_FLAG(std::string, pipeline, "",
 ABSL_FLAG(uint64_t, seed, 0, "seed of the epoch plan and the augmentations");
 ABSL_FLAG(int32_t, batch_size, 32, "samples per batch, per rank");
 
-ABSL_FLAG(std::string, address, "", "serve: address to bind (default: 0.0.0.0:--port)");
+ABSL_FLAG(std::string, address, "",
+          "serve: address to bind (default: 0.0.0.0:--port; under launch, this host's name in "
+          "the cluster view)");
 ABSL_FLAG(int32_t, port, -1, "serve: port to listen on (0 picks a free one; default 50051)");
 ABSL_FLAG(std::string, port_file, "", "serve: write the bound port to this file once listening");
 ABSL_FLAG(int32_t, threads, 0, "serve: decode/augment threads (0: one per core)");
@@ -21,6 +23,16 @@ ABSL_FLAG(int64_t, max_pixels, 100'000'000,
 ABSL_FLAG(int64_t, synthetic, 0,
           "serve: serve this many synthetic samples (no files, no decoding) instead of --dataset, "
           "to measure the transport");
+ABSL_FLAG(std::string, tls_cert, "",
+          "serve: certificate chain (PEM) for TLS; train/status: the client certificate for "
+          "mutual TLS");
+ABSL_FLAG(std::string, tls_key, "", "the private key (PEM) of --tls-cert");
+ABSL_FLAG(std::string, tls_ca, "",
+          "serve: require client certificates signed by this CA (mutual TLS); train/status: "
+          "use TLS and verify the servers against this CA");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "train/status: the name to verify in the servers' certificates when they are "
+          "addressed by IP");
 ABSL_FLAG(std::string, auth_token_file, "",
           "serve: require this file's token on every call; train/local/status: send it");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
@@ -112,7 +124,20 @@ std::vector<std::string> TrainingFlagsAsArguments() {
                        absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout))),
           absl::StrCat("--metrics_file=", absl::GetFlag(FLAGS_metrics_file)),
           absl::StrCat("--sample_log_dir=", absl::GetFlag(FLAGS_sample_log_dir)),
-          absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file))};
+          absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file)),
+          absl::StrCat("--tls_cert=", absl::GetFlag(FLAGS_tls_cert)),
+          absl::StrCat("--tls_key=", absl::GetFlag(FLAGS_tls_key)),
+          absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca)),
+          absl::StrCat("--tls_server_name=", absl::GetFlag(FLAGS_tls_server_name))};
+}
+
+TlsConfig TlsFromFlags() {
+  TlsConfig tls;
+  tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  return tls;
 }
 
 absl::StatusOr<std::string> AuthTokenFromFlags() {

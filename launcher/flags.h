@@ -11,6 +11,7 @@
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/common/tls_config.h"
 
 // Data and pipeline.
 ABSL_DECLARE_FLAG(std::string, dataset);
@@ -25,6 +26,9 @@ ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(int64_t, max_pixels);
 ABSL_DECLARE_FLAG(int64_t, synthetic);
 ABSL_DECLARE_FLAG(std::string, auth_token_file);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
+ABSL_DECLARE_FLAG(std::string, tls_ca);
 ABSL_DECLARE_FLAG(absl::Duration, idle_timeout);
 ABSL_DECLARE_FLAG(absl::Duration, startup_timeout);
 // Trainer.
@@ -82,6 +86,8 @@ std::vector<std::string> TrainingFlagsAsArguments();
 // The token of --auth-token-file, or "" when none is given. Errors name the
 // file.
 absl::StatusOr<std::string> AuthTokenFromFlags();
+// --tls-cert, --tls-key, --tls-ca, --tls-server-name.
+TlsConfig TlsFromFlags();
 
 }  // namespace heterodl
 

@@ -110,7 +110,10 @@ int RunLocalCommand(StopSignal& stop) {
          absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)), "--address=127.0.0.1:0",
          absl::StrCat("--port_file=", port_file), absl::StrCat("--threads=", threads),
          "--idle_timeout=60s", "--startup_timeout=300s",
-         absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file))});
+         absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file)),
+         absl::StrCat("--tls_cert=", absl::GetFlag(FLAGS_tls_cert)),
+         absl::StrCat("--tls_key=", absl::GetFlag(FLAGS_tls_key)),
+         absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca))});
     if (!server.ok()) {
       LogError("%s", server.status().ToString());
       return kExitFailure;

@@ -45,6 +45,7 @@ int RunServeCommand(StopSignal& stop) {
     return kExitUsage;
   }
   options.auth_token = *token;
+  options.tls = TlsFromFlags();
   if (options.max_pixels < 1) {
     LogError("--max-pixels must be >= 1");
     return kExitUsage;

@@ -23,7 +23,8 @@ int RunStatusCommand(const std::vector<std::string>& arguments) {
                "clients", "in flight", "batches", "samples", "failed", "read s", "decode s",
                "augment s", "send s", "peak MiB");
   for (const std::string& address : arguments) {
-    absl::StatusOr<ServerStatus> status = FetchServerStatus(address, absl::Seconds(5), *token);
+    absl::StatusOr<ServerStatus> status =
+        FetchServerStatus(address, absl::Seconds(5), *token, TlsFromFlags());
     if (!status.ok()) {
       absl::PrintF("%-22s unreachable: %s\n", address, status.status().message());
       result = kExitFailure;

@@ -142,9 +142,10 @@ int RunTrainCommand(StopSignal& stop) {
     const std::string reason = result == kExitOk ? "training finished" : "training failed";
     LogInfo("%s; telling %d data server(s) to shut down", reason, view.data_servers.size());
     absl::StatusOr<std::string> token = AuthTokenFromFlags();
-    absl::Status shutdown =
-        token.ok() ? ShutdownDataServers(view.data_servers, reason, absl::Seconds(10), *token)
-                   : token.status();
+    absl::Status shutdown = token.ok()
+                                ? ShutdownDataServers(view.data_servers, reason, absl::Seconds(10),
+                                                      *token, TlsFromFlags())
+                                : token.status();
     if (!shutdown.ok()) LogWarning("%s", shutdown.ToString());
   }
   return result;

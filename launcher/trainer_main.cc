@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.auth_token = *token;
+  options.tls = heterodl::TlsFromFlags();
   heterodl::SetLogTag(absl::StrCat("train/", options.rank));
   if (absl::GetFlag(FLAGS_rank) < 0 || options.world_size == 0 ||
       options.rank >= options.world_size || options.data_servers.empty()) {

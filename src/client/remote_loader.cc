@@ -21,6 +21,7 @@
 #include "src/data/epoch_plan.h"
 #include "src/wire/batch_codec.h"
 #include "src/wire/byte_stream.h"
+#include "src/wire/credentials.h"
 
 namespace heterodl {
 namespace {
@@ -32,15 +33,18 @@ absl::Status FromGrpc(const grpc::Status& status) {
 // A channel of its own (own subchannel, so its own TCP connection) for each
 // `connection` number: gRPC would otherwise share one connection among
 // channels to the same address.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int connection = 0) {
+std::shared_ptr<grpc::Channel> MakeChannel(
+    const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    const TlsConfig& tls, int connection = 0) {
   grpc::ChannelArguments arguments;
+  AddTlsChannelArguments(tls, arguments);
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(4 << 20);
   // Reconnect quickly to a server that comes back.
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   arguments.SetInt("heterodl.connection", connection);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+  return grpc::CreateCustomChannel(address, credentials, arguments);
 }
 
 // Every call to a server carries the token when the servers require one.
@@ -489,9 +493,11 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   if (options.connections_per_server < 1 || options.connections_per_server > 16) {
     return absl::InvalidArgumentError("connections_per_server must be in [1, 16]");
   }
+  ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ChannelCredentials> credentials,
+                   MakeChannelCredentials(options.tls));
   std::vector<ServerEndpoint> servers;
   for (const std::string& address : options.servers) {
-    servers.emplace_back(address, MakeChannel(address));
+    servers.emplace_back(address, MakeChannel(address, credentials, options.tls));
   }
   // Ask all servers at once; each waits for its server to come up.
   const absl::Time deadline = absl::Now() + options.connect_timeout;
@@ -543,7 +549,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   for (int connection = 1; connection < options.connections_per_server; ++connection) {
     for (size_t i = 0; i < addresses; ++i) {
       const std::string address = servers[i].address;  // the vector may grow
-      servers.emplace_back(address, MakeChannel(address, connection));
+      servers.emplace_back(address, MakeChannel(address, credentials, options.tls, connection));
     }
   }
   auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(servers), std::move(dataset));
@@ -553,13 +559,16 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
 }
 
 absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
-                                 absl::Duration deadline, const std::string& auth_token) {
+                                 absl::Duration deadline, const std::string& auth_token,
+                                 const TlsConfig& tls) {
+  ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ChannelCredentials> credentials,
+                   MakeChannelCredentials(tls));
   const absl::Time give_up = absl::Now() + deadline;
   std::vector<absl::Status> results(servers.size());
   std::vector<std::thread> senders;
   for (size_t i = 0; i < servers.size(); ++i) {
     senders.emplace_back([&, i] {
-      auto stub = v1::DataService::NewStub(MakeChannel(servers[i]));
+      auto stub = v1::DataService::NewStub(MakeChannel(servers[i], credentials, tls));
       absl::Duration backoff = absl::Milliseconds(100);
       while (true) {
         grpc::ClientContext context;

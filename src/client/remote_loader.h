@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "src/common/buffer_pool.h"
+#include "src/common/tls_config.h"
 
 namespace heterodl {
 
@@ -67,6 +68,8 @@ struct RemoteLoaderOptions {
   absl::Duration heartbeat_interval = absl::Seconds(10);
   // The servers' shared token (their --auth-token-file); empty: none.
   std::string auth_token;
+  // TLS to the servers (a CA to verify them; cert + key for mutual TLS).
+  TlsConfig tls;
   // Memory for received pixels (Batch::images): heap by default; a CUDA
   // trainer passes pinned memory, so the batch is copied once, from gRPC's
   // receive buffers straight into memory the device can read.
@@ -132,7 +135,8 @@ class RemoteLoader {
 // retrying until `deadline`. Returns an error naming the servers that did not
 // acknowledge (already gone, or unreachable).
 absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
-                                 absl::Duration deadline, const std::string& auth_token = "");
+                                 absl::Duration deadline, const std::string& auth_token = "",
+                                 const TlsConfig& tls = {});
 
 }  // namespace heterodl
 

@@ -6,13 +6,19 @@
 #include "absl/strings/str_cat.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/common/auth_token.h"
+#include "src/wire/credentials.h"
 
 namespace heterodl {
 
 absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout,
-                                               const std::string& auth_token) {
-  auto stub =
-      v1::DataService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+                                               const std::string& auth_token,
+                                               const TlsConfig& tls) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(tls);
+  if (!credentials.ok()) return credentials.status();
+  grpc::ChannelArguments arguments;
+  AddTlsChannelArguments(tls, arguments);
+  auto stub = v1::DataService::NewStub(grpc::CreateCustomChannel(address, *credentials, arguments));
   grpc::ClientContext context;
   if (!auth_token.empty()) context.AddMetadata(kAuthTokenMetadataKey, auth_token);
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));

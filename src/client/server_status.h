@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/common/tls_config.h"
 
 namespace heterodl {
 
@@ -30,7 +31,8 @@ struct ServerStatus {
 // Asks `address` (host:port) for its statistics. Unavailable / DeadlineExceeded
 // name the server when it does not answer within `timeout`.
 absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout,
-                                               const std::string& auth_token = "");
+                                               const std::string& auth_token = "",
+                                               const TlsConfig& tls = {});
 
 }  // namespace heterodl
 

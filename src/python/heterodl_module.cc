@@ -62,7 +62,8 @@ class PyRemoteDataLoader {
                      uint32_t rank, uint32_t world_size, uint64_t seed, bool drop_last,
                      int credits_per_server, int connections_per_server, double connect_timeout,
                      double stall_timeout, std::optional<std::string> auth_token,
-                     std::optional<bool> pin_memory) {
+                     std::optional<bool> pin_memory, std::string tls_ca, std::string tls_cert,
+                     std::string tls_key, std::string tls_server_name) {
     RemoteLoaderOptions options;
     options.servers = std::move(servers);
     options.batch_size = batch_size;
@@ -76,6 +77,10 @@ class PyRemoteDataLoader {
     options.auth_token = auth_token.value_or("");
     options.connect_timeout = absl::Seconds(connect_timeout);
     options.stall_timeout = absl::Seconds(stall_timeout);
+    options.tls.ca_file = std::move(tls_ca);
+    options.tls.cert_file = std::move(tls_cert);
+    options.tls.key_file = std::move(tls_key);
+    options.tls.server_name = std::move(tls_server_name);
     if (pin_memory.value_or(torch::cuda::is_available())) {
       if (!torch::cuda::is_available()) {
         throw std::runtime_error("pin_memory=True needs CUDA, and torch sees no CUDA device");
@@ -162,13 +167,15 @@ PYBIND11_MODULE(_heterodl, m) {
   py::class_<PyRemoteDataLoader>(m, "RemoteDataLoader",
                                  "Batches of one rank from heterodl data servers, in order.")
       .def(py::init<std::vector<std::string>, uint32_t, std::string, uint32_t, uint32_t, uint64_t,
-                    bool, int, int, double, double, std::optional<std::string>,
-                    std::optional<bool>>(),
+                    bool, int, int, double, double, std::optional<std::string>, std::optional<bool>,
+                    std::string, std::string, std::string, std::string>(),
            py::arg("servers"), py::arg("batch_size"), py::arg("pipeline") = "", py::arg("rank") = 0,
            py::arg("world_size") = 1, py::arg("seed") = 0, py::arg("drop_last") = false,
            py::arg("credits_per_server") = 4, py::arg("connections_per_server") = 2,
            py::arg("connect_timeout") = 60.0, py::arg("stall_timeout") = 60.0,
-           py::arg("auth_token") = py::none(), py::arg("pin_memory") = py::none())
+           py::arg("auth_token") = py::none(), py::arg("pin_memory") = py::none(),
+           py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
+           py::arg("tls_server_name") = "")
       .def("set_epoch", &PyRemoteDataLoader::SetEpoch, py::arg("epoch"),
            "The epoch the next iteration runs (it changes the shuffle).")
       .def("resume", &PyRemoteDataLoader::Resume, py::arg("epoch"), py::arg("next_batch"),

@@ -18,6 +18,7 @@
 #include "src/common/status_macros.h"
 #include "src/server/batch_service.h"
 #include "src/wire/batch_codec.h"
+#include "src/wire/credentials.h"
 
 namespace heterodl {
 namespace {
@@ -399,8 +400,10 @@ class GrpcDataServer final : public DataServer {
               [this](const std::string& reason) { RequestStop(reason); }) {}
 
   absl::Status Listen() {
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                     MakeServerCredentials(options_.tls));
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(options_.address, credentials, &port_);
     builder.SetMaxReceiveMessageSize(4 << 20);
     builder.SetMaxSendMessageSize(-1);
     builder.RegisterService(&impl_);

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/common/tls_config.h"
 
 namespace heterodl {
 
@@ -33,6 +34,8 @@ struct DataServerOptions {
   // Non-empty: every RPC must carry this token (kAuthTokenMetadataKey), or
   // it is refused with UNAUTHENTICATED.
   std::string auth_token;
+  // TLS (mutual with a CA); empty: plaintext.
+  TlsConfig tls;
   // Stop when no stream has been open for this long (after the first client).
   absl::Duration idle_timeout = absl::Minutes(10);
   // Stop when no client has come for this long after start.

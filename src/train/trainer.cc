@@ -180,6 +180,7 @@ absl::Status TrainRank(const TrainerOptions& options) {
   loader_options.pipeline = options.pipeline;
   loader_options.connect_timeout = options.connect_timeout;
   loader_options.auth_token = options.auth_token;
+  loader_options.tls = options.tls;
   if (device.is_cuda()) loader_options.pixel_allocator = PinnedHostAllocator();
   ASSIGN_OR_RETURN(std::unique_ptr<RemoteLoader> loader, RemoteLoader::Connect(loader_options));
   const int num_classes = static_cast<int>(loader->dataset().class_names.size());

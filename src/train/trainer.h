@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "src/common/tls_config.h"
 
 namespace heterodl {
 
@@ -70,6 +71,7 @@ struct TrainerOptions {
   std::string gloo_hostname;
   absl::Duration connect_timeout = absl::Seconds(60);
   std::string auth_token;  // the data servers' shared token, if they need one
+  TlsConfig tls;           // TLS to the data servers
 
   std::string metrics_file;  // JSON lines, one per step; empty: none
   // When set, each rank writes DIR/rank<R>.samples: "epoch batch index" per

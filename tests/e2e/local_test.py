@@ -105,6 +105,70 @@ class LocalRunTest(unittest.TestCase):
         self.assertEqual(result.stderr.count("shutdown requested"), 2, result.stderr[-4000:])
         self.assertNotIn("refused a call", result.stderr)
 
+    def make_certificates(self):
+        """A CA, and a certificate it signed for 127.0.0.1 (server and client use)."""
+        tls = os.path.join(self.tmp, "tls")
+        os.makedirs(tls, exist_ok=True)
+        ext = os.path.join(tls, "ext.cnf")
+        with open(ext, "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+        def openssl(*args):
+            subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+        for name in ("ca", "node", "stranger"):
+            openssl("genrsa", "-out", os.path.join(tls, f"{name}.key"), "2048")
+        openssl("req", "-x509", "-new", "-key", os.path.join(tls, "ca.key"), "-days", "2",
+                "-subj", "/CN=heterodl-test-ca", "-out", os.path.join(tls, "ca.pem"))
+        for name, ca in (("node", "ca"), ("stranger", "stranger")):
+            csr = os.path.join(tls, f"{name}.csr")
+            openssl("req", "-new", "-key", os.path.join(tls, f"{name}.key"), "-subj",
+                    f"/CN=heterodl-{name}", "-out", csr)
+            signer = ["-CA", os.path.join(tls, "ca.pem"), "-CAkey", os.path.join(tls, "ca.key"),
+                      "-CAcreateserial"] if ca == "ca" else \
+                ["-signkey", os.path.join(tls, "stranger.key")]
+            openssl("x509", "-req", "-in", csr, *signer, "-days", "2", "-extfile", ext,
+                    "-out", os.path.join(tls, f"{name}.pem"))
+        return tls
+
+    def test_mutual_tls_end_to_end_and_every_refusal(self):
+        tls = self.make_certificates()
+        node = ["--tls-cert", os.path.join(tls, "node.pem"),
+                "--tls-key", os.path.join(tls, "node.key"), "--tls-ca", os.path.join(tls, "ca.pem")]
+        result = self.run_local("--data-servers", "1", "--ranks", "2", "--steps", "2",
+                                "--batch-size", "4", *node)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        self.assertIn("shutdown requested", result.stderr)
+
+        server, address = start_server(HETERODL, self.dataset, os.path.join(self.tmp, "tls.port"),
+                                       *node)
+        try:
+            def status(*flags):
+                return subprocess.run([HETERODL, "status", address, *flags],
+                                      capture_output=True, text=True, timeout=60)
+            self.assertEqual(status(*node).returncode, 0)
+            # Plaintext, no client certificate, or one the CA did not sign: refused.
+            self.assertEqual(status().returncode, 1)
+            self.assertEqual(status("--tls-ca", os.path.join(tls, "ca.pem")).returncode, 1)
+            stranger = status("--tls-cert", os.path.join(tls, "stranger.pem"), "--tls-key",
+                              os.path.join(tls, "stranger.key"), "--tls-ca",
+                              os.path.join(tls, "ca.pem"))
+            self.assertEqual(stranger.returncode, 1)
+            # A client that does not trust the server's CA refuses it.
+            untrusting = status("--tls-cert", os.path.join(tls, "node.pem"), "--tls-key",
+                                os.path.join(tls, "node.key"), "--tls-ca",
+                                os.path.join(tls, "stranger.pem"))
+            self.assertEqual(untrusting.returncode, 1)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        # Configuration mistakes are named.
+        missing = subprocess.run([HETERODL, "serve", "--dataset", self.dataset, "--port", "0",
+                                  "--tls-cert", os.path.join(tls, "node.pem")],
+                                 capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(missing.returncode, 0)
+        self.assertIn("--tls-cert and --tls-key go together", missing.stderr)
+
     def test_steps_limit(self):
         result = self.run_local("--data-servers", "1", "--ranks", "2", "--steps", "2",
                                 "--batch-size", "4")
