@@ -60,9 +60,16 @@ int RunClusterCommand() {
 
 namespace {
 
-// Whether `host` resolves to an address other hosts could reach (Debian maps
-// its own host name to 127.0.1.1, where a server would be unreachable).
+// Whether to listen on `host`: a literal address, or a name that resolves to
+// an address other hosts could reach (Debian maps its own host name to
+// 127.0.1.1, where a server would be unreachable).
 bool ResolvesBeyondLoopback(const std::string& host) {
+  // A literal address is meant as given (127.0.0.2 for a loopback cluster).
+  in6_addr ignored;
+  if (inet_pton(AF_INET, host.c_str(), &ignored) == 1 ||
+      inet_pton(AF_INET6, host.c_str(), &ignored) == 1) {
+    return true;
+  }
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* results = nullptr;
