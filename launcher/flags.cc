@@ -23,6 +23,10 @@ ABSL_FLAG(int64_t, max_pixels, 100'000'000,
 ABSL_FLAG(int64_t, synthetic, 0,
           "serve: serve this many synthetic samples (no files, no decoding) instead of --dataset, "
           "to measure the transport");
+ABSL_FLAG(int32_t, max_streams, 256,
+          "serve: most batch streams open at once (a loader opens one per connection)");
+ABSL_FLAG(int64_t, max_stream_mb, 2048,
+          "serve: most MB of batches one stream may have requested and not received");
 ABSL_FLAG(std::string, tls_cert, "",
           "serve: certificate chain (PEM) for TLS; train/status: the client certificate for "
           "mutual TLS");

@@ -1,4 +1,5 @@
 // `heterodl serve`: the data-group server.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,13 @@ int RunServeCommand(StopSignal& stop) {
   }
   options.auth_token = *token;
   options.tls = TlsFromFlags();
+  options.max_streams = absl::GetFlag(FLAGS_max_streams);
+  options.max_stream_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_stream_mb))) << 20;
+  if (options.max_streams < 1) {
+    LogError("--max-streams must be >= 1");
+    return kExitUsage;
+  }
   if (options.max_pixels < 1) {
     LogError("--max-pixels must be >= 1");
     return kExitUsage;

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -23,8 +24,9 @@
 namespace heterodl {
 namespace {
 
-// Batches a stream may have requested and not yet received. Clients keep far
-// fewer; the limit only stops a client from queueing unbounded work.
+// Batches a stream may have requested and not yet received, whatever their
+// size. Clients keep far fewer; the limit only stops a client from queueing
+// unbounded work (max_stream_bytes bounds the memory).
 constexpr int kMaxInFlightPerStream = 64;
 
 grpc::Status ToGrpc(const absl::Status& status) {
@@ -34,10 +36,14 @@ grpc::Status ToGrpc(const absl::Status& status) {
 // Tracks client activity for the idle and startup timeouts.
 class ActivityMonitor {
  public:
-  void StreamOpened() ABSL_LOCKS_EXCLUDED(mu_) {
+  // False, changing nothing, when `max_streams` are open already.
+  bool TryOpenStream(int max_streams) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    ++open_streams_;
     ever_connected_ = true;
+    last_activity_ = absl::Now();
+    if (open_streams_ >= max_streams) return false;
+    ++open_streams_;
+    return true;
   }
   void StreamClosed() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -103,9 +109,9 @@ class ActivityMonitor {
 class BatchStreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  BatchStreamReactor(BatchService& service, ActivityMonitor& activity)
-      : service_(service), activity_(activity) {
-    activity_.StreamOpened();
+  // REQUIRES: activity.TryOpenStream() succeeded for this stream.
+  BatchStreamReactor(BatchService& service, ActivityMonitor& activity, uint64_t max_stream_bytes)
+      : service_(service), activity_(activity), max_stream_bytes_(max_stream_bytes) {
     StartRead(&request_wire_);
   }
 
@@ -205,6 +211,11 @@ class BatchStreamReactor final
     if (request_.has_open()) {
       if (stream_ != nullptr) return absl::InvalidArgumentError("stream opened twice");
       ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open()));
+      const uint64_t batch_bytes =
+          uint64_t{stream_->params.batch_size} * stream_->assembler->sample_bytes();
+      absl::MutexLock lock(&mu_);
+      max_in_flight_ = static_cast<int>(std::clamp<uint64_t>(
+          max_stream_bytes_ / std::max<uint64_t>(batch_bytes, 1), 1, kMaxInFlightPerStream));
       return absl::OkStatus();
     }
     if (!request_.has_batch()) return absl::InvalidArgumentError("empty request");
@@ -214,9 +225,11 @@ class BatchStreamReactor final
     RETURN_IF_ERROR(service_.ValidateBatchId(*stream_, request_.batch()));
     {
       absl::MutexLock lock(&mu_);
-      if (in_flight_ >= kMaxInFlightPerStream) {
+      if (in_flight_ >= max_in_flight_) {
         return absl::ResourceExhaustedError(
-            absl::StrCat("more than ", kMaxInFlightPerStream, " batches in flight on one stream"));
+            absl::StrCat("more than ", max_in_flight_,
+                         " batches requested and not yet received on one stream "
+                         "(the server's per-stream memory limit)"));
       }
       ++in_flight_;
       ++pending_builds_;
@@ -279,6 +292,7 @@ class BatchStreamReactor final
 
   BatchService& service_;
   ActivityMonitor& activity_;
+  const uint64_t max_stream_bytes_;
   // Only touched by OnReadDone's thread, between StartRead calls.
   grpc::ByteBuffer request_wire_;
   v1::BatchRequest request_;
@@ -290,6 +304,7 @@ class BatchStreamReactor final
   std::optional<grpc::ByteBuffer> writing_ ABSL_GUARDED_BY(mu_);
   absl::Time writing_ready_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_in_flight_ ABSL_GUARDED_BY(mu_) = kMaxInFlightPerStream;
   int pending_builds_ ABSL_GUARDED_BY(mu_) = 0;
   int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
@@ -317,10 +332,13 @@ class DataServiceImpl final : public DataServiceBase {
  public:
   // `auth_token` empty: no token required.
   DataServiceImpl(BatchService& service, ActivityMonitor& activity, std::string auth_token,
+                  int max_streams, uint64_t max_stream_bytes,
                   std::function<void(const std::string&)> request_stop)
       : service_(service),
         activity_(activity),
         auth_token_(std::move(auth_token)),
+        max_streams_(max_streams),
+        max_stream_bytes_(max_stream_bytes),
         request_stop_(std::move(request_stop)) {}
 
   grpc::ServerUnaryReactor* GetDatasetInfo(grpc::CallbackServerContext* context,
@@ -338,7 +356,12 @@ class DataServiceImpl final : public DataServiceBase {
       grpc::CallbackServerContext* context) override {
     grpc::Status status = Authorize(*context);
     if (!status.ok()) return new RejectedStream(status);
-    return new BatchStreamReactor(service_, activity_);
+    if (!activity_.TryOpenStream(max_streams_)) {
+      return new RejectedStream(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the server has its limit of ", max_streams_, " streams open")));
+    }
+    return new BatchStreamReactor(service_, activity_, max_stream_bytes_);
   }
 
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
@@ -388,6 +411,8 @@ class DataServiceImpl final : public DataServiceBase {
   BatchService& service_;
   ActivityMonitor& activity_;
   const std::string auth_token_;
+  const int max_streams_;
+  const uint64_t max_stream_bytes_;
   std::function<void(const std::string&)> request_stop_;
 };
 
@@ -396,7 +421,8 @@ class GrpcDataServer final : public DataServer {
   GrpcDataServer(const DataServerOptions& options, std::unique_ptr<BatchService> service)
       : options_(options),
         service_(std::move(service)),
-        impl_(*service_, activity_, options.auth_token,
+        impl_(*service_, activity_, options.auth_token, options.max_streams,
+              options.max_stream_bytes,
               [this](const std::string& reason) { RequestStop(reason); }) {}
 
   absl::Status Listen() {

@@ -40,6 +40,12 @@ struct DataServerOptions {
   absl::Duration idle_timeout = absl::Minutes(10);
   // Stop when no client has come for this long after start.
   absl::Duration startup_timeout = absl::Minutes(30);
+  // Streams open at once, over all clients; more are refused with
+  // RESOURCE_EXHAUSTED (a loader opens one per connection, 2 by default).
+  int max_streams = 256;
+  // Bytes of batches one stream may have requested and not yet received: a
+  // client that asks and never reads holds at most this much server memory.
+  uint64_t max_stream_bytes = 2ull << 30;
   // Grace given to open streams on shutdown before they are cancelled.
   absl::Duration drain_timeout = absl::Seconds(3);
 };

@@ -330,6 +330,120 @@ TEST_F(RawStreamTest, BytesThatAreNoRequestGetInvalidArgument) {
   EXPECT_TRUE(Exchange({Open(fingerprint()), Ask(1, 7)}).ok());
 }
 
+TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
+  DataServerOptions options;
+  options.dataset = *dataset_;
+  options.pipeline = kPipeline;
+  options.address = "127.0.0.1:0";
+  options.threads = 2;
+  options.max_streams = 2;
+  options.max_stream_bytes = 3 * 4 * 32 * 32 * 3;  // three 4-image batches
+  options.drain_timeout = absl::Milliseconds(200);
+  absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = absl::StrCat("127.0.0.1:", (*server)->port());
+  auto stub =
+      v1::DataService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  const uint64_t fingerprint = Dataset::Open(*dataset_)->fingerprint();
+  v1::BatchRequest open;
+  open.mutable_open()->set_dataset_fingerprint(fingerprint);
+  open.mutable_open()->set_batch_size(4);
+  open.mutable_open()->set_world_size(1);
+  auto ask = [](uint32_t index) {
+    v1::BatchRequest request;
+    request.mutable_batch()->set_index(index);
+    return request;
+  };
+
+  v1::Batch batch;
+  // Two streams, each known to the server (a batch came back on each)...
+  grpc::ClientContext first_context, second_context;
+  auto first = stub->StreamBatches(&first_context);
+  auto second = stub->StreamBatches(&second_context);
+  for (auto* stream : {first.get(), second.get()}) {
+    ASSERT_TRUE(stream->Write(open));
+    ASSERT_TRUE(stream->Write(ask(0)));
+    ASSERT_TRUE(stream->Read(&batch));
+  }
+  // ...and a third is refused.
+  grpc::ClientContext third_context;
+  auto third = stub->StreamBatches(&third_context);
+  third->Write(open);
+  third->WritesDone();
+  while (third->Read(&batch)) {
+  }
+  const grpc::Status refused = third->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("limit of 2 streams"), std::string::npos)
+      << refused.error_message();
+  for (auto* stream : {first.get(), second.get()}) {
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+
+  // A client that asks and never reads: the fourth batch in flight is refused.
+  grpc::ClientContext greedy_context;
+  auto greedy = stub->StreamBatches(&greedy_context);
+  ASSERT_TRUE(greedy->Write(open));
+  for (uint32_t k = 0; k < 4; ++k) greedy->Write(ask(k));
+  while (greedy->Read(&batch)) {
+  }
+  const grpc::Status greedy_status = greedy->Finish();
+  EXPECT_EQ(greedy_status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << greedy_status.error_message();
+  EXPECT_NE(greedy_status.error_message().find("memory limit"), std::string::npos);
+
+  // An oversized request never reaches the service.
+  grpc::ClientContext big_context;
+  auto big = stub->StreamBatches(&big_context);
+  v1::BatchRequest oversized = open;
+  oversized.mutable_open()->set_pipeline(std::string(5 << 20, 'x'));
+  big->Write(oversized);
+  big->WritesDone();
+  while (big->Read(&batch)) {
+  }
+  EXPECT_EQ(big->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  (*server)->RequestStop("test");
+  EXPECT_TRUE((*server)->Wait().ok());
+}
+
+TEST_F(DataServerTest, SixtyFourConcurrentClients) {
+  RunningServer server(*dataset_);
+  std::vector<std::thread> clients;
+  std::vector<int> samples(64, 0);
+  std::vector<std::string> errors(64);
+  for (int i = 0; i < 64; ++i) {
+    clients.emplace_back([&, i] {
+      RemoteLoaderOptions options = LoaderOptions({server.address()}, 0, 1);
+      options.seed = static_cast<uint64_t>(i);
+      options.connections_per_server = 1;
+      absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
+      if (!loader.ok()) {
+        errors[i] = loader.status().ToString();
+        return;
+      }
+      std::set<int64_t> seen;
+      if (!(*loader)->SetEpoch(0).ok()) return;
+      while (true) {
+        absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
+        if (!batch.ok()) {
+          errors[i] = batch.status().ToString();
+          return;
+        }
+        if (!*batch) break;
+        seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
+        samples[i] += static_cast<int>((*batch)->size());
+      }
+      if (static_cast<int>(seen.size()) != samples[i]) errors[i] = "a sample came twice";
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(errors[i], "") << "client " << i;
+    EXPECT_EQ(samples[i], 60) << "client " << i;  // 3 classes x 20 images, each once
+  }
+}
+
 TEST_F(RawStreamTest, ClientsThatVanishMidStreamLeaveTheServerHealthy) {
   auto stub = v1::DataService::NewStub(
       grpc::CreateChannel(server_.address(), grpc::InsecureChannelCredentials()));
