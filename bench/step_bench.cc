@@ -11,12 +11,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/metrics.pb.h"
@@ -71,17 +69,9 @@ class StepBench {
                                      "--startup_timeout=120s"};
     argv.push_back(synthetic ? "--synthetic=100000" : absl::StrCat("--dataset=", options_.dataset));
     ASSIGN_OR_RETURN(ChildProcess server, ChildProcess::Spawn(argv));
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (absl::Now() < deadline) {
-      absl::StatusOr<std::string> text = ReadFileToString(port_file);
-      int port = 0;
-      if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) && port > 0) {
-        return std::make_pair(std::move(server), absl::StrCat("127.0.0.1:", port));
-      }
-      if (server.Poll()) break;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return absl::UnavailableError("a data server for the step benchmark did not start");
+    const std::optional<int> port = AwaitPortFile(server, port_file, absl::Seconds(60));
+    if (!port) return absl::UnavailableError("a data server for the step benchmark did not start");
+    return std::make_pair(std::move(server), absl::StrCat("127.0.0.1:", *port));
   }
 
   // One training run: servers on `server_cpus` (each its own server; the
@@ -146,12 +136,6 @@ class StepBench {
   int next_id_ = 0;
 };
 
-std::string Shape(const v1::ClusterEstimate& e) {
-  return e.data_instances() == 0 ? absl::StrCat("1 x ", e.gpu_instance())
-                                 : absl::StrCat("1 x ", e.gpu_instance(), " + ", e.data_instances(),
-                                                " x ", e.data_instance());
-}
-
 std::string FormatTable(const v1::StepBenchReport& report) {
   std::string text = absl::StrFormat(
       "step benchmark: %s, batch %d, pipeline '%s'\naccelerator: %s\ndecode + augment: %.0f "
@@ -163,7 +147,7 @@ std::string FormatTable(const v1::StepBenchReport& report) {
   for (const v1::StepBenchRun& run : report.runs()) {
     absl::StrAppendFormat(
         &text, "| %s | %s | $%.3f | %.1f | %.1f | %.0f%% | $%.7f | %s |\n", run.configuration(),
-        Shape(run.priced()), run.priced().usd_per_hour(), run.measured_step_ms(),
+        ShapeName(run.priced()), run.priced().usd_per_hour(), run.measured_step_ms(),
         run.predicted_step_ms(), run.data_stall_percent(), run.priced().usd_per_step(),
         run.data_servers() == 0
             ? "baseline"

@@ -18,16 +18,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "heterodl/bench.pb.h"
 #include "src/client/remote_loader.h"
 #include "src/common/child_process.h"
 #include "src/common/proto_json.h"
-#include "src/common/read_file.h"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
@@ -68,18 +65,10 @@ absl::StatusOr<std::pair<ChildProcess, std::string>> StartServer(
                            "--address=127.0.0.1:0", absl::StrCat("--port_file=", port_file),
                            absl::StrCat("--threads=", options.server_threads), "--idle_timeout=30s",
                            "--startup_timeout=60s"}));
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline) {
-    absl::StatusOr<std::string> text = ReadFileToString(port_file);
-    int port = 0;
-    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) && port > 0) {
-      std::filesystem::remove(port_file);
-      return std::make_pair(std::move(server), absl::StrCat("127.0.0.1:", port));
-    }
-    if (server.Poll()) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return absl::UnavailableError("the synthetic data server did not start");
+  const std::optional<int> port = AwaitPortFile(server, port_file, absl::Seconds(30));
+  std::filesystem::remove(port_file);
+  if (!port) return absl::UnavailableError("the synthetic data server did not start");
+  return std::make_pair(std::move(server), absl::StrCat("127.0.0.1:", *port));
 }
 
 absl::StatusOr<Measurement> MeasureGrpc(const std::string& address, int batch_size, int connections,

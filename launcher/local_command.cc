@@ -19,36 +19,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
 #include "src/common/child_process.h"
 #include "src/common/log.h"
-#include "src/common/read_file.h"
 
 namespace heterodl {
 namespace {
 
 // How long servers get to exit after the trainer's shutdown request.
 constexpr absl::Duration kServerExitGrace = absl::Seconds(10);
-
-// Waits for a server's port file; nullopt if the server exits or `timeout`
-// passes first.
-std::optional<int> AwaitPort(ChildProcess& server, const std::string& port_file,
-                             absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    absl::StatusOr<std::string> text = ReadFileToString(port_file);
-    int port = 0;
-    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) && port > 0) {
-      return port;
-    }
-    if (server.Poll()) return std::nullopt;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return std::nullopt;
-}
 
 // A TCP port free on loopback right now, for the rendezvous store (which
 // binds it again moments later; the store reports a clear error in the
@@ -119,7 +100,7 @@ int RunLocalCommand(StopSignal& stop) {
       return kExitFailure;
     }
     servers.push_back(std::move(*server));
-    std::optional<int> port = AwaitPort(servers.back(), port_file, absl::Seconds(60));
+    std::optional<int> port = AwaitPortFile(servers.back(), port_file, absl::Seconds(60));
     if (!port) {
       LogError("data server %d did not start (see its log above)", i);
       return kExitFailure;  // destructors stop the servers already started

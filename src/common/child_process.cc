@@ -10,9 +10,12 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "src/common/read_file.h"
 
 extern char** environ;
 
@@ -122,6 +125,21 @@ std::optional<int> ChildProcess::WaitFor(absl::Duration timeout) {
     if (absl::Now() >= deadline) return std::nullopt;
     absl::SleepFor(absl::Milliseconds(20));
   }
+}
+
+std::optional<int> AwaitPortFile(ChildProcess& server, const std::string& path,
+                                 absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<std::string> text = ReadFileToString(path);
+    int port = 0;
+    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) && port > 0) {
+      return port;
+    }
+    if (server.Poll()) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<std::string> SelfExecutable() {

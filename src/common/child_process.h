@@ -61,6 +61,11 @@ class ChildProcess {
 // copies of this binary in another role.
 absl::StatusOr<std::string> SelfExecutable();
 
+// Waits for a `heterodl serve --port_file PATH` child to write its bound port
+// to PATH; nullopt when the child exits first or `timeout` passes.
+std::optional<int> AwaitPortFile(ChildProcess& server, const std::string& path,
+                                 absl::Duration timeout);
+
 }  // namespace heterodl
 
 #endif  // HETERODL_SRC_COMMON_CHILD_PROCESS_H_

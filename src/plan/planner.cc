@@ -18,13 +18,13 @@ namespace {
 
 constexpr double kMsPerHour = 3.6e6;
 
-std::string DataShape(const v1::ClusterEstimate& estimate) {
+}  // namespace
+
+std::string ShapeName(const v1::ClusterEstimate& estimate) {
   if (estimate.data_instances() == 0) return absl::StrCat("1 x ", estimate.gpu_instance());
   return absl::StrCat("1 x ", estimate.gpu_instance(), " + ", estimate.data_instances(), " x ",
                       estimate.data_instance());
 }
-
-}  // namespace
 
 absl::StatusOr<PriceTable> PriceTable::Parse(const std::string& text, const std::string& source) {
   PriceTable table;
@@ -77,50 +77,6 @@ absl::StatusOr<v1::InstanceType> PriceTable::Find(const std::string& name) const
                                           absl::StrJoin(known, ", "), ")"));
 }
 
-v1::ClusterEstimate Estimate(const Workload& workload, const v1::InstanceType& gpu,
-                             const v1::InstanceType* data, int data_instances) {
-  v1::ClusterEstimate estimate;
-  estimate.set_gpu_instance(gpu.name());
-  estimate.set_gpu_instances(1);
-  const double images = static_cast<double>(workload.batch_per_gpu) * gpu.gpus();
-  double decode_ms;
-  double network_ms = 0;
-  double price = gpu.usd_per_hour();
-  if (data == nullptr || data_instances == 0) {
-    const double cores = std::max(0.0, gpu.vcpus() - workload.trainer_vcpus_per_gpu * gpu.gpus());
-    decode_ms = cores > 0 ? images / (cores * workload.images_per_sec_per_core) * 1000
-                          : std::numeric_limits<double>::infinity();
-  } else {
-    estimate.set_data_instance(data->name());
-    estimate.set_data_instances(static_cast<uint32_t>(data_instances));
-    decode_ms =
-        images /
-        (static_cast<double>(data_instances) * data->vcpus() * workload.images_per_sec_per_core) *
-        1000;
-    const double gbps = std::min(data_instances * data->network_gbps(), gpu.network_gbps()) *
-                        workload.network_efficiency;
-    network_ms = images * workload.image_bytes * 8 / (gbps * 1e9) * 1000;
-    price += data_instances * data->usd_per_hour();
-  }
-  const bool serial = workload.device_uses_host_cpu && (data == nullptr || data_instances == 0);
-  double step_ms;
-  std::string bound;
-  if (serial) {
-    // The host CPU is the accelerator: decoding takes turns with it.
-    step_ms = workload.device_step_ms + decode_ms;
-    bound = decode_ms > workload.device_step_ms ? "cpu" : "gpu";
-  } else {
-    step_ms = std::max({workload.device_step_ms, decode_ms, network_ms});
-    bound = step_ms == workload.device_step_ms ? "gpu" : step_ms == decode_ms ? "cpu" : "network";
-  }
-  estimate.set_step_ms(step_ms);
-  estimate.set_bound(bound);
-  estimate.set_data_stall(step_ms > 0 ? 1.0 - workload.device_step_ms / step_ms : 0);
-  estimate.set_usd_per_hour(price);
-  estimate.set_usd_per_step(price * step_ms / kMsPerHour);
-  return estimate;
-}
-
 v1::ClusterEstimate PriceMeasured(const v1::InstanceType& gpu, const v1::InstanceType* data,
                                   int data_instances, double step_ms) {
   v1::ClusterEstimate estimate;
@@ -135,6 +91,41 @@ v1::ClusterEstimate PriceMeasured(const v1::InstanceType& gpu, const v1::Instanc
   estimate.set_usd_per_hour(price);
   estimate.set_step_ms(step_ms);
   estimate.set_usd_per_step(price * step_ms / kMsPerHour);
+  return estimate;
+}
+
+v1::ClusterEstimate Estimate(const Workload& workload, const v1::InstanceType& gpu,
+                             const v1::InstanceType* data, int data_instances) {
+  const bool homogeneous = data == nullptr || data_instances == 0;
+  const double images = static_cast<double>(workload.batch_per_gpu) * gpu.gpus();
+  double decode_ms;
+  double network_ms = 0;
+  if (homogeneous) {
+    const double cores = std::max(0.0, gpu.vcpus() - workload.trainer_vcpus_per_gpu * gpu.gpus());
+    decode_ms = cores > 0 ? images / (cores * workload.images_per_sec_per_core) * 1000
+                          : std::numeric_limits<double>::infinity();
+  } else {
+    decode_ms =
+        images /
+        (static_cast<double>(data_instances) * data->vcpus() * workload.images_per_sec_per_core) *
+        1000;
+    const double gbps = std::min(data_instances * data->network_gbps(), gpu.network_gbps()) *
+                        workload.network_efficiency;
+    network_ms = images * workload.image_bytes * 8 / (gbps * 1e9) * 1000;
+  }
+  double step_ms;
+  std::string bound;
+  if (workload.device_uses_host_cpu && homogeneous) {
+    // The host CPU is the accelerator: decoding takes turns with it.
+    step_ms = workload.device_step_ms + decode_ms;
+    bound = decode_ms > workload.device_step_ms ? "cpu" : "gpu";
+  } else {
+    step_ms = std::max({workload.device_step_ms, decode_ms, network_ms});
+    bound = step_ms == workload.device_step_ms ? "gpu" : step_ms == decode_ms ? "cpu" : "network";
+  }
+  v1::ClusterEstimate estimate = PriceMeasured(gpu, data, data_instances, step_ms);
+  estimate.set_bound(bound);
+  estimate.set_data_stall(step_ms > 0 ? 1.0 - workload.device_step_ms / step_ms : 0);
   return estimate;
 }
 
@@ -244,13 +235,13 @@ std::string FormatPlan(const v1::PlanReport& plan) {
       plan.image_bytes(), 100 * plan.max_data_stall(), "configuration", "$/hour", "step ms",
       "stall", "$/step", "bound", "vs homo");
   auto row = [&text](const v1::ClusterEstimate& e) {
-    absl::StrAppendFormat(&text, "  %-40s %10.3f %8.1f %8.0f%% %11.6f %8s %8.0f%%\n", DataShape(e),
+    absl::StrAppendFormat(&text, "  %-40s %10.3f %8.1f %8.0f%% %11.6f %8s %8.0f%%\n", ShapeName(e),
                           e.usd_per_hour(), e.step_ms(), 100 * e.data_stall(), e.usd_per_step(),
                           e.bound(), 100 * e.price_performance_improvement());
   };
   row(plan.homogeneous());
   for (const v1::ClusterEstimate& estimate : plan.considered()) row(estimate);
-  absl::StrAppendFormat(&text, "\nrecommended: %s\n%s\n", DataShape(plan.recommended()),
+  absl::StrAppendFormat(&text, "\nrecommended: %s\n%s\n", ShapeName(plan.recommended()),
                         plan.reason());
   return text;
 }

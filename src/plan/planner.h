@@ -80,6 +80,9 @@ struct PlanRequest {
 absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTable& prices,
                                         const PlanRequest& request);
 
+// "1 x ml.p3.2xlarge + 2 x ml.c5.9xlarge".
+std::string ShapeName(const v1::ClusterEstimate& estimate);
+
 // The plan as a table and a recommendation, for people.
 std::string FormatPlan(const v1::PlanReport& plan);
 
