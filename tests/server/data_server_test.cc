@@ -381,11 +381,15 @@ TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
     EXPECT_TRUE(stream->Finish().ok());
   }
 
-  // A client that asks and never reads: the fourth batch in flight is refused.
+  // A client that asks and never reads: past three batches in flight it is
+  // refused. It asks for the whole epoch (15 batches) at once, far faster
+  // than batches are decoded and sent, then half-closes, so a server that
+  // failed to refuse would end the stream (and fail below) rather than hang.
   grpc::ClientContext greedy_context;
   auto greedy = stub->StreamBatches(&greedy_context);
   ASSERT_TRUE(greedy->Write(open));
-  for (uint32_t k = 0; k < 4; ++k) greedy->Write(ask(k));
+  for (uint32_t k = 0; k < 15; ++k) greedy->Write(ask(k));
+  greedy->WritesDone();
   while (greedy->Read(&batch)) {
   }
   const grpc::Status greedy_status = greedy->Finish();
