@@ -1,8 +1,10 @@
 // `heterodl bench transport`: how close the data service gets to the wire.
 // A data server child process streams pre-built (synthetic, undecoded)
-// batches to a RemoteLoader on loopback, and in the same run a raw TCP pump
-// moves the same bytes over a loopback socket; for several batch sizes it
-// reports GB/s, batches/s, the client's CPU seconds per GB and the ratio.
+// batches to a RemoteLoader on loopback, once as trainers use it (pixels on
+// pixel channels) and once with the pixels inside the gRPC stream (its path
+// under TLS); in the same run a raw TCP pump moves the same bytes over a
+// loopback socket. For several batch sizes it reports GB/s, batches/s, the
+// client's CPU seconds per GB and the ratios to raw TCP.
 //
 //   TransportBenchOptions options;
 //   options.heterodl = "/path/to/heterodl";

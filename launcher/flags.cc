@@ -27,6 +27,13 @@ ABSL_FLAG(int32_t, max_streams, 256,
           "serve: most batch streams open at once (a loader opens one per connection)");
 ABSL_FLAG(int64_t, max_stream_mb, 2048,
           "serve: most MB of batches one stream may have requested and not received");
+ABSL_FLAG(int32_t, pixel_port, 0,
+          "serve: TCP port for pixel channels, which carry batch pixels beside the gRPC streams "
+          "without copies (0: any free port; -1: off, pixels go through gRPC; always off under "
+          "TLS)");
+ABSL_FLAG(bool, pixel_channel, true,
+          "train: receive pixels on the servers' pixel channels when they offer them (not "
+          "under TLS); false: through gRPC");
 ABSL_FLAG(std::string, tls_cert, "",
           "serve: certificate chain (PEM) for TLS; train/status: the client certificate for "
           "mutual TLS");
@@ -124,6 +131,7 @@ std::vector<std::string> TrainingFlagsAsArguments() {
           absl::StrCat("--resume=", absl::GetFlag(FLAGS_resume) ? "true" : "false"),
           absl::StrCat("--model_dir=", absl::GetFlag(FLAGS_model_dir)),
           absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)),
+          absl::StrCat("--pixel_channel=", absl::GetFlag(FLAGS_pixel_channel) ? "true" : "false"),
           absl::StrCat("--connect_timeout=",
                        absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout))),
           absl::StrCat("--metrics_file=", absl::GetFlag(FLAGS_metrics_file)),

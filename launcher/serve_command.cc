@@ -48,6 +48,12 @@ int RunServeCommand(StopSignal& stop) {
   options.auth_token = *token;
   options.tls = TlsFromFlags();
   options.max_streams = absl::GetFlag(FLAGS_max_streams);
+  options.pixel_port = absl::GetFlag(FLAGS_pixel_port);
+  if (options.pixel_port < -1 || options.pixel_port > 65535) {
+    LogError("serve: --pixel_port must be -1 (off), 0 (any free port) or a port, got %d",
+             options.pixel_port);
+    return kExitUsage;
+  }
   options.max_stream_bytes =
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_stream_mb))) << 20;
   if (options.max_streams < 1) {

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   }
   options.auth_token = *token;
   options.tls = heterodl::TlsFromFlags();
+  options.pixel_channel = absl::GetFlag(FLAGS_pixel_channel);
   heterodl::SetLogTag(absl::StrCat("train/", options.rank));
   if (absl::GetFlag(FLAGS_rank) < 0 || options.world_size == 0 ||
       options.rank >= options.world_size || options.data_servers.empty()) {

@@ -16,12 +16,14 @@
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/common/auth_token.h"
 #include "src/common/fingerprint.h"
+#include "src/common/host_port.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/data/epoch_plan.h"
 #include "src/wire/batch_codec.h"
 #include "src/wire/byte_stream.h"
 #include "src/wire/credentials.h"
+#include "src/wire/pixel_channel.h"
 
 namespace heterodl {
 namespace {
@@ -74,7 +76,17 @@ struct ServerEndpoint {
   std::unique_ptr<v1::DataService::Stub> stub;
   // StreamBatches as a raw call: batches are decoded by batch_codec.h.
   std::unique_ptr<grpc::GenericStub> stream_stub;
+  // Set after this endpoint's pixel channel port could not be reached: its
+  // streams carry pixels through gRPC until then, rather than each waiting
+  // for a connection that a firewall drops. Only the endpoint's stream
+  // thread (one at a time) touches it.
+  absl::Time pixel_channel_retry_after = absl::InfinitePast();
 };
+
+// How long a stream waits for its pixel channel connection, and how long an
+// endpoint goes without after that failed.
+constexpr absl::Duration kPixelChannelConnectTimeout = absl::Seconds(5);
+constexpr absl::Duration kPixelChannelRetryAfter = absl::Minutes(10);
 
 // The fetch of one epoch: a thread per server pulling batch ids from a shared
 // schedule, and the reorder buffer the trainer reads from.
@@ -105,9 +117,7 @@ class EpochFetch {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
-      for (auto& connection : connections_) {
-        if (connection->context != nullptr) connection->context->TryCancel();
-      }
+      for (auto& connection : connections_) CancelLocked(*connection);
     }
     for (std::thread& thread : threads_) thread.join();
   }
@@ -153,11 +163,18 @@ class EpochFetch {
 
  private:
   struct Connection {
-    grpc::ClientContext* context = nullptr;  // of the open stream, if any
+    grpc::ClientContext* context = nullptr;       // of the open stream, if any
+    PixelChannelReader* pixel_channel = nullptr;  // of the open stream, if it has one
     std::set<int64_t> outstanding;
     absl::Time last_progress = absl::Now();
     std::string last_error;
   };
+
+  // Ends the connection's open stream, waking its thread wherever it blocks.
+  void CancelLocked(Connection& connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (connection.context != nullptr) connection.context->TryCancel();
+    if (connection.pixel_channel != nullptr) connection.pixel_channel->Interrupt();
+  }
 
   bool DeliverableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !error_.ok() || next_to_deliver_ >= end_ || completed_.count(next_to_deliver_) > 0;
@@ -172,7 +189,7 @@ class EpochFetch {
           now - connection.last_progress > options_.stall_timeout / 2) {
         LogWarning("data server %s stalled for %s; giving its batches to others",
                    servers_[i].address, absl::FormatDuration(now - connection.last_progress));
-        connection.context->TryCancel();
+        CancelLocked(connection);
         connection.last_progress = now;
       }
     }
@@ -253,7 +270,51 @@ class EpochFetch {
     }
   }
 
+  // The stream's pixel channel, connected and its ticket presented; null
+  // when the stream is to carry pixels itself (turned off, TLS, the server
+  // offers none, or its port is unreachable: then with a warning).
+  absl::StatusOr<std::unique_ptr<PixelChannelReader>> OpenPixelChannel(size_t server,
+                                                                       const PixelTicket& ticket) {
+    ServerEndpoint& endpoint = servers_[server];
+    if (!options_.pixel_channel || options_.tls.enabled() ||
+        absl::Now() < endpoint.pixel_channel_retry_after) {
+      return nullptr;
+    }
+    const absl::StatusOr<HostPort> address = SplitHostPort(endpoint.address);
+    if (!address.ok()) return nullptr;  // a gRPC target of another kind
+    // Its port now: a restarted server may have another.
+    grpc::ClientContext context;
+    AddAuthToken(context, options_.auth_token);
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kPixelChannelConnectTimeout));
+    {
+      absl::MutexLock lock(&mu_);
+      if (FinishedLocked()) return nullptr;
+      connections_[server]->context = &context;
+    }
+    v1::DatasetInfo info;
+    const grpc::Status asked = endpoint.stub->GetDatasetInfo(&context, {}, &info);
+    {
+      absl::MutexLock lock(&mu_);
+      connections_[server]->context = nullptr;
+    }
+    if (!asked.ok()) return FromGrpc(asked);
+    if (info.pixel_port() == 0) return nullptr;
+    absl::StatusOr<std::unique_ptr<PixelChannelReader>> reader = PixelChannelReader::Connect(
+        address->host, static_cast<int>(info.pixel_port()), ticket, kPixelChannelConnectTimeout);
+    if (!reader.ok()) {
+      LogWarning("data server %s: %s; its pixels go through gRPC for the next %s", endpoint.address,
+                 reader.status().message(), absl::FormatDuration(kPixelChannelRetryAfter));
+      endpoint.pixel_channel_retry_after = absl::Now() + kPixelChannelRetryAfter;
+      return nullptr;
+    }
+    return reader;
+  }
+
   absl::Status RunStream(size_t server) {
+    // The channel first: the server pairs it with the stream by its ticket.
+    const PixelTicket ticket = NewPixelTicket();
+    ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelReader> pixel_channel,
+                     OpenPixelChannel(server, ticket));
     grpc::ClientContext context;
     AddAuthToken(context, options_.auth_token);
     Connection& connection = *connections_[server];
@@ -261,15 +322,18 @@ class EpochFetch {
       absl::MutexLock lock(&mu_);
       if (FinishedLocked()) return absl::OkStatus();
       connection.context = &context;
+      connection.pixel_channel = pixel_channel.get();
       connection.last_progress = absl::Now();
     }
     auto stream =
         std::make_unique<ByteStream>(*servers_[server].stream_stub, &context, kStreamBatchesMethod);
-    absl::Status result = PumpStream(server, *stream);
+    absl::Status result = PumpStream(server, *stream, pixel_channel == nullptr ? nullptr : &ticket,
+                                     pixel_channel.get());
     bool clean_end;
     {
       absl::MutexLock lock(&mu_);
       connection.context = nullptr;
+      connection.pixel_channel = nullptr;
       // Batches still owed to us would be left unread: cancel instead.
       clean_end = connection.outstanding.empty();
     }
@@ -291,10 +355,35 @@ class EpochFetch {
     return result;
   }
 
-  absl::Status PumpStream(size_t server, ByteStream& stream) {
+  // Reads the pixels of `decoded` from the stream's channel when its header
+  // says they come that way, after checking their size against the plan.
+  absl::Status ReceivePixels(DecodedBatch& decoded, PixelChannelReader* channel) {
+    const v1::Batch& header = decoded.header;
+    const uint64_t size = header.images_on_channel();
+    if (size == 0) return absl::OkStatus();
+    const int64_t k = header.id().index();
+    if (channel == nullptr || !decoded.pixels.empty() || k >= end_) {
+      return absl::DataLossError(
+          absl::StrCat("batch ", k, " announces pixels on a pixel channel this stream lacks"));
+    }
+    const uint64_t expected = static_cast<uint64_t>(plan_.BatchIndices(options_.rank, k).size()) *
+                              std::min<uint32_t>(header.height(), 1 << 16) *
+                              std::min<uint32_t>(header.width(), 1 << 16) * 3;
+    if (size != expected) {
+      return absl::DataLossError(absl::StrCat("batch ", k, " announces ", size,
+                                              " bytes of pixels; its shape makes ", expected));
+    }
+    ASSIGN_OR_RETURN(decoded.pixels, pixels_.Get(size));
+    return channel->ReadExactly(decoded.pixels.data(), size);
+  }
+
+  // `ticket` and `channel`: the stream's pixel channel, or both null.
+  absl::Status PumpStream(size_t server, ByteStream& stream, const PixelTicket* ticket,
+                          PixelChannelReader* channel) {
     Connection& connection = *connections_[server];
     v1::BatchRequest open;
     *open.mutable_open() = config_;
+    if (ticket != nullptr) open.set_pixel_ticket(PixelTicketBytes(*ticket));
     if (!stream.Write(SerializeToByteBuffer(open))) return StreamClosedByServer();
     grpc::ByteBuffer wire;
     while (true) {
@@ -327,6 +416,7 @@ class EpochFetch {
       if (!stream.Read(&wire)) return StreamClosedByServer();
       ASSIGN_OR_RETURN(DecodedBatch decoded, DecodeBatch(wire, pixels_));
       wire.Clear();  // gRPC's receive buffers go back now
+      RETURN_IF_ERROR(ReceivePixels(decoded, channel));
       const v1::Batch& batch = decoded.header;
       const int64_t k = batch.id().index();
       absl::MutexLock lock(&mu_);

@@ -57,6 +57,12 @@ struct RemoteLoaderOptions {
   // 3 GB/s and two 4 GB/s (bench transport), and clouds cap a single flow
   // (5 Gb/s on EC2 outside a placement group).
   int connections_per_server = 2;
+  // Receive pixels on a pixel channel (src/wire/pixel_channel.h) beside each
+  // stream when the server offers one and TLS is off: recv() writes them
+  // straight into Batch::images, half the CPU per byte of gRPC's path. When
+  // the channel's port cannot be reached, pixels go through gRPC (with a
+  // warning) and the port is tried again 10 minutes later.
+  bool pixel_channel = true;
   // How long Connect() waits for servers to answer.
   absl::Duration connect_timeout = absl::Seconds(60);
   // A server holding requested batches without sending one for this long is

@@ -33,6 +33,7 @@ absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl:
   result.uptime_seconds = stats.uptime_seconds();
   result.images_per_second = stats.images_per_second();
   result.active_streams = stats.active_streams();
+  result.pixel_channel_streams = stats.pixel_channel_streams();
   result.batches_sent = stats.batches_sent();
   result.samples_sent = stats.samples_sent();
   result.samples_failed = stats.samples_failed();

@@ -16,6 +16,7 @@ struct ServerStatus {
   double uptime_seconds = 0;
   double images_per_second = 0;  // average since start
   uint32_t active_streams = 0;
+  uint32_t pixel_channel_streams = 0;  // of those, streams with a pixel channel
   uint64_t batches_sent = 0;
   uint64_t samples_sent = 0;
   uint64_t samples_failed = 0;

@@ -63,7 +63,7 @@ class PyRemoteDataLoader {
                      int credits_per_server, int connections_per_server, double connect_timeout,
                      double stall_timeout, std::optional<std::string> auth_token,
                      std::optional<bool> pin_memory, std::string tls_ca, std::string tls_cert,
-                     std::string tls_key, std::string tls_server_name) {
+                     std::string tls_key, std::string tls_server_name, bool pixel_channel) {
     RemoteLoaderOptions options;
     options.servers = std::move(servers);
     options.batch_size = batch_size;
@@ -81,6 +81,7 @@ class PyRemoteDataLoader {
     options.tls.cert_file = std::move(tls_cert);
     options.tls.key_file = std::move(tls_key);
     options.tls.server_name = std::move(tls_server_name);
+    options.pixel_channel = pixel_channel;
     if (pin_memory.value_or(torch::cuda::is_available())) {
       if (!torch::cuda::is_available()) {
         throw std::runtime_error("pin_memory=True needs CUDA, and torch sees no CUDA device");
@@ -168,14 +169,14 @@ PYBIND11_MODULE(_heterodl, m) {
                                  "Batches of one rank from heterodl data servers, in order.")
       .def(py::init<std::vector<std::string>, uint32_t, std::string, uint32_t, uint32_t, uint64_t,
                     bool, int, int, double, double, std::optional<std::string>, std::optional<bool>,
-                    std::string, std::string, std::string, std::string>(),
+                    std::string, std::string, std::string, std::string, bool>(),
            py::arg("servers"), py::arg("batch_size"), py::arg("pipeline") = "", py::arg("rank") = 0,
            py::arg("world_size") = 1, py::arg("seed") = 0, py::arg("drop_last") = false,
            py::arg("credits_per_server") = 4, py::arg("connections_per_server") = 2,
            py::arg("connect_timeout") = 60.0, py::arg("stall_timeout") = 60.0,
            py::arg("auth_token") = py::none(), py::arg("pin_memory") = py::none(),
            py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
-           py::arg("tls_server_name") = "")
+           py::arg("tls_server_name") = "", py::arg("pixel_channel") = true)
       .def("set_epoch", &PyRemoteDataLoader::SetEpoch, py::arg("epoch"),
            "The epoch the next iteration runs (it changes the shuffle).")
       .def("resume", &PyRemoteDataLoader::Resume, py::arg("epoch"), py::arg("next_batch"),

@@ -15,11 +15,13 @@
 #include "opencv2/core/utility.hpp"
 #include "src/common/auth_token.h"
 #include "src/common/fingerprint.h"
+#include "src/common/host_port.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/server/batch_service.h"
 #include "src/wire/batch_codec.h"
 #include "src/wire/credentials.h"
+#include "src/wire/pixel_channel.h"
 
 namespace heterodl {
 namespace {
@@ -65,9 +67,14 @@ class ActivityMonitor {
     --batches_in_flight_;
     send_seconds_ += absl::ToDoubleSeconds(since_ready);
   }
+  void PixelChannelStreams(int delta) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    pixel_channel_streams_ += delta;
+  }
   void AddTo(v1::ServerStats& stats) const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     stats.set_active_streams(open_streams_);
+    stats.set_pixel_channel_streams(static_cast<uint32_t>(pixel_channel_streams_));
     stats.set_batches_in_flight(static_cast<uint32_t>(batches_in_flight_));
     stats.set_send_seconds(send_seconds_);
   }
@@ -90,6 +97,7 @@ class ActivityMonitor {
   mutable absl::Mutex mu_;
   int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
   int batches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int pixel_channel_streams_ ABSL_GUARDED_BY(mu_) = 0;
   double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   bool ever_connected_ ABSL_GUARDED_BY(mu_) = false;
   const absl::Time start_ = absl::Now();
@@ -100,7 +108,10 @@ class ActivityMonitor {
 // pool, writes finished batches one at a time (gRPC allows one outstanding
 // write), and deletes itself once gRPC is done with it and no build still
 // refers to it. The method is raw (byte buffers): batches go out encoded by
-// src/wire/batch_codec.h, pixels referenced rather than serialized.
+// src/wire/batch_codec.h, pixels referenced rather than serialized. When the
+// client opened a pixel channel (src/wire/pixel_channel.h), a batch's header
+// goes on the stream and its pixels on the channel, queued in the same order
+// under mu_; the batch counts as sent once the channel has written them.
 //
 // Every decision is made under mu_; every gRPC call (StartRead, StartWrite,
 // Finish) is made after releasing it, because gRPC may run a reaction inline
@@ -110,8 +121,13 @@ class BatchStreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // REQUIRES: activity.TryOpenStream() succeeded for this stream.
-  BatchStreamReactor(BatchService& service, ActivityMonitor& activity, uint64_t max_stream_bytes)
-      : service_(service), activity_(activity), max_stream_bytes_(max_stream_bytes) {
+  // `pixel_listener` null: this server offers no pixel channel.
+  BatchStreamReactor(BatchService& service, ActivityMonitor& activity, uint64_t max_stream_bytes,
+                     PixelChannelListener* pixel_listener)
+      : service_(service),
+        activity_(activity),
+        max_stream_bytes_(max_stream_bytes),
+        pixel_listener_(pixel_listener) {
     StartRead(&request_wire_);
   }
 
@@ -145,8 +161,10 @@ class BatchStreamReactor final
     {
       absl::MutexLock lock(&mu_);
       writing_.reset();
-      --in_flight_;
-      activity_.BatchSent(absl::Now() - writing_ready_);
+      if (pixel_channel_ == nullptr) {  // else the batch is sent once its pixels are
+        --in_flight_;
+        activity_.BatchSent(absl::Now() - writing_ready_);
+      }
       if (!ok) FinishLocked(absl::CancelledError("client went away"));
       actions = AdvanceLocked();
     }
@@ -166,10 +184,18 @@ class BatchStreamReactor final
   void OnDone() override {
     activity_.StreamClosed();
     bool destroy;
+    std::shared_ptr<PixelChannel> channel;
     {
       absl::MutexLock lock(&mu_);
       done_ = true;
-      destroy = pending_builds_ == 0;
+      destroy = pending_builds_ == 0 && pending_sends_ == 0;
+      channel = pixel_channel_;
+    }
+    if (channel != nullptr) {
+      activity_.PixelChannelStreams(-1);
+      // Pixels still queued are dropped; their callbacks come later, from
+      // the channel's thread, and the last one deletes this.
+      channel->Close();
     }
     if (destroy) delete this;
   }
@@ -211,9 +237,15 @@ class BatchStreamReactor final
     if (request_.has_open()) {
       if (stream_ != nullptr) return absl::InvalidArgumentError("stream opened twice");
       ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open()));
+      std::shared_ptr<PixelChannel> channel;
+      if (!request_.pixel_ticket().empty()) {
+        ASSIGN_OR_RETURN(channel, ClaimPixelChannel(request_.pixel_ticket()));
+        activity_.PixelChannelStreams(1);
+      }
       const uint64_t batch_bytes =
           uint64_t{stream_->params.batch_size} * stream_->assembler->sample_bytes();
       absl::MutexLock lock(&mu_);
+      pixel_channel_ = std::move(channel);
       max_in_flight_ = static_cast<int>(std::clamp<uint64_t>(
           max_stream_bytes_ / std::max<uint64_t>(batch_bytes, 1), 1, kMaxInFlightPerStream));
       return absl::OkStatus();
@@ -236,20 +268,18 @@ class BatchStreamReactor final
     }
     activity_.BatchesRequested(1);
     service_.BuildAsync(stream_, request_.batch(), [this](absl::StatusOr<BuiltBatch> batch) {
-      std::optional<grpc::ByteBuffer> wire;
-      if (batch.ok()) wire = EncodeBatch(batch->header, std::move(batch->pixels));
       Actions actions;
       bool destroy;
       {
         absl::MutexLock lock(&mu_);
         --pending_builds_;
-        if (wire) {
-          ready_.push_back({*std::move(wire), absl::Now()});
-        } else {
+        if (!batch.ok()) {
           FinishLocked(batch.status());
+        } else if (!finish_requested_) {
+          QueueLocked(*std::move(batch));
         }
         actions = AdvanceLocked();
-        destroy = done_ && pending_builds_ == 0;
+        destroy = done_ && pending_builds_ == 0 && pending_sends_ == 0;
       }
       if (destroy) {
         delete this;
@@ -258,6 +288,58 @@ class BatchStreamReactor final
       }
     });
     return absl::OkStatus();
+  }
+
+  // UNAVAILABLE when this server has no pixel channels (the client then asks
+  // again without; a restarted server may have turned them off).
+  absl::StatusOr<std::shared_ptr<PixelChannel>> ClaimPixelChannel(const std::string& bytes) {
+    if (pixel_listener_ == nullptr) {
+      return absl::UnavailableError("this data server offers no pixel channel");
+    }
+    const std::optional<PixelTicket> ticket = PixelTicketFromBytes(bytes);
+    if (!ticket) return absl::InvalidArgumentError("pixel_ticket must be 16 bytes");
+    return pixel_listener_->Claim(*ticket);
+  }
+
+  // Queues a built batch for the stream, and its pixels for the channel if
+  // there is one: both queues keep the order of this call.
+  void QueueLocked(BuiltBatch batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time ready = absl::Now();
+    if (pixel_channel_ == nullptr) {
+      ready_.push_back({EncodeBatch(batch.header, std::move(batch.pixels)), ready});
+      return;
+    }
+    batch.header.set_images_on_channel(batch.pixels.size);
+    ready_.push_back({SerializeToByteBuffer(batch.header), ready});
+    ++pending_sends_;
+    pixel_channel_->Send(std::move(batch.pixels),
+                         [this, ready](bool sent) { OnPixelsSent(sent, ready); });
+  }
+
+  // From the pixel channel's thread, once per queued batch.
+  void OnPixelsSent(bool sent, absl::Time ready) {
+    Actions actions;
+    bool destroy;
+    {
+      absl::MutexLock lock(&mu_);
+      --pending_sends_;
+      --in_flight_;
+      if (sent) {
+        activity_.BatchSent(absl::Now() - ready);
+      } else {
+        activity_.BatchesRequested(-1);
+        // The client's end went (it cancels the stream, too) or the network
+        // broke (its stream fails over): not an error of this server's.
+        if (!done_) FinishLocked(absl::CancelledError("the pixel channel to the client closed"));
+      }
+      actions = AdvanceLocked();
+      destroy = done_ && pending_builds_ == 0 && pending_sends_ == 0;
+    }
+    if (destroy) {
+      delete this;
+    } else {
+      Perform(actions);
+    }
   }
 
   // The next write or the end of the call, as the state allows.
@@ -271,7 +353,8 @@ class BatchStreamReactor final
       actions.write = &*writing_;
       return actions;
     }
-    if (!finish_requested_ && reads_done_ && pending_builds_ == 0 && ready_.empty() && !writing_) {
+    if (!finish_requested_ && reads_done_ && pending_builds_ == 0 && ready_.empty() && !writing_ &&
+        pending_sends_ == 0) {
       FinishLocked(absl::OkStatus());
     }
     if (finish_requested_ && !writing_ && reads_starting_ == 0) {
@@ -293,6 +376,7 @@ class BatchStreamReactor final
   BatchService& service_;
   ActivityMonitor& activity_;
   const uint64_t max_stream_bytes_;
+  PixelChannelListener* const pixel_listener_;
   // Only touched by OnReadDone's thread, between StartRead calls.
   grpc::ByteBuffer request_wire_;
   v1::BatchRequest request_;
@@ -306,6 +390,9 @@ class BatchStreamReactor final
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int max_in_flight_ ABSL_GUARDED_BY(mu_) = kMaxInFlightPerStream;
   int pending_builds_ ABSL_GUARDED_BY(mu_) = 0;
+  // Batches whose pixels the channel has not yet written (or dropped).
+  int pending_sends_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<PixelChannel> pixel_channel_ ABSL_GUARDED_BY(mu_);
   int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -331,10 +418,12 @@ using DataServiceBase = v1::DataService::WithCallbackMethod_GetDatasetInfo<
 class DataServiceImpl final : public DataServiceBase {
  public:
   // `auth_token` empty: no token required.
-  DataServiceImpl(BatchService& service, ActivityMonitor& activity, std::string auth_token,
-                  int max_streams, uint64_t max_stream_bytes,
-                  std::function<void(const std::string&)> request_stop)
+  // `pixel_listener` null: no pixel channels.
+  DataServiceImpl(BatchService& service, ActivityMonitor& activity,
+                  PixelChannelListener* pixel_listener, std::string auth_token, int max_streams,
+                  uint64_t max_stream_bytes, std::function<void(const std::string&)> request_stop)
       : service_(service),
+        pixel_listener_(pixel_listener),
         activity_(activity),
         auth_token_(std::move(auth_token)),
         max_streams_(max_streams),
@@ -348,6 +437,7 @@ class DataServiceImpl final : public DataServiceBase {
     if (status.ok()) {
       activity_.Touch();
       *info = service_.Info();
+      if (pixel_listener_ != nullptr) info->set_pixel_port(pixel_listener_->port());
     }
     return Finished(context, status);
   }
@@ -361,7 +451,7 @@ class DataServiceImpl final : public DataServiceBase {
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("the server has its limit of ", max_streams_, " streams open")));
     }
-    return new BatchStreamReactor(service_, activity_, max_stream_bytes_);
+    return new BatchStreamReactor(service_, activity_, max_stream_bytes_, pixel_listener_);
   }
 
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
@@ -409,6 +499,7 @@ class DataServiceImpl final : public DataServiceBase {
   }
 
   BatchService& service_;
+  PixelChannelListener* const pixel_listener_;
   ActivityMonitor& activity_;
   const std::string auth_token_;
   const int max_streams_;
@@ -418,10 +509,13 @@ class DataServiceImpl final : public DataServiceBase {
 
 class GrpcDataServer final : public DataServer {
  public:
-  GrpcDataServer(const DataServerOptions& options, std::unique_ptr<BatchService> service)
+  GrpcDataServer(const DataServerOptions& options,
+                 std::unique_ptr<PixelChannelListener> pixel_listener,
+                 std::unique_ptr<BatchService> service)
       : options_(options),
+        pixel_listener_(std::move(pixel_listener)),
         service_(std::move(service)),
-        impl_(*service_, activity_, options.auth_token, options.max_streams,
+        impl_(*service_, activity_, pixel_listener_.get(), options.auth_token, options.max_streams,
               options.max_stream_bytes,
               [this](const std::string& reason) { RequestStop(reason); }) {}
 
@@ -481,6 +575,8 @@ class GrpcDataServer final : public DataServer {
  private:
   const DataServerOptions options_;
   ActivityMonitor activity_;
+  // Outlives the streams and the worker pool, which send on its channels.
+  std::unique_ptr<PixelChannelListener> pixel_listener_;
   std::unique_ptr<BatchService> service_;
   DataServiceImpl impl_;
   std::unique_ptr<grpc::Server> server_;
@@ -488,6 +584,22 @@ class GrpcDataServer final : public DataServer {
   absl::Mutex mu_;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
 };
+
+// The pixel channel port on the service's host; null when turned off or
+// under TLS (the channel is plaintext).
+absl::StatusOr<std::unique_ptr<PixelChannelListener>> ListenForPixelChannels(
+    const DataServerOptions& options) {
+  if (options.pixel_port < 0) return nullptr;
+  if (!options.tls.cert_file.empty()) {
+    LogInfo("pixel channels off: TLS is on and they are plaintext; pixels go through gRPC");
+    return nullptr;
+  }
+  ASSIGN_OR_RETURN(const HostPort address, SplitHostPort(options.address));
+  ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelListener> listener,
+                   PixelChannelListener::Listen(address.host, options.pixel_port));
+  LogInfo("pixel channels on port %d", listener->port());
+  return listener;
+}
 
 }  // namespace
 
@@ -513,9 +625,12 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   LogInfo("dataset %s: %d samples, %d classes, fingerprint %s; pipeline %s; %d threads",
           dataset.source(), dataset.size(), dataset.class_names().size(),
           FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads);
+  ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelListener> pixel_listener,
+                   ListenForPixelChannels(options));
   auto service = std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads,
                                                 RequestLimits{}, pipeline_options);
-  auto server = std::make_unique<GrpcDataServer>(options, std::move(service));
+  auto server =
+      std::make_unique<GrpcDataServer>(options, std::move(pixel_listener), std::move(service));
   RETURN_IF_ERROR(server->Listen());
   return server;
 }

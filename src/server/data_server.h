@@ -46,6 +46,10 @@ struct DataServerOptions {
   // Bytes of batches one stream may have requested and not yet received: a
   // client that asks and never reads holds at most this much server memory.
   uint64_t max_stream_bytes = 2ull << 30;
+  // TCP port for pixel channels (src/wire/pixel_channel.h) on the host of
+  // `address`: 0 picks a free one, -1 turns them off (pixels then go through
+  // gRPC, as they always do under TLS). Loaders learn it from DatasetInfo.
+  int pixel_port = 0;
   // Grace given to open streams on shutdown before they are cancelled.
   absl::Duration drain_timeout = absl::Seconds(3);
 };

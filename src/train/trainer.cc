@@ -181,6 +181,7 @@ absl::Status TrainRank(const TrainerOptions& options) {
   loader_options.connect_timeout = options.connect_timeout;
   loader_options.auth_token = options.auth_token;
   loader_options.tls = options.tls;
+  loader_options.pixel_channel = options.pixel_channel;
   if (device.is_cuda()) loader_options.pixel_allocator = PinnedHostAllocator();
   ASSIGN_OR_RETURN(std::unique_ptr<RemoteLoader> loader, RemoteLoader::Connect(loader_options));
   const int num_classes = static_cast<int>(loader->dataset().class_names.size());

@@ -72,6 +72,8 @@ struct TrainerOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   std::string auth_token;  // the data servers' shared token, if they need one
   TlsConfig tls;           // TLS to the data servers
+  // Pixels on the servers' pixel channels when offered (RemoteLoaderOptions).
+  bool pixel_channel = true;
 
   std::string metrics_file;  // JSON lines, one per step; empty: none
   // When set, each rank writes DIR/rank<R>.samples: "epoch batch index" per

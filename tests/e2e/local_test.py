@@ -250,9 +250,14 @@ class LocalRunTest(unittest.TestCase):
         report = json.loads(result.stdout.strip().splitlines()[-1])
         self.assertEqual([row["batch_size"] for row in report["rows"]], [64, 128, 256, 512])
         for row in report["rows"]:
-            self.assertGreater(row["grpc_gigabytes_per_sec"], 0)
+            self.assertGreater(row["loader_gigabytes_per_sec"], 0)
+            self.assertGreater(row["grpc_only_gigabytes_per_sec"], 0)
             self.assertGreater(row["tcp_gigabytes_per_sec"], 0)
+            self.assertAlmostEqual(row["ratio_vs_tcp"], row["loader_gigabytes_per_sec"]
+                                   / row["tcp_gigabytes_per_sec"], places=3)
         self.assertGreater(report["ratio_vs_tcp"], 0)
+        self.assertGreater(report["client_cpu_seconds_per_gigabyte"], 0)
+        self.assertEqual(report["summary_batch_size"], 256)
         self.assertEqual(processes_mentioning("--synthetic"), [])
 
     def test_bad_pipeline_is_a_clear_error(self):

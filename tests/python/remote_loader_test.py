@@ -105,6 +105,17 @@ class RemoteDataLoaderTest(unittest.TestCase):
         indices = sorted(i for b in loader for i in b.indices.tolist())
         self.assertEqual(indices, list(range(90)))
 
+    def test_pixels_through_grpc_are_the_same(self):
+        batches = {}
+        for pixel_channel in (True, False):
+            loader = self.loader(pixel_channel=pixel_channel)
+            loader.set_epoch(1)
+            batches[pixel_channel] = list(loader)
+        self.assertEqual(len(batches[True]), len(batches[False]))
+        for a, b in zip(batches[True], batches[False]):
+            self.assertTrue(torch.equal(a.images, b.images))
+            self.assertTrue(torch.equal(a.indices, b.indices))
+
     def test_auth_token_is_passed_along(self):
         token_file = os.path.join(self.tmp, "token")
         with open(token_file, "w") as f:

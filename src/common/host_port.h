@@ -1,0 +1,23 @@
+// "host:port" strings as the launcher, gRPC and the cluster view write them.
+#ifndef HETERODL_SRC_COMMON_HOST_PORT_H_
+#define HETERODL_SRC_COMMON_HOST_PORT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace heterodl {
+
+struct HostPort {
+  std::string host;  // without the brackets of an IPv6 literal
+  int port = 0;
+};
+
+// Splits "algo-2:50051", "127.0.0.1:0" or "[::1]:50051". INVALID_ARGUMENT,
+// quoting `address`, when the port is missing or outside [0, 65535].
+absl::StatusOr<HostPort> SplitHostPort(absl::string_view address);
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_COMMON_HOST_PORT_H_
