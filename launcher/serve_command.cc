@@ -50,7 +50,7 @@ int RunServeCommand(StopSignal& stop) {
   options.max_streams = absl::GetFlag(FLAGS_max_streams);
   options.pixel_port = absl::GetFlag(FLAGS_pixel_port);
   if (options.pixel_port < -1 || options.pixel_port > 65535) {
-    LogError("serve: --pixel_port must be -1 (off), 0 (any free port) or a port, got %d",
+    LogError("serve: --pixel-port must be -1 (off), 0 (any free port) or a port, got %d",
              options.pixel_port);
     return kExitUsage;
   }
