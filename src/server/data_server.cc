@@ -45,6 +45,7 @@ class ActivityMonitor {
     last_activity_ = absl::Now();
     if (open_streams_ >= max_streams) return false;
     ++open_streams_;
+    ++streams_served_;
     return true;
   }
   void StreamClosed() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -70,6 +71,12 @@ class ActivityMonitor {
   void PixelChannelStreams(int delta) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     pixel_channel_streams_ += delta;
+    if (delta > 0) pixel_channel_streams_served_ += delta;
+  }
+  // Streams opened since start, and how many of them had a pixel channel.
+  std::pair<int64_t, int64_t> StreamsServed() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return {streams_served_, pixel_channel_streams_served_};
   }
   void AddTo(v1::ServerStats& stats) const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -98,6 +105,8 @@ class ActivityMonitor {
   int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
   int batches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int pixel_channel_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t streams_served_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pixel_channel_streams_served_ ABSL_GUARDED_BY(mu_) = 0;
   double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   bool ever_connected_ ABSL_GUARDED_BY(mu_) = false;
   const absl::Time start_ = absl::Now();
@@ -190,13 +199,12 @@ class BatchStreamReactor final
       done_ = true;
       destroy = pending_builds_ == 0 && pending_sends_ == 0;
       channel = pixel_channel_;
+      if (channel != nullptr) activity_.PixelChannelStreams(-1);
     }
-    if (channel != nullptr) {
-      activity_.PixelChannelStreams(-1);
-      // Pixels still queued are dropped; their callbacks come later, from
-      // the channel's thread, and the last one deletes this.
-      channel->Close();
-    }
+    // Pixels still queued are dropped; their callbacks come from the
+    // channel's thread, and the last one deletes this (unless `destroy`, this
+    // may be gone already: only locals from here).
+    if (channel != nullptr) channel->Close();
     if (destroy) delete this;
   }
 
@@ -566,9 +574,12 @@ class GrpcDataServer final : public DataServer {
                       absl::ToChronoMilliseconds(options_.drain_timeout));
     server_->Wait();
     v1::ServerStats stats = service_->Stats();
-    LogInfo("stopped: %d batches, %d samples (%d failed) served, peak RSS %d MiB",
-            stats.batches_sent(), stats.samples_sent(), stats.samples_failed(),
-            stats.peak_rss_bytes() >> 20);
+    const auto [streams, with_pixel_channel] = activity_.StreamsServed();
+    LogInfo(
+        "stopped: %d batches, %d samples (%d failed) served over %d streams (%d with a pixel "
+        "channel), peak RSS %d MiB",
+        stats.batches_sent(), stats.samples_sent(), stats.samples_failed(), streams,
+        with_pixel_channel, stats.peak_rss_bytes() >> 20);
     return absl::OkStatus();
   }
 

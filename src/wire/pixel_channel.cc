@@ -236,9 +236,11 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
   }
   // Bytes after the hello, or the connection's end: either way it is done.
   uint8_t byte;
-  const ssize_t extra = ::recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
-  if (extra >= 0) return CloseUnpairedLocked(fd);
-  if (was_presented) return;
+  const bool ended = ::recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK) >= 0;
+  if (was_presented) {
+    if (ended) CloseUnpairedLocked(fd);
+    return;
+  }
   if (std::memcmp(unpaired.hello, kPixelChannelMagic, sizeof(kPixelChannelMagic)) != 0) {
     LogWarning("pixel channel port: a connection without the protocol's greeting; closed");
     return CloseUnpairedLocked(fd);
@@ -246,10 +248,15 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
   PixelTicket ticket;
   std::memcpy(ticket.data(), unpaired.hello + sizeof(kPixelChannelMagic), ticket.size());
   if (auto claimed = claimed_.find(ticket); claimed != claimed_.end()) {
-    if (channels_[claimed->second].fd >= 0) return CloseUnpairedLocked(fd);  // a second one
+    const uint64_t channel = claimed->second;
+    if (channels_[channel].fd >= 0) return CloseUnpairedLocked(fd);  // a second one
     unpaired_.erase(fd);
-    return AttachLocked(claimed->second, fd);
+    AttachLocked(channel, fd);
+    // A loader already gone breaks its channel now, not at the deadline.
+    if (ended) BreakLocked(channel, "");
+    return;
   }
+  if (ended) return CloseUnpairedLocked(fd);
   if (auto [it, inserted] = presented_.emplace(ticket, fd); !inserted && it->second != fd) {
     return CloseUnpairedLocked(fd);  // the ticket is taken
   }

@@ -11,6 +11,7 @@ the hosts are loopback addresses 127.0.0.11-13 instead, and the test says so.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -206,6 +207,12 @@ class NetnsClusterTest(unittest.TestCase):
             code, data_log = finish(process, timeout=30)
             self.assertEqual(code, 0, f"{host}: {data_log[-2000:]}")
             self.assertIn("shutdown requested", data_log)
+            # The pixels crossed the hosts on pixel channels, not in gRPC.
+            served = re.search(r"over (\d+) streams \((\d+) with a pixel channel\)", data_log)
+            self.assertIsNotNone(served, f"{host}: {data_log[-2000:]}")
+            self.assertGreater(int(served.group(1)), 0)
+            self.assertEqual(served.group(1), served.group(2))
+        self.assertNotIn("pixels go through gRPC", log)
         self.assert_exactly_once(out, 2)
 
     def test_a_data_host_killed_mid_epoch(self):
