@@ -52,10 +52,10 @@ struct RemoteLoaderOptions {
   std::string pipeline;
   // Batches requested ahead from each server (per connection).
   int credits_per_server = 4;
-  // TCP connections to each server, each with its own stream and credits.
-  // One connection caps throughput: on loopback one gRPC connection carries
-  // 3 GB/s and two 4 GB/s (bench transport), and clouds cap a single flow
-  // (5 Gb/s on EC2 outside a placement group).
+  // TCP connections to each server, each with its own stream, pixel channel
+  // and credits. One connection can cap throughput: clouds cap a single flow
+  // (5 Gb/s on EC2 outside a placement group), and on loopback one gRPC
+  // connection carried 3 GB/s, two 4 GB/s (bench transport, pixels in gRPC).
   int connections_per_server = 2;
   // Receive pixels on a pixel channel (src/wire/pixel_channel.h) beside each
   // stream when the server offers one and TLS is off: recv() writes them
