@@ -220,15 +220,15 @@ class EpochFetch {
     connection.outstanding.clear();
   }
 
-  absl::Status CheckBatch(const DecodedBatch& decoded, int64_t k) const {
-    const v1::Batch& batch = decoded.header;
+  // The bytes of pixels batch k carries, once its header matches the plan:
+  // its sample indices, and a shape whose size cannot overflow.
+  absl::StatusOr<uint64_t> PlannedPixelBytes(const v1::Batch& batch, int64_t k) const {
     const std::vector<int64_t> expected = plan_.BatchIndices(options_.rank, k);
     const size_t n = expected.size();
-    const uint64_t pixels =
-        static_cast<uint64_t>(n) * batch.height() * batch.width() * batch.channels();
+    constexpr uint32_t kMaxSide = 1 << 16;
     if (static_cast<size_t>(batch.labels_size()) != n ||
-        static_cast<size_t>(batch.indices_size()) != n || decoded.pixels.size() != pixels ||
-        batch.channels() != 3) {
+        static_cast<size_t>(batch.indices_size()) != n || batch.channels() != 3 ||
+        batch.height() > kMaxSide || batch.width() > kMaxSide) {
       return absl::DataLossError(absl::StrCat("malformed batch ", k));
     }
     for (size_t i = 0; i < n; ++i) {
@@ -239,7 +239,7 @@ class EpochFetch {
                          "computes a different plan"));
       }
     }
-    return absl::OkStatus();
+    return static_cast<uint64_t>(n) * batch.height() * batch.width() * batch.channels();
   }
 
   // One server's stream loop, reconnecting with backoff until the epoch is
@@ -355,23 +355,25 @@ class EpochFetch {
     return result;
   }
 
-  // Reads the pixels of `decoded` from the stream's channel when its header
-  // says they come that way, after checking their size against the plan.
-  absl::Status ReceivePixels(DecodedBatch& decoded, PixelChannelReader* channel) {
-    const v1::Batch& header = decoded.header;
-    const uint64_t size = header.images_on_channel();
-    if (size == 0) return absl::OkStatus();
-    const int64_t k = header.id().index();
-    if (channel == nullptr || !decoded.pixels.empty() || k >= end_) {
+  // Checks that `decoded` carries `planned_bytes` of pixels, reading them
+  // from the stream's channel when its header says they come that way.
+  absl::Status ReceivePixels(DecodedBatch& decoded, uint64_t planned_bytes,
+                             PixelChannelReader* channel) {
+    const int64_t k = decoded.header.id().index();
+    const uint64_t size = decoded.header.images_on_channel();
+    if (size == 0) {
+      if (decoded.pixels.size() != planned_bytes) {
+        return absl::DataLossError(absl::StrCat("malformed batch ", k));
+      }
+      return absl::OkStatus();
+    }
+    if (channel == nullptr || !decoded.pixels.empty()) {
       return absl::DataLossError(
           absl::StrCat("batch ", k, " announces pixels on a pixel channel this stream lacks"));
     }
-    const uint64_t expected = static_cast<uint64_t>(plan_.BatchIndices(options_.rank, k).size()) *
-                              std::min<uint32_t>(header.height(), 1 << 16) *
-                              std::min<uint32_t>(header.width(), 1 << 16) * 3;
-    if (size != expected) {
+    if (size != planned_bytes) {
       return absl::DataLossError(absl::StrCat("batch ", k, " announces ", size,
-                                              " bytes of pixels; its shape makes ", expected));
+                                              " bytes of pixels; its shape makes ", planned_bytes));
     }
     ASSIGN_OR_RETURN(decoded.pixels, pixels_.Get(size));
     return channel->ReadExactly(decoded.pixels.data(), size);
@@ -416,15 +418,20 @@ class EpochFetch {
       if (!stream.Read(&wire)) return StreamClosedByServer();
       ASSIGN_OR_RETURN(DecodedBatch decoded, DecodeBatch(wire, pixels_));
       wire.Clear();  // gRPC's receive buffers go back now
-      RETURN_IF_ERROR(ReceivePixels(decoded, channel));
       const v1::Batch& batch = decoded.header;
       const int64_t k = batch.id().index();
-      absl::MutexLock lock(&mu_);
-      if (batch.id().epoch() != plan_.epoch() || batch.id().rank() != options_.rank ||
-          connection.outstanding.count(k) == 0) {
-        return absl::DataLossError(absl::StrCat("unrequested batch ", k, " from server"));
+      {
+        absl::MutexLock lock(&mu_);
+        if (batch.id().epoch() != plan_.epoch() || batch.id().rank() != options_.rank ||
+            connection.outstanding.count(k) == 0) {
+          return absl::DataLossError(absl::StrCat("unrequested batch ", k, " from server"));
+        }
       }
-      RETURN_IF_ERROR(CheckBatch(decoded, k));
+      // Checked before a byte of pixels is read, so a bad header cannot make
+      // the loader allocate or wait for what the plan does not hold.
+      ASSIGN_OR_RETURN(const uint64_t pixel_bytes, PlannedPixelBytes(batch, k));
+      RETURN_IF_ERROR(ReceivePixels(decoded, pixel_bytes, channel));
+      absl::MutexLock lock(&mu_);
       connection.outstanding.erase(k);
       connection.last_progress = absl::Now();
       last_receipt_ = connection.last_progress;

@@ -197,7 +197,7 @@ class BatchStreamReactor final
     {
       absl::MutexLock lock(&mu_);
       done_ = true;
-      destroy = pending_builds_ == 0 && pending_sends_ == 0;
+      destroy = UnreferencedLocked();
       channel = pixel_channel_;
       if (channel != nullptr) activity_.PixelChannelStreams(-1);
     }
@@ -236,6 +236,22 @@ class BatchStreamReactor final
       StartWrite(actions.write);
     } else if (actions.finish) {
       Finish(*actions.finish);
+    }
+  }
+
+  // gRPC is done with the call and no build or pixel send refers to it: the
+  // reaction that sees this deletes the reactor.
+  bool UnreferencedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return done_ && pending_builds_ == 0 && pending_sends_ == 0;
+  }
+
+  // How a build's or a send's reaction ends, outside mu_: `destroy` from
+  // UnreferencedLocked(), else the calls it decided.
+  void Settle(Actions actions, bool destroy) {
+    if (destroy) {
+      delete this;
+    } else {
+      Perform(actions);
     }
   }
 
@@ -287,13 +303,9 @@ class BatchStreamReactor final
           QueueLocked(*std::move(batch));
         }
         actions = AdvanceLocked();
-        destroy = done_ && pending_builds_ == 0 && pending_sends_ == 0;
+        destroy = UnreferencedLocked();
       }
-      if (destroy) {
-        delete this;
-      } else {
-        Perform(actions);
-      }
+      Settle(actions, destroy);
     });
     return absl::OkStatus();
   }
@@ -341,13 +353,9 @@ class BatchStreamReactor final
         if (!done_) FinishLocked(absl::CancelledError("the pixel channel to the client closed"));
       }
       actions = AdvanceLocked();
-      destroy = done_ && pending_builds_ == 0 && pending_sends_ == 0;
+      destroy = UnreferencedLocked();
     }
-    if (destroy) {
-      delete this;
-    } else {
-      Perform(actions);
-    }
+    Settle(actions, destroy);
   }
 
   // The next write or the end of the call, as the state allows.
