@@ -87,6 +87,9 @@ TEST(PixelTicketTest, TicketsAreFreshAndRoundTrip) {
 }
 
 TEST(PixelChannelTest, BytesArriveInOrderWhicheverSideComesFirst) {
+  // Declared first: callbacks run on the listener's thread until the
+  // listener is gone, so the log they write to must outlive it.
+  SendLog log;
   std::unique_ptr<PixelChannelListener> listener = Listen();
   for (bool connect_first : {true, false}) {
     SCOPED_TRACE(connect_first ? "connection first" : "claim first");
@@ -96,11 +99,11 @@ TEST(PixelChannelTest, BytesArriveInOrderWhicheverSideComesFirst) {
     absl::StatusOr<std::shared_ptr<PixelChannel>> channel = listener->Claim(ticket);
     ASSERT_TRUE(channel.ok()) << channel.status();
     // Queued before the connection arrives, in the second case.
-    SendLog log;
+    const int first_id = connect_first ? 0 : 3;
     std::vector<std::shared_ptr<const std::vector<uint8_t>>> sent;
     for (int i = 0; i < 3; ++i) {
       sent.push_back(Pattern(40'000'000 / (i + 1), static_cast<uint8_t>(i)));
-      (*channel)->Send(OutgoingPixels::Share(sent.back()), log.Expect(i));
+      (*channel)->Send(OutgoingPixels::Share(sent.back()), log.Expect(first_id + i));
     }
     if (!connect_first) reader = Connect(*listener, ticket);
     for (const auto& expected : sent) {
@@ -108,11 +111,18 @@ TEST(PixelChannelTest, BytesArriveInOrderWhicheverSideComesFirst) {
       ASSERT_TRUE(reader->ReadExactly(received.data(), received.size()).ok());
       EXPECT_TRUE(received == *expected);
     }
-    EXPECT_EQ(log.Await(3), (std::vector<std::pair<int, bool>>{{0, true}, {1, true}, {2, true}}));
+    const std::vector<std::pair<int, bool>> results = log.Await(first_id + 3);
+    const std::vector<std::pair<int, bool>> expected = {
+        {first_id, true}, {first_id + 1, true}, {first_id + 2, true}};
+    const std::vector<std::pair<int, bool>> this_round(results.begin() + first_id, results.end());
+    EXPECT_EQ(this_round, expected);
   }
 }
 
 TEST(PixelChannelTest, ChannelsOfOneListenerAreIndependent) {
+  // Declared first: callbacks run on the listener's thread until the
+  // listener is gone, so the log they write to must outlive it.
+  SendLog log;
   std::unique_ptr<PixelChannelListener> listener = Listen();
   const PixelTicket first_ticket = NewPixelTicket();
   const PixelTicket second_ticket = NewPixelTicket();
@@ -120,7 +130,6 @@ TEST(PixelChannelTest, ChannelsOfOneListenerAreIndependent) {
   std::unique_ptr<PixelChannelReader> second = Connect(*listener, second_ticket);
   std::shared_ptr<PixelChannel> first_channel = *listener->Claim(first_ticket);
   std::shared_ptr<PixelChannel> second_channel = *listener->Claim(second_ticket);
-  SendLog log;
   // The first loader never reads its 64 MB; the second still gets its bytes.
   first_channel->Send(OutgoingPixels::Share(Pattern(64 << 20, 1)), log.Expect(1));
   const auto pixels = Pattern(1 << 20, 2);
@@ -138,12 +147,14 @@ TEST(PixelChannelTest, ChannelsOfOneListenerAreIndependent) {
 }
 
 TEST(PixelChannelTest, ALoaderThatGoesAwayFailsItsSends) {
+  // Declared first: callbacks run on the listener's thread until the
+  // listener is gone, so the log they write to must outlive it.
+  SendLog log;
   std::unique_ptr<PixelChannelListener> listener = Listen();
   const PixelTicket ticket = NewPixelTicket();
   std::unique_ptr<PixelChannelReader> reader = Connect(*listener, ticket);
   std::shared_ptr<PixelChannel> channel = *listener->Claim(ticket);
   reader.reset();
-  SendLog log;
   channel->Send(OutgoingPixels::Share(Pattern(64 << 20, 3)), log.Expect(1));
   EXPECT_EQ(log.Await(1), (std::vector<std::pair<int, bool>>{{1, false}}));
   // A send after the break fails too, from the listener's thread.
@@ -152,11 +163,13 @@ TEST(PixelChannelTest, ALoaderThatGoesAwayFailsItsSends) {
 }
 
 TEST(PixelChannelTest, AClaimWhoseConnectionNeverComesBreaksAfterTheTimeout) {
+  // Declared first: callbacks run on the listener's thread until the
+  // listener is gone, so the log they write to must outlive it.
+  SendLog log;
   PixelChannelLimits limits;
   limits.attach_timeout = absl::Milliseconds(300);
   std::unique_ptr<PixelChannelListener> listener = Listen(limits);
   std::shared_ptr<PixelChannel> channel = *listener->Claim(NewPixelTicket());
-  SendLog log;
   channel->Send(OutgoingPixels::Share(Pattern(100, 5)), log.Expect(1));
   EXPECT_EQ(log.Await(1), (std::vector<std::pair<int, bool>>{{1, false}}));
 }
@@ -189,6 +202,9 @@ TEST(PixelChannelTest, StrangersAndUnclaimedConnectionsAreClosed) {
 }
 
 TEST(PixelChannelTest, UnpairedConnectionsAreBounded) {
+  // Declared first: callbacks run on the listener's thread until the
+  // listener is gone, so the log they write to must outlive it.
+  SendLog log;
   PixelChannelLimits limits;
   limits.max_unpaired = 2;
   std::unique_ptr<PixelChannelListener> listener = Listen(limits);
@@ -203,10 +219,10 @@ TEST(PixelChannelTest, UnpairedConnectionsAreBounded) {
   EXPECT_FALSE(waiting[2]->ReadExactly(&byte, 1).ok());  // refused
   // The first two still pair.
   std::shared_ptr<PixelChannel> channel = *listener->Claim(tickets[0]);
-  SendLog log;
   channel->Send(OutgoingPixels::Share(Pattern(1, 7)), log.Expect(1));
   ASSERT_TRUE(waiting[0]->ReadExactly(&byte, 1).ok());
   EXPECT_EQ(byte, 7);
+  EXPECT_EQ(log.Await(1), (std::vector<std::pair<int, bool>>{{1, true}}));
 }
 
 TEST(PixelChannelTest, InterruptEndsABlockedRead) {
@@ -229,11 +245,13 @@ TEST(PixelChannelTest, InterruptEndsABlockedRead) {
 }
 
 TEST(PixelChannelTest, DestroyingTheListenerRunsTheCallbacksOwed) {
+  // Declared first: callbacks run on the listener's thread until the
+  // listener is gone, so the log they write to must outlive it.
+  SendLog log;
   std::unique_ptr<PixelChannelListener> listener = Listen();
   const PixelTicket ticket = NewPixelTicket();
   std::unique_ptr<PixelChannelReader> reader = Connect(*listener, ticket);
   std::shared_ptr<PixelChannel> channel = *listener->Claim(ticket);
-  SendLog log;
   channel->Send(OutgoingPixels::Share(Pattern(64 << 20, 8)), log.Expect(1));  // never read
   listener.reset();
   EXPECT_EQ(log.Await(1), (std::vector<std::pair<int, bool>>{{1, false}}));
