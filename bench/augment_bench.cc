@@ -145,7 +145,31 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
   return text;
 }
 
+// One image through `pipeline`, as a server's worker runs it.
+Worker PipelineWorker(const Pipeline& pipeline) {
+  return [&pipeline](const std::string& encoded, uint64_t index, uint8_t* out) {
+    return pipeline.Run(encoded, {0, 0, index}, out).ok();
+  };
+}
+
 }  // namespace
+
+absl::StatusOr<double> MeasureEngineRate(const std::string& dataset_path,
+                                         const std::string& pipeline_spec, int threads,
+                                         double seconds, int max_files) {
+  cv::setNumThreads(0);
+  ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(dataset_path));
+  ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(pipeline_spec.empty()
+                                                          ? std::string(kDefaultPipeline)
+                                                          : pipeline_spec));
+  std::vector<std::string> files;
+  const size_t count = std::min<size_t>(dataset.size(), static_cast<size_t>(max_files));
+  for (size_t i = 0; i < count; ++i) {
+    ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(i));
+    files.push_back(std::move(bytes));
+  }
+  return MeasureRate(files, PipelineWorker(pipeline), pipeline.output_bytes(), threads, seconds);
+}
 
 absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) {
   // One core per worker thread: OpenCV's own thread pool would only contend.
@@ -179,10 +203,7 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
   }
   list.close();
 
-  const Worker heterodl_worker = [&pipeline](const std::string& encoded, uint64_t index,
-                                             uint8_t* out) {
-    return pipeline.Run(encoded, {0, 0, index}, out).ok();
-  };
+  const Worker heterodl_worker = PipelineWorker(pipeline);
   // The OpenCV baseline implements torchvision's default RandomResizedCrop
   // (and a flip); it is measured when the pipeline starts with exactly that.
   const std::string canonical = pipeline.CanonicalSpec();

@@ -4,10 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/augment_bench.h"
+#include "bench/feed_bench.h"
 #include "bench/step_bench.h"
 #include "bench/transport_bench.h"
 #include "launcher/commands.h"
@@ -26,6 +28,12 @@ ABSL_FLAG(std::vector<std::string>, batch_sizes,
           "bench transport: batch sizes to measure (224x224x3 images)");
 ABSL_FLAG(std::string, python, HETERODL_DEFAULT_PYTHON,
           "bench: Python with torchvision, for the peer");
+ABSL_FLAG(bool, peers, false,
+          "bench feed: also run the system-level peers (heterodl's Python loader, PyTorch "
+          "DataLoader, tf.data service) on the same files; installs TensorFlow into .venv-peers "
+          "first (bench/peers/setup.sh)");
+ABSL_FLAG(std::string, tensorflow_python, HETERODL_TENSORFLOW_PYTHON,
+          "bench feed --peers: Python with TensorFlow");
 
 namespace heterodl {
 
@@ -80,6 +88,47 @@ int RunStep() {
   return PrintReport(RunStepBench(options));
 }
 
+// Whether a flag shared with other commands holds something else than its
+// default (this Abseil cannot tell whether it was given at all).
+template <typename T>
+bool ChangedFromDefault(const absl::Flag<T>& flag) {
+  const absl::CommandLineFlag& handle = absl::GetFlagReflectionHandle(flag);
+  return handle.CurrentValue() != handle.DefaultValue();
+}
+
+int RunFeed() {
+  FeedBenchOptions options;
+  absl::StatusOr<std::string> self = SelfExecutable();
+  if (!self.ok()) return PrintReport(self.status());
+  options.heterodl = *self;
+  options.dataset = absl::GetFlag(FLAGS_dataset);
+  if (options.dataset.empty()) {
+    LogError("bench feed needs --dataset DIR");
+    return kExitUsage;
+  }
+  options.pipeline = absl::GetFlag(FLAGS_pipeline);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  // 256 unless asked: the batch of the yardsticks, not the trainer's default.
+  if (ChangedFromDefault(FLAGS_batch_size)) {
+    options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  }
+  if (options.batch_size < 1 || options.batch_size > 4096) {
+    LogError("--batch-size must be in [1, 4096]");
+    return kExitUsage;
+  }
+  options.device_step_ms = absl::GetFlag(FLAGS_device_step_ms);
+  if (ChangedFromDefault(FLAGS_seconds)) {
+    options.seconds = absl::GetFlag(FLAGS_seconds);
+  }
+  options.peers = absl::GetFlag(FLAGS_peers);
+  options.python = absl::GetFlag(FLAGS_python);
+  options.python_path = HETERODL_PYTHON_MODULE_DIR;
+  options.tensorflow_python = absl::GetFlag(FLAGS_tensorflow_python);
+  options.peers_dir = HETERODL_PEERS_DIR;
+  options.json = absl::GetFlag(FLAGS_json);
+  return PrintReport(RunFeedBench(options));
+}
+
 int RunTransport() {
   TransportBenchOptions options;
   absl::StatusOr<std::string> self = SelfExecutable();
@@ -106,11 +155,14 @@ int RunBenchCommand(const std::vector<std::string>& arguments) {
   if (arguments.size() == 1 && arguments[0] == "augment") return RunAugment();
   if (arguments.size() == 1 && arguments[0] == "transport") return RunTransport();
   if (arguments.size() == 1 && arguments[0] == "step") return RunStep();
+  if (arguments.size() == 1 && arguments[0] == "feed") return RunFeed();
   LogError(
       "usage: heterodl bench augment --dataset DIR [--pipeline SPEC] [--threads N] "
       "[--json] [--no-peer]\n       heterodl bench transport [--seconds S] [--json]\n"
       "       heterodl bench step --dataset DIR [--model M] [--batch-size B] [--steps N] "
-      "[--device-step-ms MS] [--report DIR] [--json]");
+      "[--device-step-ms MS] [--report DIR] [--json]\n"
+      "       heterodl bench feed --dataset DIR [--threads N] [--batch-size B] "
+      "[--device-step-ms MS] [--seconds S] [--peers] [--json]");
   return kExitUsage;
 }
 

@@ -2,8 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <limits>
 #include <map>
-#include <set>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -14,6 +15,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "heterodl/data_service.grpc.pb.h"
+#include "src/client/batch_check.h"
+#include "src/client/feed_schedule.h"
 #include "src/common/auth_token.h"
 #include "src/common/fingerprint.h"
 #include "src/common/host_port.h"
@@ -37,10 +40,12 @@ absl::Status FromGrpc(const grpc::Status& status) {
 // channels to the same address.
 std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-    const TlsConfig& tls, int connection = 0) {
+    const RemoteLoaderOptions& options, int connection = 0) {
   grpc::ChannelArguments arguments;
-  AddTlsChannelArguments(tls, arguments);
-  arguments.SetMaxReceiveMessageSize(-1);
+  AddTlsChannelArguments(options.tls, arguments);
+  // A batch with its header; gRPC refuses anything larger before buffering it.
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(
+      std::min<uint64_t>(options.max_batch_bytes + (16 << 20), std::numeric_limits<int>::max())));
   arguments.SetMaxSendMessageSize(4 << 20);
   // Reconnect quickly to a server that comes back.
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
@@ -56,7 +61,7 @@ void AddAuthToken(grpc::ClientContext& context, const std::string& token) {
 
 constexpr char kStreamBatchesMethod[] = "/heterodl.v1.DataService/StreamBatches";
 
-// What PumpStream returns when a read or write fails: the server (or the
+// What ReadBatches returns when a read fails: the server (or the
 // connection) ended the stream, and Finish() has the reason.
 absl::Status StreamClosedByServer() { return absl::AbortedError("stream closed by the server"); }
 
@@ -87,218 +92,292 @@ struct ServerEndpoint {
 // endpoint goes without after that failed.
 constexpr absl::Duration kPixelChannelConnectTimeout = absl::Seconds(5);
 constexpr absl::Duration kPixelChannelRetryAfter = absl::Minutes(10);
+// The loader's window, in batches, whatever the memory budget says.
+constexpr int kMinWindow = 2;
+constexpr int kMaxWindow = 256;
+// Epoch plans kept for checking batches (the window spans a few epochs at
+// most unless epochs are tiny, and then so are the plans).
+constexpr size_t kPlansKept = 64;
 
-// The fetch of one epoch: a thread per server pulling batch ids from a shared
-// schedule, and the reorder buffer the trainer reads from.
-class EpochFetch {
+// What a stream learnt of its server as it opened.
+struct StreamLimits {
+  uint32_t max_batches = 64;
+  uint64_t max_bytes = 0;  // 0: no byte limit told
+};
+
+// A connection's open stream, as other threads see it.
+struct LiveStream {
+  grpc::ClientContext* context = nullptr;       // of the open call, if any
+  ByteStream* stream = nullptr;                 // once its open request is sent
+  PixelChannelReader* pixel_channel = nullptr;  // of the open stream, if it has one
+  StreamLimits limits;
+  std::string last_error;
+  absl::Time last_logged = absl::InfinitePast();
+};
+
+class GrpcRemoteLoader final : public RemoteLoader {
  public:
-  EpochFetch(const RemoteLoaderOptions& options, std::vector<ServerEndpoint>& servers,
-             BufferPool& pixels, v1::PlanConfig config, EpochPlan plan, int64_t start_batch)
-      : options_(options),
-        servers_(servers),
-        pixels_(pixels),
-        config_(std::move(config)),
-        plan_(std::move(plan)),
-        end_(plan_.batches_per_rank()),
-        next_unassigned_(start_batch),
-        next_to_deliver_(start_batch),
-        window_(std::max<int64_t>(
-            8, 2 * options.credits_per_server * static_cast<int64_t>(servers.size()))),
-        last_receipt_(absl::Now()) {
-    for (size_t i = 0; i < servers_.size(); ++i) {
-      connections_.push_back(std::make_unique<Connection>());
-    }
-    for (size_t i = 0; i < servers_.size(); ++i) {
-      threads_.emplace_back([this, i] { ServeLoop(i); });
-    }
+  GrpcRemoteLoader(RemoteLoaderOptions options, std::vector<ServerEndpoint> servers,
+                   DatasetDescription dataset, PlanParams params, int64_t batches_per_epoch,
+                   uint64_t batch_bytes_estimate)
+      : options_(std::move(options)),
+        servers_(std::move(servers)),
+        dataset_(std::move(dataset)),
+        params_(params),
+        batches_per_epoch_(batches_per_epoch),
+        // Keeps what the window and the trainer's batches ever held.
+        pixels_(BufferPool::Create(kMaxWindow + 8, options_.pixel_allocator)),
+        schedule_(batches_per_epoch, static_cast<int>(servers_.size()), FeedOptionsFor(options_)),
+        streams_(servers_.size()) {
+    config_.set_dataset_fingerprint(dataset_.fingerprint);
+    config_.set_seed(options_.seed);
+    config_.set_world_size(options_.world_size);
+    config_.set_batch_size(options_.batch_size);
+    config_.set_drop_last(options_.drop_last);
+    config_.set_pipeline(options_.pipeline);
+    config_.set_sequential(!options_.shuffle);
+    absl::MutexLock lock(&mu_);
+    LearnBatchBytesLocked(batch_bytes_estimate);
   }
 
-  ~EpochFetch() {
+  ~GrpcRemoteLoader() override {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
-      for (auto& connection : connections_) CancelLocked(*connection);
+      for (size_t c = 0; c < streams_.size(); ++c) CancelLocked(c);
     }
     for (std::thread& thread : threads_) thread.join();
   }
 
-  int64_t next_to_deliver() const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return next_to_deliver_;
+  void Start() {
+    for (size_t c = 0; c < servers_.size(); ++c) threads_.emplace_back([this, c] { StreamLoop(c); });
   }
 
-  absl::StatusOr<std::optional<Batch>> Next() ABSL_LOCKS_EXCLUDED(mu_) {
+  const DatasetDescription& dataset() const override { return dataset_; }
+
+  int64_t size() const override { return batches_per_epoch_; }
+
+  absl::Status SetEpoch(uint32_t epoch, int64_t start_batch) override {
+    if (start_batch < 0 || start_batch > size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("start batch ", start_batch, " outside [0, ", size(), "]"));
+    }
+    if (epoch > kMaxEpoch) {
+      return absl::InvalidArgumentError(absl::StrCat("epoch ", epoch, " over ", kMaxEpoch));
+    }
     absl::MutexLock lock(&mu_);
+    started_ = true;
+    schedule_.Reposition(epoch, start_batch);
+    DispatchAllLocked();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<Batch>> Next() override {
+    absl::MutexLock lock(&mu_);
+    if (!started_) {
+      // Next() without SetEpoch(): epoch 0 from its start.
+      started_ = true;
+      schedule_.Reposition(0, 0);
+      DispatchAllLocked();
+    }
     // A stall is time spent waiting here with nothing arriving: however
     // long the trainer took since its last call does not count.
     const absl::Time waiting_since = absl::Now();
     while (true) {
       if (!error_.ok()) return error_;
-      if (next_to_deliver_ >= end_) return std::optional<Batch>();
-      auto it = completed_.find(next_to_deliver_);
-      if (it != completed_.end()) {
-        Batch batch = std::move(it->second);
-        completed_.erase(it);
-        ++next_to_deliver_;
-        return std::optional<Batch>(std::move(batch));
+      if (schedule_.AtEndOfEpoch()) return std::optional<Batch>();
+      if (std::optional<Batch> batch = schedule_.TakeNext()) {
+        DispatchAllLocked();  // the window moved on
+        return batch;
       }
-      CancelStalledLocked();
-      if (absl::Now() - std::max(waiting_since, last_receipt_) > options_.stall_timeout) {
-        std::vector<std::string> states;
-        for (size_t i = 0; i < servers_.size(); ++i) {
-          states.push_back(absl::StrCat(servers_[i].address, " (",
-                                        connections_[i]->last_error.empty()
-                                            ? "connected, not sending"
-                                            : connections_[i]->last_error,
-                                        ")"));
-        }
-        return absl::UnavailableError(absl::StrCat("no batch from any data server for ",
-                                                   absl::FormatDuration(options_.stall_timeout),
-                                                   ": ", absl::StrJoin(states, ", ")));
+      const absl::Time now = absl::Now();
+      CancelStalledLocked(now);
+      if (now - std::max(waiting_since, last_receipt_) > options_.stall_timeout) {
+        return StallErrorLocked();
       }
-      mu_.AwaitWithTimeout(absl::Condition(this, &EpochFetch::DeliverableLocked),
+      mu_.AwaitWithTimeout(absl::Condition(this, &GrpcRemoteLoader::DeliverableLocked),
                            absl::Milliseconds(200));
     }
   }
 
- private:
-  struct Connection {
-    grpc::ClientContext* context = nullptr;       // of the open stream, if any
-    PixelChannelReader* pixel_channel = nullptr;  // of the open stream, if it has one
-    std::set<int64_t> outstanding;
-    absl::Time last_progress = absl::Now();
-    std::string last_error;
-  };
+  LoaderPosition position() const override {
+    absl::MutexLock lock(&mu_);
+    const BatchKey key = schedule_.position();
+    return {key.epoch, key.index};
+  }
 
-  // Ends the connection's open stream, waking its thread wherever it blocks.
-  void CancelLocked(Connection& connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (connection.context != nullptr) connection.context->TryCancel();
-    if (connection.pixel_channel != nullptr) connection.pixel_channel->Interrupt();
+  LoaderStats stats() const override {
+    absl::MutexLock lock(&mu_);
+    const FeedStats& feed = schedule_.stats();
+    LoaderStats stats;
+    stats.requested = feed.requested;
+    stats.received = feed.received;
+    stats.delivered = feed.delivered;
+    stats.dropped = feed.dropped;
+    stats.reassigned = feed.reassigned;
+    stats.window = schedule_.window();
+    for (size_t c = 0; c < streams_.size(); ++c) {
+      stats.depths.push_back(schedule_.depth(static_cast<int>(c)));
+    }
+    return stats;
+  }
+
+ private:
+  static FeedOptions FeedOptionsFor(const RemoteLoaderOptions& options) {
+    FeedOptions feed;
+    feed.across_epochs = options.prefetch_across_epochs;
+    return feed;
   }
 
   bool DeliverableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !error_.ok() || next_to_deliver_ >= end_ || completed_.count(next_to_deliver_) > 0;
+    return !error_.ok() || schedule_.AtEndOfEpoch() || schedule_.NextReady();
+  }
+
+  // The window and the connections' ceilings follow the batch size in
+  // bytes: first estimated from the servers' default pipeline, then learnt.
+  void LearnBatchBytesLocked(uint64_t batch_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    batch_bytes = std::max<uint64_t>(batch_bytes, 1);
+    if (batch_bytes == batch_bytes_) return;
+    batch_bytes_ = batch_bytes;
+    schedule_.SetWindow(static_cast<int>(std::clamp<uint64_t>(
+        options_.max_buffered_bytes / batch_bytes_, kMinWindow, kMaxWindow)));
+    for (size_t c = 0; c < streams_.size(); ++c) ApplyLimitsLocked(c);
+  }
+
+  // What the server lets one stream have outstanding.
+  void ApplyLimitsLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const StreamLimits& limits = streams_[c].limits;
+    uint64_t depth = limits.max_batches;
+    if (limits.max_bytes > 0) depth = std::min<uint64_t>(depth, limits.max_bytes / batch_bytes_);
+    schedule_.SetMaxDepth(static_cast<int>(c), static_cast<int>(std::min<uint64_t>(depth, 1 << 16)));
+  }
+
+  // Asks connection `c`'s server for what the schedule gives it now.
+  void DispatchLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ByteStream* stream = streams_[c].stream;
+    if (stream == nullptr) return;
+    for (const BatchKey& key : schedule_.TakeRequests(static_cast<int>(c), absl::Now())) {
+      v1::BatchRequest request;
+      request.mutable_batch()->set_epoch(key.epoch);
+      request.mutable_batch()->set_rank(options_.rank);
+      request.mutable_batch()->set_index(static_cast<uint32_t>(key.index));
+      // A broken stream refuses; its reader sees the break and gives the
+      // key back (Lost).
+      (void)stream->Send(SerializeToByteBuffer(request));
+    }
+  }
+
+  void DispatchAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (size_t c = 0; c < streams_.size(); ++c) DispatchLocked(c);
+  }
+
+  // Ends connection `c`'s open call, waking its thread wherever it blocks.
+  void CancelLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (streams_[c].context != nullptr) streams_[c].context->TryCancel();
+    if (streams_[c].pixel_channel != nullptr) streams_[c].pixel_channel->Interrupt();
   }
 
   // A server sitting on requested batches for too long loses them.
-  void CancelStalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const absl::Time now = absl::Now();
-    for (size_t i = 0; i < connections_.size(); ++i) {
-      Connection& connection = *connections_[i];
-      if (connection.context != nullptr && !connection.outstanding.empty() &&
-          now - connection.last_progress > options_.stall_timeout / 2) {
-        LogWarning("data server %s stalled for %s; giving its batches to others",
-                   servers_[i].address, absl::FormatDuration(now - connection.last_progress));
-        CancelLocked(connection);
-        connection.last_progress = now;
-      }
+  void CancelStalledLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const int c : schedule_.Stalled(now, options_.stall_timeout / 2)) {
+      LogWarning("data server %s stalled for %s; giving its batches to others",
+                 servers_[c].address, absl::FormatDuration(options_.stall_timeout / 2));
+      CancelLocked(static_cast<size_t>(c));
+      schedule_.ResetStallClock(c, now);
     }
   }
 
-  // Next batch id to ask for, or nullopt when none may be asked for now.
-  std::optional<int64_t> TakeWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!reassigned_.empty()) {
-      int64_t k = *reassigned_.begin();
-      reassigned_.erase(reassigned_.begin());
-      return k;
+  absl::Status StallErrorLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<std::string> states;
+    for (size_t c = 0; c < servers_.size(); c += 1) {
+      states.push_back(absl::StrCat(servers_[c].address, " (",
+                                    streams_[c].last_error.empty() ? "connected, not sending"
+                                                                   : streams_[c].last_error,
+                                    ")"));
     }
-    if (next_unassigned_ < end_ && next_unassigned_ < next_to_deliver_ + window_) {
-      return next_unassigned_++;
-    }
-    return std::nullopt;
+    return absl::UnavailableError(absl::StrCat("no batch from any data server for ",
+                                               absl::FormatDuration(options_.stall_timeout), ": ",
+                                               absl::StrJoin(states, ", ")));
   }
 
-  bool FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || !error_.ok() || next_to_deliver_ >= end_;
-  }
-
-  // Returns a failed stream's outstanding ids to the schedule.
-  void ReleaseLocked(Connection& connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (int64_t k : connection.outstanding) {
-      if (k >= next_to_deliver_ && completed_.count(k) == 0) reassigned_.insert(k);
-    }
-    connection.outstanding.clear();
-  }
-
-  // The bytes of pixels batch k carries, once its header matches the plan:
-  // its sample indices, and a shape whose size cannot overflow.
-  absl::StatusOr<uint64_t> PlannedPixelBytes(const v1::Batch& batch, int64_t k) const {
-    const std::vector<int64_t> expected = plan_.BatchIndices(options_.rank, k);
-    const size_t n = expected.size();
-    constexpr uint32_t kMaxSide = 1 << 16;
-    if (static_cast<size_t>(batch.labels_size()) != n ||
-        static_cast<size_t>(batch.indices_size()) != n || batch.channels() != 3 ||
-        batch.height() > kMaxSide || batch.width() > kMaxSide) {
-      return absl::DataLossError(absl::StrCat("malformed batch ", k));
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (batch.indices(static_cast<int>(i)) != expected[i]) {
-        return absl::DataLossError(
-            absl::StrCat("batch ", k,
-                         " holds other samples than the epoch plan says: the server "
-                         "computes a different plan"));
-      }
-    }
-    return static_cast<uint64_t>(n) * batch.height() * batch.width() * batch.channels();
-  }
-
-  // One server's stream loop, reconnecting with backoff until the epoch is
-  // delivered.
-  void ServeLoop(size_t server) {
+  // One connection's life: its stream, reopened with backoff, until the
+  // loader goes or a server refuses the plan.
+  void StreamLoop(size_t c) {
     absl::Duration backoff = absl::Milliseconds(200);
     while (true) {
       {
         absl::MutexLock lock(&mu_);
-        if (FinishedLocked()) return;
+        if (stopping_ || !error_.ok()) return;
       }
-      absl::Status status = RunStream(server);
+      bool delivered = false;
+      absl::Status status = RunStream(c, delivered);
       absl::MutexLock lock(&mu_);
-      Connection& connection = *connections_[server];
-      ReleaseLocked(connection);
-      if (FinishedLocked()) return;
-      if (status.ok()) continue;
-      connection.last_error = status.ToString();
+      schedule_.Lost(static_cast<int>(c));
+      DispatchAllLocked();  // what it owed goes to the others
+      if (stopping_) return;
+      if (status.ok()) status = absl::UnavailableError("the server ended the stream");
       if (IsFatal(status)) {
-        error_ = absl::Status(status.code(), absl::StrCat("data server ", servers_[server].address,
-                                                          ": ", status.message()));
+        error_ = absl::Status(status.code(), absl::StrCat("data server ", servers_[c].address, ": ",
+                                                          status.message()));
         return;
       }
-      LogWarning("data server %s: %s; retrying in %s", servers_[server].address, status.ToString(),
-                 absl::FormatDuration(backoff));
-      mu_.AwaitWithTimeout(absl::Condition(this, &EpochFetch::FinishedLocked), backoff);
+      if (delivered) backoff = absl::Milliseconds(200);
+      LogRetryLocked(c, status, backoff);
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](bool* stopping) { return *stopping; }, &stopping_),
+                           backoff);
       backoff = std::min(backoff * 2, absl::Seconds(5));
     }
   }
 
-  // The stream's pixel channel, connected and its ticket presented; null
-  // when the stream is to carry pixels itself (turned off, TLS, the server
-  // offers none, or its port is unreachable: then with a warning).
-  absl::StatusOr<std::unique_ptr<PixelChannelReader>> OpenPixelChannel(size_t server,
-                                                                       const PixelTicket& ticket) {
-    ServerEndpoint& endpoint = servers_[server];
-    if (!options_.pixel_channel || options_.tls.enabled() ||
-        absl::Now() < endpoint.pixel_channel_retry_after) {
-      return nullptr;
+  // Says why a stream is retried: each new reason, and a still-failing
+  // server once a minute, not every few seconds.
+  void LogRetryLocked(size_t c, const absl::Status& status, absl::Duration backoff)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    LiveStream& live = streams_[c];
+    const std::string reason = status.ToString();
+    const absl::Time now = absl::Now();
+    if (reason != live.last_error || now - live.last_logged > absl::Minutes(1)) {
+      LogWarning("data server %s: %s; retrying in %s", servers_[c].address, reason,
+                 absl::FormatDuration(backoff));
+      live.last_logged = now;
     }
-    const absl::StatusOr<HostPort> address = SplitHostPort(endpoint.address);
-    if (!address.ok()) return nullptr;  // a gRPC target of another kind
-    // Its port now: a restarted server may have another.
+    live.last_error = reason;
+  }
+
+  // The server's limits for a stream, and the stream's pixel channel,
+  // connected and its ticket presented (null when the stream is to carry
+  // pixels itself: turned off, TLS, the server offers none, or its port is
+  // unreachable, then with a warning).
+  absl::StatusOr<std::unique_ptr<PixelChannelReader>> PrepareStream(size_t c,
+                                                                    const PixelTicket& ticket) {
+    ServerEndpoint& endpoint = servers_[c];
+    // Its limits and pixel port now: a restarted server may differ.
     grpc::ClientContext context;
     AddAuthToken(context, options_.auth_token);
     context.set_deadline(absl::ToChronoTime(absl::Now() + kPixelChannelConnectTimeout));
     {
       absl::MutexLock lock(&mu_);
-      if (FinishedLocked()) return nullptr;
-      connections_[server]->context = &context;
+      if (stopping_) return absl::CancelledError("the loader is closing");
+      streams_[c].context = &context;
     }
     v1::DatasetInfo info;
     const grpc::Status asked = endpoint.stub->GetDatasetInfo(&context, {}, &info);
     {
       absl::MutexLock lock(&mu_);
-      connections_[server]->context = nullptr;
+      streams_[c].context = nullptr;
+      if (asked.ok() && info.max_stream_batches() > 0) {
+        streams_[c].limits = {info.max_stream_batches(), info.max_stream_bytes()};
+        ApplyLimitsLocked(c);
+      }
     }
     if (!asked.ok()) return FromGrpc(asked);
-    if (info.pixel_port() == 0) return nullptr;
+    if (!options_.pixel_channel || options_.tls.enabled() ||
+        absl::Now() < endpoint.pixel_channel_retry_after || info.pixel_port() == 0) {
+      return nullptr;
+    }
+    const absl::StatusOr<HostPort> address = SplitHostPort(endpoint.address);
+    if (!address.ok()) return nullptr;  // a gRPC target of another kind
     absl::StatusOr<std::unique_ptr<PixelChannelReader>> reader = PixelChannelReader::Connect(
         address->host, static_cast<int>(info.pixel_port()), ticket, kPixelChannelConnectTimeout);
     if (!reader.ok()) {
@@ -310,49 +389,96 @@ class EpochFetch {
     return reader;
   }
 
-  absl::Status RunStream(size_t server) {
+  // One stream, open until it breaks or the loader goes. `delivered`: set
+  // once a batch came through it.
+  absl::Status RunStream(size_t c, bool& delivered) {
     // The channel first: the server pairs it with the stream by its ticket.
     const PixelTicket ticket = NewPixelTicket();
-    ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelReader> pixel_channel,
-                     OpenPixelChannel(server, ticket));
+    ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelReader> pixel_channel, PrepareStream(c, ticket));
     grpc::ClientContext context;
     AddAuthToken(context, options_.auth_token);
-    Connection& connection = *connections_[server];
+    ByteStream stream(*servers_[c].stream_stub, &context, kStreamBatchesMethod);
+    v1::BatchRequest open;
+    *open.mutable_open() = config_;
+    if (pixel_channel != nullptr) open.set_pixel_ticket(PixelTicketBytes(ticket));
+    stream.Send(SerializeToByteBuffer(open));
     {
       absl::MutexLock lock(&mu_);
-      if (FinishedLocked()) return absl::OkStatus();
-      connection.context = &context;
-      connection.pixel_channel = pixel_channel.get();
-      connection.last_progress = absl::Now();
+      if (stopping_) return absl::CancelledError("the loader is closing");
+      streams_[c].context = &context;
+      streams_[c].stream = &stream;
+      streams_[c].pixel_channel = pixel_channel.get();
+      DispatchLocked(c);
     }
-    auto stream =
-        std::make_unique<ByteStream>(*servers_[server].stream_stub, &context, kStreamBatchesMethod);
-    absl::Status result = PumpStream(server, *stream, pixel_channel == nullptr ? nullptr : &ticket,
-                                     pixel_channel.get());
-    bool clean_end;
+    const absl::Status result = ReadBatches(c, stream, pixel_channel.get(), delivered);
     {
       absl::MutexLock lock(&mu_);
-      connection.context = nullptr;
-      connection.pixel_channel = nullptr;
-      // Batches still owed to us would be left unread: cancel instead.
-      clean_end = connection.outstanding.empty();
-    }
-    if (result.ok() && clean_end) {
-      stream->WritesDone();
-      // Finish() waits for the server to end the stream.
-      return FromGrpc(stream->Finish());
+      streams_[c] = LiveStream{nullptr, nullptr, nullptr, streams_[c].limits,
+                               streams_[c].last_error, streams_[c].last_logged};
     }
     if (absl::IsAborted(result)) {
       // The server ended the stream: its status says why (a refused plan is
       // fatal, a server going away is not), so read it before anything else.
-      const absl::Status finish = FromGrpc(stream->Finish());
-      return finish.ok() ? absl::UnavailableError("stream ended before the epoch did") : finish;
+      return FromGrpc(stream.Finish());
     }
-    // Our own reason to stop (stall, bad batch, epoch delivered with batches
-    // still owed): cancel, or Finish() would wait for them.
+    // Our own reason to stop (a bad batch, the loader closing): cancel, or
+    // Finish() would wait for the server.
     context.TryCancel();
-    stream->Finish();
+    stream.Finish();
     return result;
+  }
+
+  // Reads batches off the stream (and their pixels off its channel) until
+  // it ends: ABORTED when the server or the network ended it.
+  absl::Status ReadBatches(size_t c, ByteStream& stream, PixelChannelReader* channel,
+                           bool& delivered) {
+    grpc::ByteBuffer wire;
+    while (true) {
+      if (!stream.Read(&wire)) return StreamClosedByServer();
+      ASSIGN_OR_RETURN(DecodedBatch decoded, DecodeBatch(wire, *pixels_, options_.max_batch_bytes));
+      wire.Clear();  // gRPC's receive buffers go back now
+      const v1::Batch& header = decoded.header;
+      const BatchKey key{header.id().epoch(), header.id().index()};
+      {
+        absl::MutexLock lock(&mu_);
+        if (header.id().rank() != options_.rank || !schedule_.Expects(static_cast<int>(c), key)) {
+          return absl::DataLossError(absl::StrCat("unrequested batch ", key.index, " of epoch ",
+                                                  key.epoch, " from the server"));
+        }
+      }
+      // Checked before a byte of pixels is read, so a bad header cannot make
+      // the loader allocate or wait for what the plan does not hold.
+      ASSIGN_OR_RETURN(std::shared_ptr<const EpochPlan> plan, PlanFor(key.epoch));
+      ASSIGN_OR_RETURN(const uint64_t pixel_bytes,
+                       CheckBatchHeader(header, *plan, options_.rank, options_.max_batch_bytes));
+      RETURN_IF_ERROR(ReceivePixels(decoded, pixel_bytes, channel));
+      const absl::Time now = absl::Now();
+      absl::MutexLock lock(&mu_);
+      if (header.labels_size() > 0) {
+        LearnBatchBytesLocked(pixel_bytes / header.labels_size() * options_.batch_size);
+      }
+      schedule_.Receive(static_cast<int>(c), key, ToBatch(std::move(decoded)), TimingOf(header),
+                        now);
+      last_receipt_ = now;
+      streams_[c].last_error.clear();
+      delivered = true;
+      DispatchLocked(c);
+    }
+  }
+
+  static Batch ToBatch(DecodedBatch decoded) {
+    const v1::Batch& header = decoded.header;
+    Batch batch;
+    batch.epoch = header.id().epoch();
+    batch.index = header.id().index();
+    batch.height = static_cast<int>(header.height());
+    batch.width = static_cast<int>(header.width());
+    batch.channels = static_cast<int>(header.channels());
+    batch.images = std::move(decoded.pixels);
+    batch.labels.assign(header.labels().begin(), header.labels().end());
+    batch.indices.assign(header.indices().begin(), header.indices().end());
+    batch.failed = static_cast<int>(header.failed());
+    return batch;
   }
 
   // Checks that `decoded` carries `planned_bytes` of pixels, reading them
@@ -360,10 +486,10 @@ class EpochFetch {
   absl::Status ReceivePixels(DecodedBatch& decoded, uint64_t planned_bytes,
                              PixelChannelReader* channel) {
     const int64_t k = decoded.header.id().index();
-    const uint64_t size = decoded.header.images_on_channel();
-    if (size == 0) {
+    if (decoded.header.images_on_channel() == 0) {
       if (decoded.pixels.size() != planned_bytes) {
-        return absl::DataLossError(absl::StrCat("malformed batch ", k));
+        return absl::DataLossError(absl::StrCat("batch ", k, " carries ", decoded.pixels.size(),
+                                                " bytes of pixels; its shape makes ", planned_bytes));
       }
       return absl::OkStatus();
     }
@@ -371,195 +497,48 @@ class EpochFetch {
       return absl::DataLossError(
           absl::StrCat("batch ", k, " announces pixels on a pixel channel this stream lacks"));
     }
-    if (size != planned_bytes) {
-      return absl::DataLossError(absl::StrCat("batch ", k, " announces ", size,
-                                              " bytes of pixels; its shape makes ", planned_bytes));
-    }
-    ASSIGN_OR_RETURN(decoded.pixels, pixels_.Get(size));
-    return channel->ReadExactly(decoded.pixels.data(), size);
+    ASSIGN_OR_RETURN(decoded.pixels, pixels_->Get(planned_bytes));
+    return channel->ReadExactly(decoded.pixels.data(), planned_bytes);
   }
 
-  // `ticket` and `channel`: the stream's pixel channel, or both null.
-  absl::Status PumpStream(size_t server, ByteStream& stream, const PixelTicket* ticket,
-                          PixelChannelReader* channel) {
-    Connection& connection = *connections_[server];
-    v1::BatchRequest open;
-    *open.mutable_open() = config_;
-    if (ticket != nullptr) open.set_pixel_ticket(PixelTicketBytes(*ticket));
-    if (!stream.Write(SerializeToByteBuffer(open))) return StreamClosedByServer();
-    grpc::ByteBuffer wire;
-    while (true) {
-      // Spend the free credits.
-      std::vector<int64_t> to_request;
-      {
-        absl::MutexLock lock(&mu_);
-        const auto has_work_or_done = [this, &connection]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return FinishedLocked() || !connection.outstanding.empty() || !reassigned_.empty() ||
-                 (next_unassigned_ < end_ && next_unassigned_ < next_to_deliver_ + window_);
-        };
-        while (!has_work_or_done()) {
-          mu_.AwaitWithTimeout(absl::Condition(&has_work_or_done), absl::Milliseconds(500));
-        }
-        if (FinishedLocked()) return absl::OkStatus();
-        while (static_cast<int>(connection.outstanding.size()) < options_.credits_per_server) {
-          std::optional<int64_t> k = TakeWorkLocked();
-          if (!k) break;
-          connection.outstanding.insert(*k);
-          to_request.push_back(*k);
-        }
-      }
-      for (int64_t k : to_request) {
-        v1::BatchRequest request;
-        request.mutable_batch()->set_epoch(plan_.epoch());
-        request.mutable_batch()->set_rank(options_.rank);
-        request.mutable_batch()->set_index(static_cast<uint32_t>(k));
-        if (!stream.Write(SerializeToByteBuffer(request))) return StreamClosedByServer();
-      }
-      if (!stream.Read(&wire)) return StreamClosedByServer();
-      ASSIGN_OR_RETURN(DecodedBatch decoded, DecodeBatch(wire, pixels_));
-      wire.Clear();  // gRPC's receive buffers go back now
-      const v1::Batch& batch = decoded.header;
-      const int64_t k = batch.id().index();
-      {
-        absl::MutexLock lock(&mu_);
-        if (batch.id().epoch() != plan_.epoch() || batch.id().rank() != options_.rank ||
-            connection.outstanding.count(k) == 0) {
-          return absl::DataLossError(absl::StrCat("unrequested batch ", k, " from server"));
-        }
-      }
-      // Checked before a byte of pixels is read, so a bad header cannot make
-      // the loader allocate or wait for what the plan does not hold.
-      ASSIGN_OR_RETURN(const uint64_t pixel_bytes, PlannedPixelBytes(batch, k));
-      RETURN_IF_ERROR(ReceivePixels(decoded, pixel_bytes, channel));
+  // The plan of `epoch`, built once and kept while the window may need it.
+  absl::StatusOr<std::shared_ptr<const EpochPlan>> PlanFor(uint32_t epoch) {
+    {
       absl::MutexLock lock(&mu_);
-      connection.outstanding.erase(k);
-      connection.last_progress = absl::Now();
-      last_receipt_ = connection.last_progress;
-      connection.last_error.clear();
-      if (k >= next_to_deliver_ && completed_.count(k) == 0) {
-        Batch& out = completed_[k];
-        out.epoch = plan_.epoch();
-        out.index = k;
-        out.height = static_cast<int>(batch.height());
-        out.width = static_cast<int>(batch.width());
-        out.channels = static_cast<int>(batch.channels());
-        out.images = std::move(decoded.pixels);
-        out.labels.assign(batch.labels().begin(), batch.labels().end());
-        out.indices.assign(batch.indices().begin(), batch.indices().end());
-        out.failed = static_cast<int>(batch.failed());
-      }
+      auto it = plans_.find(epoch);
+      if (it != plans_.end()) return it->second;
     }
-  }
-
-  const RemoteLoaderOptions& options_;
-  std::vector<ServerEndpoint>& servers_;
-  BufferPool& pixels_;
-  const v1::PlanConfig config_;
-  const EpochPlan plan_;
-  const int64_t end_;
-
-  mutable absl::Mutex mu_;
-  int64_t next_unassigned_ ABSL_GUARDED_BY(mu_);
-  int64_t next_to_deliver_ ABSL_GUARDED_BY(mu_);
-  const int64_t window_;
-  std::set<int64_t> reassigned_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, Batch> completed_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_receipt_ ABSL_GUARDED_BY(mu_);  // of a batch from any server
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::unique_ptr<Connection>> connections_;  // guarded by mu_ inside
-  std::vector<std::thread> threads_;
-};
-
-class GrpcRemoteLoader final : public RemoteLoader {
- public:
-  GrpcRemoteLoader(RemoteLoaderOptions options, std::vector<ServerEndpoint> servers,
-                   DatasetDescription dataset)
-      : options_(std::move(options)),
-        servers_(std::move(servers)),
-        dataset_(std::move(dataset)),
-        // Room for the reorder window and the batches the trainer holds.
-        pixels_(BufferPool::Create(
-            static_cast<size_t>(2 * options_.credits_per_server * options_.connections_per_server *
-                                    static_cast<int>(options_.servers.size()) +
-                                8),
-            options_.pixel_allocator)) {
-    params_.num_samples = dataset_.num_samples;
-    params_.seed = options_.seed;
-    params_.world_size = options_.world_size;
-    params_.batch_size = options_.batch_size;
-    params_.drop_last = options_.drop_last;
-    config_.set_dataset_fingerprint(dataset_.fingerprint);
-    config_.set_seed(options_.seed);
-    config_.set_world_size(options_.world_size);
-    config_.set_batch_size(options_.batch_size);
-    config_.set_drop_last(options_.drop_last);
-    config_.set_pipeline(options_.pipeline);
-  }
-
-  ~GrpcRemoteLoader() override {
-    fetch_.reset();
-    stop_heartbeat_.Notify();
-    if (heartbeat_.joinable()) heartbeat_.join();
-  }
-
-  void StartHeartbeat() {
-    heartbeat_ = std::thread([this] {
-      while (!stop_heartbeat_.WaitForNotificationWithTimeout(options_.heartbeat_interval)) {
-        for (ServerEndpoint& server : servers_) {
-          grpc::ClientContext context;
-          AddAuthToken(context, options_.auth_token);
-          context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-          v1::DatasetInfo info;
-          // Failures do not matter here: the epoch's streams notice them.
-          (void)server.stub->GetDatasetInfo(&context, v1::DatasetInfoRequest(), &info);
-        }
-      }
-    });
-  }
-
-  absl::Status Validate() const { return BatchesPerRank(params_).status(); }
-
-  const DatasetDescription& dataset() const override { return dataset_; }
-
-  int64_t size() const override { return BatchesPerRank(params_).value_or(0); }
-
-  absl::Status SetEpoch(uint32_t epoch, int64_t start_batch) override {
-    if (start_batch < 0 || start_batch > size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("start batch ", start_batch, " outside [0, ", size(), "]"));
+    // Outside the lock: a permutation of a large dataset takes a while.
+    ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params_, epoch));
+    auto shared = std::make_shared<const EpochPlan>(std::move(plan));
+    absl::MutexLock lock(&mu_);
+    plans_.emplace(epoch, shared);
+    const uint32_t trainer_epoch = schedule_.position().epoch;
+    while (!plans_.empty() && (plans_.begin()->first < trainer_epoch || plans_.size() > kPlansKept)) {
+      plans_.erase(plans_.begin());
     }
-    fetch_.reset();
-    epoch_ = epoch;
-    start_batch_ = start_batch;
-    return absl::OkStatus();
+    return shared;
   }
 
-  absl::StatusOr<std::optional<Batch>> Next() override {
-    if (fetch_ == nullptr) {
-      ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params_, epoch_));
-      fetch_ = std::make_unique<EpochFetch>(options_, servers_, *pixels_, config_, std::move(plan),
-                                            start_batch_);
-    }
-    return fetch_->Next();
-  }
-
-  LoaderPosition position() const override {
-    return {epoch_, fetch_ == nullptr ? start_batch_ : fetch_->next_to_deliver()};
-  }
-
- private:
   const RemoteLoaderOptions options_;
+  // One per connection: connections_per_server per address.
   std::vector<ServerEndpoint> servers_;
   const DatasetDescription dataset_;
-  const std::shared_ptr<BufferPool> pixels_;
-  PlanParams params_;
+  const PlanParams params_;
+  const int64_t batches_per_epoch_;
   v1::PlanConfig config_;
-  uint32_t epoch_ = 0;
-  int64_t start_batch_ = 0;
-  std::unique_ptr<EpochFetch> fetch_;
-  absl::Notification stop_heartbeat_;
-  std::thread heartbeat_;
+  const std::shared_ptr<BufferPool> pixels_;
+
+  mutable absl::Mutex mu_;
+  FeedSchedule schedule_ ABSL_GUARDED_BY(mu_);
+  std::vector<LiveStream> streams_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
+  uint64_t batch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_receipt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
 };
 
 // Waits for a server's DatasetInfo until `deadline`.
@@ -584,17 +563,17 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", options.rank, " outside world_size ", options.world_size));
   }
-  if (options.credits_per_server < 1) {
-    return absl::InvalidArgumentError("credits_per_server must be >= 1");
-  }
   if (options.connections_per_server < 1 || options.connections_per_server > 16) {
     return absl::InvalidArgumentError("connections_per_server must be in [1, 16]");
+  }
+  if (options.max_buffered_bytes == 0 || options.max_batch_bytes == 0) {
+    return absl::InvalidArgumentError("max_buffered_bytes and max_batch_bytes must be > 0");
   }
   ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ChannelCredentials> credentials,
                    MakeChannelCredentials(options.tls));
   std::vector<ServerEndpoint> servers;
   for (const std::string& address : options.servers) {
-    servers.emplace_back(address, MakeChannel(address, credentials, options.tls));
+    servers.emplace_back(address, MakeChannel(address, credentials, options));
   }
   // Ask all servers at once; each waits for its server to come up.
   const absl::Time deadline = absl::Now() + options.connect_timeout;
@@ -646,12 +625,23 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   for (int connection = 1; connection < options.connections_per_server; ++connection) {
     for (size_t i = 0; i < addresses; ++i) {
       const std::string address = servers[i].address;  // the vector may grow
-      servers.emplace_back(address, MakeChannel(address, credentials, options.tls, connection));
+      servers.emplace_back(address, MakeChannel(address, credentials, options, connection));
     }
   }
-  auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(servers), std::move(dataset));
-  RETURN_IF_ERROR(loader->Validate());
-  loader->StartHeartbeat();
+  PlanParams params;
+  params.num_samples = dataset.num_samples;
+  params.seed = options.seed;
+  params.world_size = options.world_size;
+  params.batch_size = options.batch_size;
+  params.drop_last = options.drop_last;
+  params.shuffle = options.shuffle;
+  ASSIGN_OR_RETURN(const int64_t batches_per_epoch, BatchesPerRank(params));
+  // The default pipeline's shape until the first batch tells.
+  const uint64_t batch_bytes_estimate =
+      uint64_t{options.batch_size} * info.height() * info.width() * 3;
+  auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(servers), std::move(dataset),
+                                                   params, batches_per_epoch, batch_bytes_estimate);
+  loader->Start();
   return loader;
 }
 
@@ -665,7 +655,9 @@ absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const 
   std::vector<std::thread> senders;
   for (size_t i = 0; i < servers.size(); ++i) {
     senders.emplace_back([&, i] {
-      auto stub = v1::DataService::NewStub(MakeChannel(servers[i], credentials, tls));
+      RemoteLoaderOptions channel_options;
+      channel_options.tls = tls;
+      auto stub = v1::DataService::NewStub(MakeChannel(servers[i], credentials, channel_options));
       absl::Duration backoff = absl::Milliseconds(100);
       while (true) {
         grpc::ClientContext context;

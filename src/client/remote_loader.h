@@ -17,11 +17,16 @@
 //   }
 //
 // The batches of an epoch follow the epoch plan (src/data/epoch_plan.h), which
-// client and servers compute alike. The loader asks each server for a few
-// batch ids at a time (credits: a faster server answers sooner and so gets
-// more), checks every batch against the plan, and delivers in order. A server
-// that fails or stalls has its outstanding ids handed to the others, and is
-// retried with backoff; every batch reaches the trainer exactly once.
+// client and servers compute alike. Each server connection keeps one stream
+// open for the loader's whole life, across epochs, and keeps as many batch ids
+// requested as it measures it needs to keep that server's threads busy
+// (src/client/depth_controller.h); the loader asks ahead of the trainer up to
+// a memory budget, past the end of an epoch into the next, so the first
+// batches of epoch e+1 are ready when SetEpoch(e + 1) comes. Every batch is
+// checked against the plan before its pixels are read, and delivered in
+// order. A server that fails or stalls has its outstanding ids handed to the
+// others, and is retried with backoff; every batch reaches the trainer exactly
+// once. The decisions are src/client/feed_schedule.h's; this file is wiring.
 //
 // This header is free of gRPC and protobuf: trainers include it next to
 // LibTorch.
@@ -36,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/client/batch.h"
 #include "src/common/buffer_pool.h"
 #include "src/common/tls_config.h"
 
@@ -48,12 +54,24 @@ struct RemoteLoaderOptions {
   uint32_t world_size = 1;
   uint64_t seed = 0;
   bool drop_last = false;
+  // False: every epoch reads the dataset in order (PyTorch's shuffle=False,
+  // for evaluation); the split across ranks is DistributedSampler's either
+  // way.
+  bool shuffle = true;
   // Augmentation pipeline spec; empty: the servers' default.
   std::string pipeline;
-  // Batches requested ahead from each server (per connection).
-  int credits_per_server = 4;
-  // TCP connections to each server, each with its own stream, pixel channel
-  // and credits. One connection can cap throughput: clouds cap a single flow
+  // Memory for batches requested or received ahead of the trainer: the
+  // loader asks at most this many bytes of batches ahead (at least 2
+  // batches, at most 256). 1 GiB is 26 batches of 256 x 224 x 224 x 3.
+  uint64_t max_buffered_bytes = 1ull << 30;
+  // Batches larger than this are refused (FAILED_PRECONDITION), whatever a
+  // server announces: a server cannot make the trainer allocate more.
+  uint64_t max_batch_bytes = 1ull << 30;
+  // Ask for the next epochs' first batches before the trainer reaches them.
+  // False restores a bubble at every epoch's start (for measuring it).
+  bool prefetch_across_epochs = true;
+  // TCP connections to each server, each with its own stream and pixel
+  // channel. One connection can cap throughput: clouds cap a single flow
   // (5 Gb/s on EC2 outside a placement group), and on loopback one gRPC
   // connection carried 3 GB/s, two 4 GB/s (bench transport, pixels in gRPC).
   int connections_per_server = 2;
@@ -65,13 +83,10 @@ struct RemoteLoaderOptions {
   bool pixel_channel = true;
   // How long Connect() waits for servers to answer.
   absl::Duration connect_timeout = absl::Seconds(60);
-  // A server holding requested batches without sending one for this long is
-  // treated as failed; with no server delivering for this long, Next() fails.
+  // A server holding requested batches without sending one for half this
+  // long loses them to the others; with no server delivering for this long,
+  // Next() fails.
   absl::Duration stall_timeout = absl::Seconds(60);
-  // While the loader exists it tells each server it is still there this
-  // often, so servers do not leave on their idle timeout while the trainer
-  // validates or checkpoints between epochs (no stream open then).
-  absl::Duration heartbeat_interval = absl::Seconds(10);
   // The servers' shared token (their --auth-token-file); empty: none.
   std::string auth_token;
   // TLS to the servers (a CA to verify them; cert + key for mutual TLS).
@@ -80,22 +95,6 @@ struct RemoteLoaderOptions {
   // trainer passes pinned memory, so the batch is copied once, from gRPC's
   // receive buffers straight into memory the device can read.
   HostAllocator pixel_allocator;
-};
-
-// One batch: images uint8 [size, height, width, channels] (NHWC, RGB).
-struct Batch {
-  uint32_t epoch = 0;
-  int64_t index = 0;  // k within the rank's epoch
-  int height = 0;
-  int width = 0;
-  int channels = 0;
-  // size * height * width * channels bytes; returned to the loader's pool
-  // when the Batch is destroyed (it may outlive the loader).
-  PooledBuffer images;
-  std::vector<int64_t> labels;
-  std::vector<int64_t> indices;  // planned dataset indices
-  int failed = 0;                // slots filled by replacements
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
 
 // What the servers serve, as the first server that answered describes it.
@@ -113,6 +112,20 @@ struct LoaderPosition {
   int64_t next_batch = 0;
 };
 
+// What the loader has done so far, for benchmarks and logs.
+struct LoaderStats {
+  int64_t requested = 0;  // batch ids asked of servers
+  int64_t received = 0;
+  int64_t delivered = 0;  // handed to the trainer
+  // Built ahead and then not wanted: the trainer repositioned (another
+  // epoch, a resume point) where they did not lie.
+  int64_t dropped = 0;
+  // Asked again of another connection after a stream failed or stalled.
+  int64_t reassigned = 0;
+  int window = 0;           // batches the loader may hold ahead
+  std::vector<int> depths;  // per connection: batch ids it keeps requested
+};
+
 class RemoteLoader {
  public:
   // Asks every server for its dataset description, waiting up to
@@ -127,13 +140,18 @@ class RemoteLoader {
   // Batches this rank gets per epoch.
   virtual int64_t size() const = 0;
   // Starts epoch `epoch` at batch `start_batch` (for resuming a checkpoint).
-  // Cancels what was in flight for the previous epoch.
+  // Batches fetched ahead that this order still reaches are kept (the next
+  // epoch's first ones, at an epoch boundary); the others are dropped and
+  // counted in stats(). Fetching starts with the first SetEpoch (or Next).
+  // INVALID_ARGUMENT for a start outside [0, size()] or an epoch over
+  // 1,000,000.
   virtual absl::Status SetEpoch(uint32_t epoch, int64_t start_batch = 0) = 0;
   // The next batch in order; nullopt at the end of the epoch. Fails when no
   // server delivers within stall_timeout (naming each server's last error) or
   // a server refuses the plan (e.g. a dataset mismatch).
   virtual absl::StatusOr<std::optional<Batch>> Next() = 0;
   virtual LoaderPosition position() const = 0;
+  virtual LoaderStats stats() const = 0;
 };
 
 // Tells every data server to shut down (with `auth_token` when the servers

@@ -47,37 +47,41 @@ absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t i
 
 std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request, uint8_t* pixels,
                                                  StageSeconds* seconds) const {
-  const size_t bytes_per_sample = sample_bytes();
   if (dataset_.synthetic()) {
-    std::memset(pixels, kSyntheticPixel, request.indices.size() * bytes_per_sample);
+    std::memset(pixels, kSyntheticPixel, request.indices.size() * sample_bytes());
     return SyntheticSlots(request.indices);
   }
   std::vector<SlotResult> slots;
   slots.reserve(request.indices.size());
   for (size_t slot = 0; slot < request.indices.size(); ++slot) {
-    const int64_t index = request.indices[slot];
-    uint8_t* out = pixels + slot * bytes_per_sample;
-    SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk};
-    if (!LoadSample(request.seed, request.epoch, index, out, seconds).ok()) {
-      result.outcome = SampleOutcome::kZeroFilled;
-      CounterRng rng(request.seed,
-                     {kStreamReplacement, request.epoch, static_cast<uint32_t>(index)});
-      for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
-        const int64_t candidate = static_cast<int64_t>(rng.Below(dataset_.size()));
-        if (candidate != index &&
-            LoadSample(request.seed, request.epoch, candidate, out, seconds).ok()) {
-          result.outcome = SampleOutcome::kReplaced;
-          result.label = dataset_.sample(static_cast<size_t>(candidate)).label;
-          break;
-        }
-      }
-      if (result.outcome == SampleOutcome::kZeroFilled) {
-        std::memset(out, 0, bytes_per_sample);
-      }
-    }
-    slots.push_back(result);
+    slots.push_back(AssembleSlot(request, slot, pixels, seconds));
   }
   return slots;
+}
+
+SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t slot,
+                                        uint8_t* pixels, StageSeconds* seconds) const {
+  const size_t bytes_per_sample = sample_bytes();
+  const int64_t index = request.indices[slot];
+  uint8_t* out = pixels + slot * bytes_per_sample;
+  SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk};
+  if (dataset_.synthetic()) {
+    std::memset(out, kSyntheticPixel, bytes_per_sample);
+    return result;
+  }
+  if (LoadSample(request.seed, request.epoch, index, out, seconds).ok()) return result;
+  result.outcome = SampleOutcome::kZeroFilled;
+  CounterRng rng(request.seed, {kStreamReplacement, request.epoch, static_cast<uint32_t>(index)});
+  for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
+    const int64_t candidate = static_cast<int64_t>(rng.Below(dataset_.size()));
+    if (candidate != index && LoadSample(request.seed, request.epoch, candidate, out, seconds).ok()) {
+      result.outcome = SampleOutcome::kReplaced;
+      result.label = dataset_.sample(static_cast<size_t>(candidate)).label;
+      return result;
+    }
+  }
+  std::memset(out, 0, bytes_per_sample);
+  return result;
 }
 
 std::vector<SlotResult> BatchAssembler::SyntheticSlots(absl::Span<const int64_t> indices) const {

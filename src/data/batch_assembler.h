@@ -60,6 +60,13 @@ class BatchAssembler {
   std::vector<SlotResult> Assemble(const BatchRequestSpec& request, uint8_t* pixels,
                                    StageSeconds* seconds) const;
 
+  // One slot of Assemble: writes sample_bytes() bytes to `pixels` + slot *
+  // sample_bytes(). Slots of one batch may be assembled concurrently, on
+  // different threads, with different `seconds`.
+  // REQUIRES: slot < request.indices.size(); the index < dataset size.
+  SlotResult AssembleSlot(const BatchRequestSpec& request, size_t slot, uint8_t* pixels,
+                          StageSeconds* seconds) const;
+
   // The slots of a batch of a synthetic dataset, whose pixels are all
   // kSyntheticPixel: such batches differ only in their slots, so a server can
   // build the pixels once and send them again (Assemble writes the same).

@@ -36,6 +36,12 @@ absl::StatusOr<int64_t> BatchesPerRank(const PlanParams& params) {
   return params.drop_last ? per_rank / batch : (per_rank + batch - 1) / batch;
 }
 
+absl::StatusOr<int64_t> SamplesInBatch(const PlanParams& params, int64_t k) {
+  ASSIGN_OR_RETURN(int64_t per_rank, SamplesPerRank(params));
+  const int64_t begin = k * params.batch_size;
+  return std::max<int64_t>(0, std::min<int64_t>(params.batch_size, per_rank - begin));
+}
+
 absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanParams& params, uint32_t epoch) {
   EpochPlan plan;
   plan.params_ = params;

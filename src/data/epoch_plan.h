@@ -20,6 +20,10 @@
 
 namespace heterodl {
 
+// The largest epoch number servers build batches of (RequestLimits) and
+// loaders ask for.
+inline constexpr uint32_t kMaxEpoch = 1'000'000;
+
 struct PlanParams {
   uint64_t num_samples = 0;
   uint64_t seed = 0;
@@ -33,6 +37,10 @@ struct PlanParams {
 // Batches each rank gets per epoch, without building the permutation.
 // InvalidArgument for zero sizes or a dataset too small for the world.
 absl::StatusOr<int64_t> BatchesPerRank(const PlanParams& params);
+
+// Samples in batch `k` of any rank (the last one may be short), without
+// building the permutation. REQUIRES: 0 <= k < BatchesPerRank(params).
+absl::StatusOr<int64_t> SamplesInBatch(const PlanParams& params, int64_t k);
 
 class EpochPlan {
  public:

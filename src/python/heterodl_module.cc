@@ -59,8 +59,8 @@ PyBatch ToPython(Batch&& received) {
 class PyRemoteDataLoader {
  public:
   PyRemoteDataLoader(std::vector<std::string> servers, uint32_t batch_size, std::string pipeline,
-                     uint32_t rank, uint32_t world_size, uint64_t seed, bool drop_last,
-                     int credits_per_server, int connections_per_server, double connect_timeout,
+                     uint32_t rank, uint32_t world_size, uint64_t seed, bool drop_last, bool shuffle,
+                     double max_buffered_mb, int connections_per_server, double connect_timeout,
                      double stall_timeout, std::optional<std::string> auth_token,
                      std::optional<bool> pin_memory, std::string tls_ca, std::string tls_cert,
                      std::string tls_key, std::string tls_server_name, bool pixel_channel) {
@@ -72,7 +72,9 @@ class PyRemoteDataLoader {
     options.world_size = world_size;
     options.seed = seed;
     options.drop_last = drop_last;
-    options.credits_per_server = credits_per_server;
+    options.shuffle = shuffle;
+    if (!(max_buffered_mb > 0)) throw py::value_error("max_buffered_mb must be > 0");
+    options.max_buffered_bytes = static_cast<uint64_t>(max_buffered_mb * (1 << 20));
     options.connections_per_server = connections_per_server;
     options.auth_token = auth_token.value_or("");
     options.connect_timeout = absl::Seconds(connect_timeout);
@@ -97,14 +99,28 @@ class PyRemoteDataLoader {
     loader_ = std::move(*loader);
   }
 
-  void SetEpoch(uint32_t epoch) {
-    epoch_ = epoch;
-    start_batch_ = 0;
-  }
+  // Both also move the loader at once, so it fetches the epoch's first
+  // batches while the caller does whatever comes before iterating.
+  void SetEpoch(uint32_t epoch) { Resume(epoch, 0); }
 
   void Resume(uint32_t epoch, int64_t next_batch) {
     epoch_ = epoch;
     start_batch_ = next_batch;
+    absl::Status status = loader_->SetEpoch(epoch_, start_batch_);
+    if (!status.ok()) Raise(status);
+  }
+
+  py::dict Stats() const {
+    const LoaderStats stats = loader_->stats();
+    py::dict result;
+    result["requested"] = stats.requested;
+    result["received"] = stats.received;
+    result["delivered"] = stats.delivered;
+    result["dropped"] = stats.dropped;
+    result["reassigned"] = stats.reassigned;
+    result["window"] = stats.window;
+    result["depths"] = stats.depths;
+    return result;
   }
 
   int64_t Length() const { return loader_->size(); }
@@ -168,11 +184,13 @@ PYBIND11_MODULE(_heterodl, m) {
   py::class_<PyRemoteDataLoader>(m, "RemoteDataLoader",
                                  "Batches of one rank from heterodl data servers, in order.")
       .def(py::init<std::vector<std::string>, uint32_t, std::string, uint32_t, uint32_t, uint64_t,
-                    bool, int, int, double, double, std::optional<std::string>, std::optional<bool>,
-                    std::string, std::string, std::string, std::string, bool>(),
+                    bool, bool, double, int, double, double, std::optional<std::string>,
+                    std::optional<bool>, std::string, std::string, std::string, std::string,
+                    bool>(),
            py::arg("servers"), py::arg("batch_size"), py::arg("pipeline") = "", py::arg("rank") = 0,
            py::arg("world_size") = 1, py::arg("seed") = 0, py::arg("drop_last") = false,
-           py::arg("credits_per_server") = 4, py::arg("connections_per_server") = 2,
+           py::arg("shuffle") = true, py::arg("max_buffered_mb") = 1024.0,
+           py::arg("connections_per_server") = 2,
            py::arg("connect_timeout") = 60.0, py::arg("stall_timeout") = 60.0,
            py::arg("auth_token") = py::none(), py::arg("pin_memory") = py::none(),
            py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
@@ -183,6 +201,10 @@ PYBIND11_MODULE(_heterodl, m) {
            "The next iteration starts at batch `next_batch` of `epoch` (from a checkpoint).")
       .def("position", &PyRemoteDataLoader::Position,
            "(epoch, next batch): what to save in a checkpoint and pass to resume()")
+      .def("stats", &PyRemoteDataLoader::Stats,
+           "what the loader did: batches requested, received, delivered, dropped (fetched "
+           "ahead, then not wanted), reassigned (after a server failed); its window and "
+           "per-connection depths")
       .def("__len__", &PyRemoteDataLoader::Length)
       .def("__iter__", &PyRemoteDataLoader::Iterate, py::return_value_policy::reference_internal)
       .def("__next__", &PyRemoteDataLoader::Next)

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/base/call_once.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -93,6 +94,7 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
   stream->params.world_size = config.world_size();
   stream->params.batch_size = config.batch_size();
   stream->params.drop_last = config.drop_last();
+  stream->params.shuffle = !config.sequential();
   RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
 
   if (config.pipeline().empty()) {
@@ -119,8 +121,11 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
     return absl::InvalidArgumentError(absl::StrCat(
         "a batch would be ", batch_bytes, " bytes, over the limit of ", limits_.max_batch_bytes));
   }
+  stream->work_queue = pool_.OpenQueue();
   return stream;
 }
+
+void BatchService::CloseStream(const StreamPlan& stream) { pool_.CloseQueue(stream.work_queue); }
 
 absl::Status BatchService::ValidateBatchId(const StreamPlan& stream, const v1::BatchId& id) const {
   if (id.epoch() > limits_.max_epoch) {
@@ -140,7 +145,8 @@ absl::Status BatchService::ValidateBatchId(const StreamPlan& stream, const v1::B
 
 absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const PlanParams& params,
                                                                        uint32_t epoch) {
-  const PlanKey key{params.seed, params.world_size, params.batch_size, params.drop_last, epoch};
+  const PlanKey key{params.seed,      params.world_size, params.batch_size,
+                    params.drop_last, params.shuffle,    epoch};
   {
     absl::MutexLock lock(&mu_);
     auto it = plans_.find(key);
@@ -160,10 +166,126 @@ absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const Pla
   return shared;
 }
 
+// One batch on its way through the pool: set up by its first sample, filled
+// slot by slot by any worker, finished by the last.
+struct BatchService::BatchJob {
+  std::shared_ptr<const StreamPlan> stream;
+  v1::BatchId id;
+  absl::Time requested;
+  std::function<void(absl::StatusOr<BuiltBatch>)> done;
+
+  absl::once_flag prepare_once;
+  // Set once by Prepare, read-only after.
+  absl::Status prepared;
+  absl::Time started;
+  std::vector<int64_t> indices;
+  OutgoingPixels pixels;
+  uint8_t* writable = nullptr;  // into `pixels`, null for a shared synthetic batch
+
+  absl::Mutex mu;
+  std::vector<SlotResult> slots ABSL_GUARDED_BY(mu);
+  StageSeconds seconds ABSL_GUARDED_BY(mu);
+};
+
 void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
                               std::function<void(absl::StatusOr<BuiltBatch>)> done) {
-  pool_.Schedule(
-      [this, stream = std::move(stream), id, done = std::move(done)] { done(Build(*stream, id)); });
+  auto job = std::make_shared<BatchJob>();
+  job->requested = absl::Now();
+  job->id = id;
+  job->done = std::move(done);
+  // A synthetic batch is shared pixels and a list of labels: one item.
+  const absl::StatusOr<int64_t> samples = SamplesInBatch(stream->params, id.index());
+  const int items = dataset_.synthetic() ? 1 : static_cast<int>(samples.value_or(1));
+  const SamplePool::QueueId queue = stream->work_queue;
+  job->stream = std::move(stream);
+  pool_.Submit(queue, {std::max(items, 1),
+                       [this, job](int slot) {
+                         absl::call_once(job->prepare_once, [&] { job->prepared = Prepare(*job); });
+                         if (job->prepared.ok()) BuildSample(*job, slot);
+                       },
+                       [this, job](bool completed) {
+                         if (!completed) {
+                           job->done(absl::CancelledError("the stream ended first"));
+                         } else if (!job->prepared.ok()) {
+                           job->done(job->prepared);
+                         } else {
+                           job->done(Finish(*job));
+                         }
+                       }});
+}
+
+absl::Status BatchService::Prepare(BatchJob& job) {
+  job.started = absl::Now();
+  ASSIGN_OR_RETURN(std::shared_ptr<const EpochPlan> plan,
+                   PlanFor(job.stream->params, job.id.epoch()));
+  job.indices = plan->BatchIndices(job.id.rank(), job.id.index());
+  const BatchAssembler& assembler = *job.stream->assembler;
+  {
+    absl::MutexLock lock(&job.mu);
+    job.slots.resize(job.indices.size());
+  }
+  if (dataset_.synthetic()) {
+    job.pixels = OutgoingPixels::Share(SyntheticPixels(assembler, job.indices));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(PooledBuffer pixels, buffers_->Get(job.indices.size() * assembler.sample_bytes()));
+  job.writable = pixels.data();
+  job.pixels = OutgoingPixels::Own(std::move(pixels));
+  return absl::OkStatus();
+}
+
+void BatchService::BuildSample(BatchJob& job, int slot) {
+  const BatchAssembler& assembler = *job.stream->assembler;
+  if (dataset_.synthetic()) {
+    std::vector<SlotResult> slots = assembler.SyntheticSlots(job.indices);
+    absl::MutexLock lock(&job.mu);
+    job.slots = std::move(slots);
+    return;
+  }
+  StageSeconds seconds;
+  const SlotResult result = assembler.AssembleSlot(
+      {job.stream->params.seed, job.id.epoch(), job.indices}, static_cast<size_t>(slot),
+      job.writable, &seconds);
+  absl::MutexLock lock(&job.mu);
+  job.slots[static_cast<size_t>(slot)] = result;
+  job.seconds.read += seconds.read;
+  job.seconds.decode += seconds.decode;
+  job.seconds.augment += seconds.augment;
+}
+
+absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
+  const absl::Time finished = absl::Now();
+  const BatchAssembler& assembler = *job.stream->assembler;
+  BuiltBatch built;
+  v1::Batch* batch = &built.header;
+  *batch->mutable_id() = job.id;
+  batch->set_height(assembler.pipeline().output_height());
+  batch->set_width(assembler.pipeline().output_width());
+  batch->set_channels(3);
+  batch->set_queue_seconds(absl::ToDoubleSeconds(job.started - job.requested));
+  batch->set_build_seconds(absl::ToDoubleSeconds(finished - job.started));
+  built.pixels = std::move(job.pixels);
+  StageSeconds seconds;
+  uint32_t failed = 0;
+  {
+    absl::MutexLock lock(&job.mu);
+    for (const SlotResult& slot : job.slots) {
+      batch->add_labels(slot.label);
+      batch->add_indices(slot.index);
+      batch->add_status(ToProto(slot.outcome));
+      if (slot.outcome != SampleOutcome::kOk) ++failed;
+    }
+    seconds = job.seconds;
+  }
+  batch->set_failed(failed);
+  batches_built_.fetch_add(1, std::memory_order_relaxed);
+  samples_built_.fetch_add(static_cast<uint64_t>(batch->labels_size()), std::memory_order_relaxed);
+  samples_failed_.fetch_add(failed, std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  read_seconds_ += seconds.read;
+  decode_seconds_ += seconds.decode;
+  augment_seconds_ += seconds.augment;
+  return built;
 }
 
 std::shared_ptr<const std::vector<uint8_t>> BatchService::SyntheticPixels(
@@ -185,46 +307,6 @@ std::shared_ptr<const std::vector<uint8_t>> BatchService::SyntheticPixels(
   return pixels;
 }
 
-absl::StatusOr<BuiltBatch> BatchService::Build(const StreamPlan& stream, const v1::BatchId& id) {
-  BuiltBatch built;
-  v1::Batch* batch = &built.header;
-  *batch->mutable_id() = id;
-  absl::StatusOr<std::shared_ptr<const EpochPlan>> plan = PlanFor(stream.params, id.epoch());
-  // ValidateBatchId ran before; the plan of validated parameters exists.
-  const std::vector<int64_t> indices = (*plan)->BatchIndices(id.rank(), id.index());
-  const BatchAssembler& assembler = *stream.assembler;
-  batch->set_height(assembler.pipeline().output_height());
-  batch->set_width(assembler.pipeline().output_width());
-  batch->set_channels(3);
-  const size_t bytes = indices.size() * assembler.sample_bytes();
-  StageSeconds seconds;
-  std::vector<SlotResult> slots;
-  if (dataset_.synthetic()) {
-    built.pixels = OutgoingPixels::Share(SyntheticPixels(assembler, indices));
-    slots = assembler.SyntheticSlots(indices);
-  } else {
-    ASSIGN_OR_RETURN(PooledBuffer pixels, buffers_->Get(bytes));
-    slots = assembler.Assemble({stream.params.seed, id.epoch(), indices}, pixels.data(), &seconds);
-    built.pixels = OutgoingPixels::Own(std::move(pixels));
-  }
-  uint32_t failed = 0;
-  for (const SlotResult& slot : slots) {
-    batch->add_labels(slot.label);
-    batch->add_indices(slot.index);
-    batch->add_status(ToProto(slot.outcome));
-    if (slot.outcome != SampleOutcome::kOk) ++failed;
-  }
-  batch->set_failed(failed);
-  batches_built_.fetch_add(1, std::memory_order_relaxed);
-  samples_built_.fetch_add(slots.size(), std::memory_order_relaxed);
-  samples_failed_.fetch_add(failed, std::memory_order_relaxed);
-  absl::MutexLock lock(&mu_);
-  read_seconds_ += seconds.read;
-  decode_seconds_ += seconds.decode;
-  augment_seconds_ += seconds.augment;
-  return built;
-}
-
 v1::ServerStats BatchService::Stats() const {
   v1::ServerStats stats;
   const double uptime = absl::ToDoubleSeconds(absl::Now() - start_time_);
@@ -234,7 +316,7 @@ v1::ServerStats BatchService::Stats() const {
   stats.set_samples_failed(samples_failed_.load());
   stats.set_images_per_second(uptime > 0 ? samples_built_.load() / uptime : 0);
   stats.set_peak_rss_bytes(PeakRssBytes());
-  stats.set_worker_threads(pool_.size());
+  stats.set_worker_threads(pool_.threads());
   absl::MutexLock lock(&mu_);
   stats.set_read_seconds(read_seconds_);
   stats.set_decode_seconds(decode_seconds_);

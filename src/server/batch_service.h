@@ -1,11 +1,13 @@
 // BatchService: the data server's logic, free of gRPC. It validates what
-// clients ask for and builds batches on a worker pool; data_server.cc adapts
-// it to the DataService RPCs.
+// clients ask for and builds batches on a worker pool, every batch by all of
+// its threads (src/server/sample_pool.h); data_server.cc adapts it to the
+// DataService RPCs.
 //
 //   BatchService service(std::move(dataset), std::move(pipeline), threads);
 //   ASSIGN_OR_RETURN(auto stream, service.OpenStream(open_request));
 //   RETURN_IF_ERROR(service.ValidateBatchId(*stream, id));
 //   service.BuildAsync(stream, id, [](absl::StatusOr<BuiltBatch> batch) {...});
+//   service.CloseStream(*stream);  // when the stream ends
 #ifndef HETERODL_SRC_SERVER_BATCH_SERVICE_H_
 #define HETERODL_SRC_SERVER_BATCH_SERVICE_H_
 
@@ -25,10 +27,10 @@
 #include "augment/pipeline.h"
 #include "heterodl/data_service.pb.h"
 #include "src/common/buffer_pool.h"
-#include "src/common/thread_pool.h"
 #include "src/data/batch_assembler.h"
 #include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"
+#include "src/server/sample_pool.h"
 #include "src/wire/batch_codec.h"
 
 namespace heterodl {
@@ -39,15 +41,16 @@ namespace heterodl {
 struct RequestLimits {
   uint32_t max_batch_size = 4096;
   uint32_t max_world_size = 65536;
-  uint32_t max_epoch = 1'000'000;
+  uint32_t max_epoch = kMaxEpoch;
   uint64_t max_batch_bytes = 1ull << 30;
 };
 
-// What one open stream builds batches for: its validated plan parameters and
-// the assembler of its pipeline.
+// What one open stream builds batches for: its validated plan parameters,
+// the assembler of its pipeline, and its turn on the worker pool.
 struct StreamPlan {
   PlanParams params;
   const BatchAssembler* assembler = nullptr;
+  SamplePool::QueueId work_queue = 0;
 };
 
 // A built batch: the message fields, and the pixels (sent without a copy,
@@ -69,27 +72,41 @@ class BatchService {
 
   // Validates a stream's PlanConfig: fingerprint (FAILED_PRECONDITION naming
   // both fingerprints on mismatch), sizes within limits, pipeline spec
-  // (INVALID_ARGUMENT with the parser's message).
+  // (INVALID_ARGUMENT with the parser's message). The stream gets its own
+  // queue on the worker pool, shared fairly with the other streams';
+  // CloseStream() ends it.
   absl::StatusOr<std::shared_ptr<const StreamPlan>> OpenStream(const v1::PlanConfig& config)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the stream's builds that have not started (their `done` gets
+  // CANCELLED from a worker). Idempotent; never blocks.
+  void CloseStream(const StreamPlan& stream);
 
   // INVALID_ARGUMENT unless `id` names a batch of the stream's plan.
   absl::Status ValidateBatchId(const StreamPlan& stream, const v1::BatchId& id) const;
 
-  // Builds batch `id` on the worker pool and passes it to `done` (on a
-  // worker thread); RESOURCE_EXHAUSTED when no memory is left for it.
-  // REQUIRES: ValidateBatchId(stream, id) is OK.
+  // Builds batch `id` on the worker pool, its samples spread over all
+  // threads, and passes it to `done` (on a worker thread, once):
+  // RESOURCE_EXHAUSTED when no memory is left for it, CANCELLED when the
+  // stream was closed first. Batches of one stream are built in the order
+  // asked. REQUIRES: ValidateBatchId(stream, id) is OK.
   void BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
                   std::function<void(absl::StatusOr<BuiltBatch>)> done);
 
   v1::ServerStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  using PlanKey = std::tuple<uint64_t, uint32_t, uint32_t, bool, uint32_t>;
+  // (seed, world_size, batch_size, drop_last, shuffle, epoch)
+  using PlanKey = std::tuple<uint64_t, uint32_t, uint32_t, bool, bool, uint32_t>;
+
+  struct BatchJob;
 
   absl::StatusOr<std::shared_ptr<const EpochPlan>> PlanFor(const PlanParams& params, uint32_t epoch)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<BuiltBatch> Build(const StreamPlan& stream, const v1::BatchId& id);
+  // Run by the job's first sample: the plan, the indices and the buffer.
+  absl::Status Prepare(BatchJob& job) ABSL_LOCKS_EXCLUDED(mu_);
+  void BuildSample(BatchJob& job, int slot) ABSL_LOCKS_EXCLUDED(mu_);
+  // The header of a job whose samples are all built.
+  absl::StatusOr<BuiltBatch> Finish(BatchJob& job) ABSL_LOCKS_EXCLUDED(mu_);
   // The pre-built pixels of a synthetic batch of these indices' size.
   std::shared_ptr<const std::vector<uint8_t>> SyntheticPixels(const BatchAssembler& assembler,
                                                               absl::Span<const int64_t> indices)
@@ -126,7 +143,7 @@ class BatchService {
 
   // Last member: destroyed first, so running builds finish while the rest of
   // the service is still alive.
-  ThreadPool pool_;
+  SamplePool pool_;
 };
 
 // Peak resident set size of this process, from /proc/self/status (VmHWM).

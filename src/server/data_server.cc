@@ -197,6 +197,9 @@ class BatchStreamReactor final
     {
       absl::MutexLock lock(&mu_);
       done_ = true;
+      // A call can end without OnCancel or a Finish of ours (the server
+      // shutting down): builds still queued are of no use to anyone.
+      if (work_ != nullptr) service_.CloseStream(*work_);
       destroy = UnreferencedLocked();
       channel = pixel_channel_;
       if (channel != nullptr) activity_.PixelChannelStreams(-1);
@@ -261,6 +264,12 @@ class BatchStreamReactor final
     if (request_.has_open()) {
       if (stream_ != nullptr) return absl::InvalidArgumentError("stream opened twice");
       ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open()));
+      {
+        absl::MutexLock lock(&mu_);
+        // From here on, ending the stream ends its builds (FinishLocked).
+        work_ = stream_;
+        if (finish_requested_) service_.CloseStream(*work_);
+      }
       std::shared_ptr<PixelChannel> channel;
       if (!request_.pixel_ticket().empty()) {
         ASSIGN_OR_RETURN(channel, ClaimPixelChannel(request_.pixel_ticket()));
@@ -384,6 +393,8 @@ class BatchStreamReactor final
     if (finish_requested_) return;
     finish_requested_ = true;
     finish_status_ = ToGrpc(status);
+    // Builds not started are dropped; their callbacks come from the pool.
+    if (work_ != nullptr) service_.CloseStream(*work_);
     if (!status.ok() && !absl::IsCancelled(status)) {
       LogWarning("batch stream ended with error: %s", status.ToString());
     }
@@ -409,6 +420,8 @@ class BatchStreamReactor final
   // Batches whose pixels the channel has not yet written (or dropped).
   int pending_sends_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<PixelChannel> pixel_channel_ ABSL_GUARDED_BY(mu_);
+  // The opened stream, for ending its builds from any reaction.
+  std::shared_ptr<const StreamPlan> work_ ABSL_GUARDED_BY(mu_);
   int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -454,6 +467,8 @@ class DataServiceImpl final : public DataServiceBase {
       activity_.Touch();
       *info = service_.Info();
       if (pixel_listener_ != nullptr) info->set_pixel_port(pixel_listener_->port());
+      info->set_max_stream_batches(kMaxInFlightPerStream);
+      info->set_max_stream_bytes(max_stream_bytes_);
     }
     return Finished(context, status);
   }

@@ -54,14 +54,21 @@ grpc::ByteBuffer EncodeBatch(const v1::Batch& header, OutgoingPixels pixels) {
   return grpc::ByteBuffer(slices, 2);
 }
 
-absl::StatusOr<DecodedBatch> DecodeBatch(grpc::ByteBuffer& wire, BufferPool& pool) {
+absl::StatusOr<DecodedBatch> DecodeBatch(grpc::ByteBuffer& wire, BufferPool& pool,
+                                         uint64_t max_pixel_bytes) {
   DecodedBatch batch;
+  const uint64_t wire_bytes = wire.Length();
+  if (wire_bytes > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+    return absl::DataLossError(absl::StrCat("a batch message of ", wire_bytes,
+                                            " bytes, over what one message may hold"));
+  }
   grpc::ProtoBufferReader reader(&wire);
   if (!reader.status().ok()) {
     return absl::DataLossError(absl::StrCat("unreadable batch: ", reader.status().error_message()));
   }
+  // No total-bytes limit below INT_MAX: protobuf reports a message ending
+  // exactly at its limit as cut short. The message's length bounds claims.
   google::protobuf::io::CodedInputStream input(&reader);
-  input.SetTotalBytesLimit(std::numeric_limits<int>::max());
   // Everything but the pixels, re-serialized as protobuf skips it, then parsed.
   std::string rest;
   bool images_seen = false;
@@ -71,14 +78,21 @@ absl::StatusOr<DecodedBatch> DecodeBatch(grpc::ByteBuffer& wire, BufferPool& poo
     while (const uint32_t tag = input.ReadTag()) {
       if (tag != kImagesTag) {
         if (!WireFormatLite::SkipField(&input, tag, &rest_output)) {
-          return absl::DataLossError("malformed batch message");
+          return absl::DataLossError("malformed batch message: a field cannot be skipped");
         }
         continue;
       }
       uint64_t size = 0;
-      if (images_seen || !input.ReadVarint64(&size) ||
-          size > static_cast<uint64_t>(input.BytesUntilTotalBytesLimit())) {
+      if (images_seen || !input.ReadVarint64(&size)) {
         return absl::DataLossError("malformed batch message: bad images field");
+      }
+      // What is left of the message bounds the claim before anything is
+      // allocated.
+      const uint64_t left = wire_bytes - static_cast<uint64_t>(input.CurrentPosition());
+      if (size > left || size > max_pixel_bytes) {
+        return absl::DataLossError(absl::StrCat("malformed batch message: its images field claims ",
+                                                size, " bytes; the message has ", left,
+                                                " left and the limit is ", max_pixel_bytes));
       }
       images_seen = true;
       absl::StatusOr<PooledBuffer> pixels = pool.Get(size);
@@ -88,7 +102,9 @@ absl::StatusOr<DecodedBatch> DecodeBatch(grpc::ByteBuffer& wire, BufferPool& poo
       }
       batch.pixels = *std::move(pixels);
     }
-    if (!input.ConsumedEntireMessage()) return absl::DataLossError("malformed batch message");
+    if (!input.ConsumedEntireMessage()) {
+      return absl::DataLossError("malformed batch message: it ends inside a field");
+    }
   }
   if (!batch.header.ParseFromString(rest)) {
     return absl::DataLossError("malformed batch message: unparsable fields");

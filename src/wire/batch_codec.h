@@ -47,8 +47,12 @@ struct DecodedBatch {
 // returned to their pool once gRPC has sent them.
 grpc::ByteBuffer EncodeBatch(const v1::Batch& header, OutgoingPixels pixels);
 
-// DATA_LOSS when `wire` is not a well-formed Batch message.
-absl::StatusOr<DecodedBatch> DecodeBatch(grpc::ByteBuffer& wire, BufferPool& pool);
+// DATA_LOSS when `wire` is not a well-formed Batch message, or when its
+// `images` field claims more bytes than the message holds or than
+// `max_pixel_bytes`: a peer cannot make the decoder allocate more than it
+// sent, nor more than the caller allows.
+absl::StatusOr<DecodedBatch> DecodeBatch(grpc::ByteBuffer& wire, BufferPool& pool,
+                                         uint64_t max_pixel_bytes);
 
 // Small control messages (requests, the other direction) in ByteBuffers.
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);

@@ -1,5 +1,7 @@
 #include "src/wire/byte_stream.h"
 
+#include <utility>
+
 namespace heterodl {
 
 ByteStream::ByteStream(grpc::GenericStub& stub, grpc::ClientContext* context,
@@ -13,7 +15,12 @@ ByteStream::ByteStream(grpc::GenericStub& stub, grpc::ClientContext* context,
 }
 
 ByteStream::~ByteStream() {
-  if (!hold_released_) {
+  bool release;
+  {
+    absl::MutexLock lock(&mu_);
+    release = !std::exchange(hold_released_, true);
+  }
+  if (release) {
     context_->TryCancel();
     RemoveHold();
   }
@@ -21,69 +28,93 @@ ByteStream::~ByteStream() {
   mu_.Await(absl::Condition(&done_));
 }
 
-bool ByteStream::Write(const grpc::ByteBuffer& message) {
-  if (hold_released_) return false;
+bool ByteStream::Send(grpc::ByteBuffer message) {
   {
     absl::MutexLock lock(&mu_);
-    operation_pending_ = true;
+    if (writes_broken_ || half_close_wanted_ || hold_released_) return false;
+    to_write_.push_back(std::move(message));
   }
-  StartWrite(&message);
-  return AwaitOperation();
-}
-
-bool ByteStream::Read(grpc::ByteBuffer* message) {
-  if (hold_released_) return false;
-  {
-    absl::MutexLock lock(&mu_);
-    operation_pending_ = true;
-  }
-  StartRead(message);
-  return AwaitOperation();
+  StartNextWrite(/*in_reaction=*/false);
+  return true;
 }
 
 void ByteStream::WritesDone() {
-  if (hold_released_) return;
   {
     absl::MutexLock lock(&mu_);
-    operation_pending_ = true;
+    half_close_wanted_ = true;
   }
-  StartWritesDone();
-  AwaitOperation();
+  StartNextWrite(/*in_reaction=*/false);
 }
 
-bool ByteStream::AwaitOperation() {
+void ByteStream::StartNextWrite(bool in_reaction) {
+  grpc::ByteBuffer* message = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (write_running_ || writes_broken_ || (hold_released_ && !in_reaction)) return;
+    if (!to_write_.empty()) {
+      writing_ = std::move(to_write_.front());
+      to_write_.pop_front();
+      message = &writing_;
+    } else if (!half_close_wanted_ || half_close_started_) {
+      return;
+    }
+    write_running_ = true;
+    half_close_started_ = message == nullptr;
+  }
+  if (message != nullptr) {
+    StartWrite(message);
+  } else {
+    StartWritesDone();
+  }
+}
+
+bool ByteStream::Read(grpc::ByteBuffer* message) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (hold_released_) return false;
+    read_pending_ = true;
+  }
+  StartRead(message);
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
-      +[](bool* pending) { return !*pending; }, &operation_pending_));
-  return operation_ok_;
+      +[](bool* pending) { return !*pending; }, &read_pending_));
+  return read_ok_;
 }
 
 grpc::Status ByteStream::Finish() {
-  if (!hold_released_) {
-    hold_released_ = true;
-    RemoveHold();
+  bool release;
+  {
+    absl::MutexLock lock(&mu_);
+    release = !std::exchange(hold_released_, true);
   }
+  if (release) RemoveHold();
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&done_));
   return status_;
 }
 
 void ByteStream::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
-  operation_ok_ = ok;
-  operation_pending_ = false;
-}
-
-void ByteStream::OnReadDone(bool ok) {
-  absl::MutexLock lock(&mu_);
-  operation_ok_ = ok;
-  operation_pending_ = false;
+  {
+    absl::MutexLock lock(&mu_);
+    write_running_ = false;
+    if (!ok) {
+      writes_broken_ = true;
+      to_write_.clear();
+    }
+  }
+  StartNextWrite(/*in_reaction=*/true);
 }
 
 void ByteStream::OnWritesDoneDone(bool ok) {
   absl::MutexLock lock(&mu_);
-  operation_ok_ = ok;
-  operation_pending_ = false;
+  write_running_ = false;
+  if (!ok) writes_broken_ = true;
+}
+
+void ByteStream::OnReadDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  read_ok_ = ok;
+  read_pending_ = false;
 }
 
 void ByteStream::OnDone(const grpc::Status& status) {

@@ -132,7 +132,8 @@ TEST_F(DataServerTest, EverySampleReachesExactlyOneRankInOrder) {
       EXPECT_GT(status->peak_rss_bytes, 0u);
     }
   }
-  EXPECT_EQ(samples, 60u);
+  // At least the epoch: the loaders fetched ahead into the next ones too.
+  EXPECT_GE(samples, 60u);
 }
 
 TEST_F(DataServerTest, AnyServerBuildsTheSameBatchBitForBit) {
@@ -163,8 +164,9 @@ TEST_F(DataServerTest, ResumesAtAGivenBatch) {
   EXPECT_EQ((*loader)->position().next_batch, 6);
 }
 
-// Two servers, A and B, serving one rank 30 batches of 2, one credit each
-// (so A always holds work when something happens to it).
+// Two servers, A and B, serving one rank 30 batches of 2 (each connection
+// keeps at least two requested, so A holds work when something happens to
+// it).
 class FailoverTest : public DataServerTest {
  protected:
   // Reads epoch 0 in order, calling `after(k)` after the k-th batch (from 1),
@@ -173,7 +175,6 @@ class FailoverTest : public DataServerTest {
                         const std::function<void(int64_t)>& after) {
     RemoteLoaderOptions options = LoaderOptions(servers, 0, 1);
     options.batch_size = 2;
-    options.credits_per_server = 1;
     auto loader = RemoteLoader::Connect(options);
     ASSERT_TRUE(loader.ok()) << loader.status();
     ASSERT_TRUE((*loader)->SetEpoch(0).ok());
@@ -324,7 +325,7 @@ TEST_F(RawStreamTest, BytesThatAreNoRequestGetInvalidArgument) {
     grpc::ClientContext context;
     ByteStream stream(stub, &context, "/heterodl.v1.DataService/StreamBatches");
     grpc::Slice slice(garbage);
-    stream.Write(grpc::ByteBuffer(&slice, 1));
+    stream.Send(grpc::ByteBuffer(&slice, 1));
     stream.WritesDone();
     grpc::ByteBuffer ignored;
     while (stream.Read(&ignored)) {
@@ -497,11 +498,10 @@ TEST_F(DataServerTest, ServersLeaveOnTheirOwnWhenNoClientComesOrAllHaveGone) {
     });
     if (client_comes) {
       RemoteLoaderOptions loader_options = LoaderOptions({address}, 0, 1);
-      loader_options.heartbeat_interval = absl::Milliseconds(100);
       auto loader = RemoteLoader::Connect(loader_options);
       ASSERT_TRUE(loader.ok());
       ReadEpoch(**loader, 0);
-      // A trainer between epochs (no stream open) keeps the server alive.
+      // A trainer between epochs keeps its streams, and so the server.
       EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Milliseconds(800)));
     }
     // After the client leaves (or when none came), it exits by itself.

@@ -1,5 +1,7 @@
 #include "src/wire/batch_codec.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <grpcpp/support/slice.h>
 
 #include <cstring>
@@ -9,6 +11,8 @@
 
 namespace heterodl {
 namespace {
+
+constexpr uint64_t kLimit = 1 << 20;
 
 v1::Batch Header() {
   v1::Batch header;
@@ -59,7 +63,7 @@ TEST(BatchCodecTest, RoundTripsAndSendsThePixelsWithoutACopy) {
   ASSERT_EQ(slices.size(), 2u);
   EXPECT_EQ(slices[1].begin(), address);  // the batch buffer itself
 
-  absl::StatusOr<DecodedBatch> decoded = DecodeBatch(wire, *client);
+  absl::StatusOr<DecodedBatch> decoded = DecodeBatch(wire, *client, kLimit);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->header.SerializeAsString(), Header().SerializeAsString());
   EXPECT_EQ(decoded->pixels.view(), expected);
@@ -80,7 +84,7 @@ TEST(BatchCodecTest, TheEncodingIsAPlainBatchMessage) {
   v1::Batch whole = Header();
   whole.set_images(expected);
   grpc::ByteBuffer standard = FromBytes(whole.SerializeAsString());
-  absl::StatusOr<DecodedBatch> decoded = DecodeBatch(standard, *pool);
+  absl::StatusOr<DecodedBatch> decoded = DecodeBatch(standard, *pool, kLimit);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->pixels.view(), expected);
 }
@@ -105,9 +109,45 @@ TEST(BatchCodecTest, MalformedMessagesAreDataLoss) {
   };
   for (const std::string& bad : cases) {
     grpc::ByteBuffer wire = FromBytes(bad);
-    EXPECT_EQ(DecodeBatch(wire, *pool).status().code(), absl::StatusCode::kDataLoss)
+    EXPECT_EQ(DecodeBatch(wire, *pool, kLimit).status().code(), absl::StatusCode::kDataLoss)
         << ::testing::PrintToString(bad);
   }
+}
+
+// The header of a message whose images field claims `claimed` bytes and
+// carries `carried`.
+std::string Forged(uint64_t claimed, size_t carried) {
+  std::string bytes = Header().SerializeAsString();
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream output(&stream);
+    output.WriteTag((v1::Batch::kImagesFieldNumber << 3) | 2);
+    output.WriteVarint64(claimed);
+  }
+  return bytes + std::string(carried, 'x');
+}
+
+TEST(BatchCodecTest, AClaimedSizeBeyondTheMessageOrTheLimitAllocatesNothing) {
+  std::shared_ptr<BufferPool> pool = BufferPool::Create(2);
+  // What a server (or a man in the middle) could claim: more than it sent,
+  // up to sizes no int holds, or more than the loader allows.
+  const std::pair<uint64_t, size_t> cases[] = {
+      {1ull << 40, 16},        // a terabyte, 16 bytes sent
+      {(1ull << 31) + 5, 16},  // just past what an int holds
+      {100, 99},               // one byte short
+      {kLimit + 1, kLimit + 1},  // all there, but over the limit
+  };
+  for (const auto& [claimed, carried] : cases) {
+    grpc::ByteBuffer wire = FromBytes(Forged(claimed, carried));
+    const absl::Status status = DecodeBatch(wire, *pool, kLimit).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << claimed << ": " << status;
+  }
+  EXPECT_EQ(pool->allocations(), 0);
+  // The honest one of the same shape decodes.
+  grpc::ByteBuffer honest = FromBytes(Forged(100, 100));
+  const absl::StatusOr<DecodedBatch> decoded = DecodeBatch(honest, *pool, kLimit);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->pixels.size(), 100u);
 }
 
 TEST(BatchCodecTest, ControlMessagesRoundTripAndGarbageIsInvalidArgument) {
