@@ -89,6 +89,14 @@ double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+// The run with the median images/s.
+v1::FeedRun MedianRun(std::vector<v1::FeedRun> runs) {
+  std::sort(runs.begin(), runs.end(), [](const v1::FeedRun& a, const v1::FeedRun& b) {
+    return a.images_per_sec() < b.images_per_sec();
+  });
+  return runs.empty() ? v1::FeedRun() : runs[runs.size() / 2];
+}
+
 double Max(const std::vector<double>& values) {
   return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
 }
@@ -267,13 +275,15 @@ std::string FormatRun(const char* title, const v1::FeedRun& run) {
 std::string FormatTable(const v1::FeedBenchReport& report) {
   std::string text = absl::StrFormat(
       "feed benchmark: %d files from %s, pipeline %s\n"
-      "one server (%d threads, child process) -> RemoteLoader, batch %d, %s\n\n",
+      "one server (%d threads, child process) -> RemoteLoader, batch %d, %s\n"
+      "%d rounds alternating the runs below, the median shown\n\n",
       report.files(), report.dataset(),
       report.pipeline().empty() ? "(default)" : report.pipeline(), report.threads(),
       report.batch_size(),
       report.device_step_ms() > 0
           ? absl::StrFormat("a modelled accelerator step of %.1f ms", report.device_step_ms())
-          : std::string("the consumer taking batches as fast as they come"));
+          : std::string("the consumer taking batches as fast as they come"),
+      report.rounds());
   absl::StrAppendFormat(&text, "  %-34s %8.0f images/s (same threads, in memory, no pipe)\n",
                         "decode + augment engine", report.engine_images_per_sec());
   absl::StrAppend(&text, FormatRun("delivered, long epochs", report.long_epochs()));
@@ -305,29 +315,46 @@ absl::StatusOr<std::string> RunFeedBench(const FeedBenchOptions& options) {
   report.set_threads(static_cast<uint32_t>(Threads(options)));
   report.set_batch_size(static_cast<uint32_t>(options.batch_size));
   report.set_device_step_ms(options.device_step_ms);
+  report.set_rounds(static_cast<uint32_t>(std::max(1, options.rounds)));
   uint32_t files = 0;
   ASSIGN_OR_RETURN(const std::string file_list, WriteFileList(options, &files));
   report.set_files(files);
-  // Measured first, alone on the machine, like the server will be.
-  ASSIGN_OR_RETURN(const double engine, MeasureEngineRate(options.dataset, options.pipeline,
-                                                          Threads(options), 3.0));
-  report.set_engine_images_per_sec(engine);
+  const uint32_t one_batch_world =
+      std::max<uint32_t>(1, files / static_cast<uint32_t>(options.batch_size));
 
   ASSIGN_OR_RETURN(FeedServer server, FeedServer::Start(options));
+  // Rounds alternate the measurements, so that drifts in the machine's speed
+  // hit all alike; the engine runs while the server idles (no client).
+  std::vector<double> engine_rates;
+  std::vector<v1::FeedRun> long_runs, one_batch_runs, no_prefetch_runs;
   absl::Status status = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(*report.mutable_long_epochs(), DriveLoader(options, server.address(), 1, true));
-    const uint32_t one_batch_world =
-        std::max<uint32_t>(1, files / static_cast<uint32_t>(options.batch_size));
-    ASSIGN_OR_RETURN(*report.mutable_one_batch_epochs(),
-                     DriveLoader(options, server.address(), one_batch_world, true));
-    ASSIGN_OR_RETURN(*report.mutable_without_cross_epoch_prefetch(),
-                     DriveLoader(options, server.address(), 1, false));
+    // Warm-up: the server's first allocations, the files into the page cache.
+    FeedBenchOptions warm_up = options;
+    warm_up.seconds = 1;
+    RETURN_IF_ERROR(DriveLoader(warm_up, server.address(), 1, true).status());
+    for (int round = 0; round < std::max(1, options.rounds); ++round) {
+      ASSIGN_OR_RETURN(const double engine,
+                       MeasureEngineRate(options.dataset, options.pipeline, Threads(options),
+                                         std::min(options.seconds, 3.0)));
+      engine_rates.push_back(engine);
+      ASSIGN_OR_RETURN(v1::FeedRun run, DriveLoader(options, server.address(), 1, true));
+      long_runs.push_back(std::move(run));
+      ASSIGN_OR_RETURN(run, DriveLoader(options, server.address(), one_batch_world, true));
+      one_batch_runs.push_back(std::move(run));
+      ASSIGN_OR_RETURN(run, DriveLoader(options, server.address(), 1, false));
+      no_prefetch_runs.push_back(std::move(run));
+    }
     if (options.peers) RETURN_IF_ERROR(RunPeers(options, server.address(), file_list, report));
     return absl::OkStatus();
   }();
   server.Stop();
   std::filesystem::remove(file_list);
   RETURN_IF_ERROR(status);
+  const double engine = Median(engine_rates);
+  report.set_engine_images_per_sec(engine);
+  *report.mutable_long_epochs() = MedianRun(long_runs);
+  *report.mutable_one_batch_epochs() = MedianRun(one_batch_runs);
+  *report.mutable_without_cross_epoch_prefetch() = MedianRun(no_prefetch_runs);
   report.set_pipeline_efficiency(engine > 0 ? report.long_epochs().images_per_sec() / engine : 0);
   if (report.long_epochs().images_per_sec() > 0) {
     report.set_one_batch_ratio(report.one_batch_epochs().images_per_sec() /

@@ -34,7 +34,9 @@ struct FeedBenchOptions {
   // > 0: the modelled accelerator's step between two batches.
   double device_step_ms = 0;
   // Each loader run lasts at least this long, and at least 3 epochs.
-  double seconds = 10;
+  double seconds = 5;
+  // Rounds of the alternated runs; each figure is the median.
+  int rounds = 3;
   bool peers = false;
   // For the peers: the project's Python (torch, torchvision, the heterodl
   // module on `python_path`), the one with TensorFlow, and bench/peers/.

@@ -120,6 +120,7 @@ int RunFeed() {
   if (ChangedFromDefault(FLAGS_seconds)) {
     options.seconds = absl::GetFlag(FLAGS_seconds);
   }
+  options.rounds = absl::GetFlag(FLAGS_rounds);
   options.peers = absl::GetFlag(FLAGS_peers);
   options.python = absl::GetFlag(FLAGS_python);
   options.python_path = HETERODL_PYTHON_MODULE_DIR;

@@ -400,6 +400,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
     ByteStream stream(*servers_[c].stream_stub, &context, kStreamBatchesMethod);
     v1::BatchRequest open;
     *open.mutable_open() = config_;
+    open.set_client_id(client_id_);
     if (pixel_channel != nullptr) open.set_pixel_ticket(PixelTicketBytes(ticket));
     stream.Send(SerializeToByteBuffer(open));
     {
@@ -527,6 +528,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
   const PlanParams params_;
   const int64_t batches_per_epoch_;
   v1::PlanConfig config_;
+  // Shared by all its streams: a server builds one loader's batches in the
+  // order asked, whichever connection asked.
+  const std::string client_id_ = PixelTicketBytes(NewPixelTicket());
   const std::shared_ptr<BufferPool> pixels_;
 
   mutable absl::Mutex mu_;

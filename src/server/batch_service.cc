@@ -16,6 +16,7 @@ namespace heterodl {
 namespace {
 
 constexpr size_t kMaxCachedPlans = 16;
+constexpr size_t kMaxClientIdBytes = 64;
 constexpr size_t kMaxPipelines = 16;
 
 v1::SampleStatus ToProto(SampleOutcome outcome) {
@@ -73,7 +74,11 @@ v1::DatasetInfo BatchService::Info() const {
 }
 
 absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
-    const v1::PlanConfig& config) {
+    const v1::PlanConfig& config, const std::string& client_id) {
+  if (client_id.size() > kMaxClientIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("client_id of ", client_id.size(), " bytes, over ", kMaxClientIdBytes));
+  }
   if (config.dataset_fingerprint() != dataset_.fingerprint()) {
     return absl::FailedPreconditionError(
         absl::StrCat("dataset mismatch: the client expects fingerprint ",
@@ -121,11 +126,28 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
     return absl::InvalidArgumentError(absl::StrCat(
         "a batch would be ", batch_bytes, " bytes, over the limit of ", limits_.max_batch_bytes));
   }
-  stream->work_queue = pool_.OpenQueue();
+  stream->client_id = client_id;
+  if (client_id.empty()) {
+    stream->work_queue = pool_.OpenQueue();
+    return stream;
+  }
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = client_queues_.try_emplace(client_id, 0, 0);
+  if (inserted) it->second.first = pool_.OpenQueue();
+  ++it->second.second;
+  stream->work_queue = it->second.first;
   return stream;
 }
 
-void BatchService::CloseStream(const StreamPlan& stream) { pool_.CloseQueue(stream.work_queue); }
+void BatchService::CloseStream(const StreamPlan& stream) {
+  if (stream.closed->exchange(true)) return;  // closed before
+  if (stream.client_id.empty()) return pool_.CloseQueue(stream.work_queue);
+  absl::MutexLock lock(&mu_);
+  auto it = client_queues_.find(stream.client_id);
+  if (it == client_queues_.end() || --it->second.second > 0) return;
+  pool_.CloseQueue(it->second.first);
+  client_queues_.erase(it);
+}
 
 absl::Status BatchService::ValidateBatchId(const StreamPlan& stream, const v1::BatchId& id) const {
   if (id.epoch() > limits_.max_epoch) {
@@ -198,6 +220,7 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::Batc
   const int items = dataset_.synthetic() ? 1 : static_cast<int>(samples.value_or(1));
   const SamplePool::QueueId queue = stream->work_queue;
   job->stream = std::move(stream);
+  std::shared_ptr<const std::atomic<bool>> closed = job->stream->closed;
   pool_.Submit(queue, {std::max(items, 1),
                        [this, job](int slot) {
                          absl::call_once(job->prepare_once, [&] { job->prepared = Prepare(*job); });
@@ -211,7 +234,8 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::Batc
                          } else {
                            job->done(Finish(*job));
                          }
-                       }});
+                       },
+                       std::move(closed)});
 }
 
 absl::Status BatchService::Prepare(BatchJob& job) {

@@ -50,7 +50,10 @@ struct RequestLimits {
 struct StreamPlan {
   PlanParams params;
   const BatchAssembler* assembler = nullptr;
+  // Its client's queue on the pool, and what drops this stream's builds.
+  std::string client_id;
   SamplePool::QueueId work_queue = 0;
+  std::shared_ptr<std::atomic<bool>> closed = std::make_shared<std::atomic<bool>>(false);
 };
 
 // A built batch: the message fields, and the pixels (sent without a copy,
@@ -72,14 +75,16 @@ class BatchService {
 
   // Validates a stream's PlanConfig: fingerprint (FAILED_PRECONDITION naming
   // both fingerprints on mismatch), sizes within limits, pipeline spec
-  // (INVALID_ARGUMENT with the parser's message). The stream gets its own
-  // queue on the worker pool, shared fairly with the other streams';
-  // CloseStream() ends it.
-  absl::StatusOr<std::shared_ptr<const StreamPlan>> OpenStream(const v1::PlanConfig& config)
+  // (INVALID_ARGUMENT with the parser's message), a client id of at most 64
+  // bytes. The stream's builds go to its client's queue on the worker pool
+  // (its own when `client_id` is empty), which shares the threads fairly
+  // with the other clients'. CloseStream() ends it.
+  absl::StatusOr<std::shared_ptr<const StreamPlan>> OpenStream(const v1::PlanConfig& config,
+                                                               const std::string& client_id = "")
       ABSL_LOCKS_EXCLUDED(mu_);
   // Drops the stream's builds that have not started (their `done` gets
   // CANCELLED from a worker). Idempotent; never blocks.
-  void CloseStream(const StreamPlan& stream);
+  void CloseStream(const StreamPlan& stream) ABSL_LOCKS_EXCLUDED(mu_);
 
   // INVALID_ARGUMENT unless `id` names a batch of the stream's plan.
   absl::Status ValidateBatchId(const StreamPlan& stream, const v1::BatchId& id) const;
@@ -128,6 +133,8 @@ class BatchService {
       pipelines_ ABSL_GUARDED_BY(mu_);
   // Recently used epoch plans; a few epochs of a few clients.
   std::map<PlanKey, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
+  // The pool queue of each client with streams open, and how many.
+  std::map<std::string, std::pair<SamplePool::QueueId, int>> client_queues_ ABSL_GUARDED_BY(mu_);
   std::deque<PlanKey> plan_order_ ABSL_GUARDED_BY(mu_);
   // A synthetic dataset's batches are all alike: built once per byte size and
   // sent again and again (what `bench transport` measures is the wire).

@@ -263,7 +263,7 @@ class BatchStreamReactor final
     RETURN_IF_ERROR(ParseFromByteBuffer(request_wire_, &request_, "BatchRequest"));
     if (request_.has_open()) {
       if (stream_ != nullptr) return absl::InvalidArgumentError("stream opened twice");
-      ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open()));
+      ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open(), request_.client_id()));
       {
         absl::MutexLock lock(&mu_);
         // From here on, ending the stream ends its builds (FinishLocked).

@@ -63,7 +63,8 @@ SamplePool::Work SamplePool::TakeLocked() {
   Queue& queue = queues_[id];
   queue.in_rotation = false;
   Work work{queue.jobs.front(), -1};
-  if (queue.closed || stopping_) {
+  const Job& job = work.job->job;
+  if (queue.closed || stopping_ || (job.cancelled != nullptr && job.cancelled->load())) {
     work.job->dropped = true;
     queue.jobs.pop_front();
   } else {

@@ -4,19 +4,23 @@
 // A batch is a job of n items (its samples). Every idle thread takes the next
 // item, so one batch is built by the whole pool: its latency is about
 // n / (threads x per-core rate), not n / per-core rate, and a slow image holds
-// one thread for one sample, not one thread for a whole batch. Each stream
-// has a queue of jobs, served first in, first out; the pool turns from queue
-// to queue item by item, so a loader that asks for many batches cannot starve
-// one that asks for few.
+// one thread for one sample, not one thread for a whole batch. Each client (a
+// loader, whatever its number of streams) has a queue of jobs, served first
+// in, first out; the pool turns from queue to queue item by item, so a loader
+// that asks for many batches cannot starve one that asks for few, and one
+// loader's batches come out one after another, not side by side.
 //
 //   SamplePool pool(threads);
-//   const SamplePool::QueueId queue = pool.OpenQueue();   // one per stream
+//   const SamplePool::QueueId queue = pool.OpenQueue();   // one per client
+//   auto cancelled = std::make_shared<std::atomic<bool>>(false);  // per stream
 //   pool.Submit(queue, {n, [&](int i) { BuildSample(i); },
-//                       [&](bool built) { Send(built); }});
-//   pool.CloseQueue(queue);  // drops what has not started
+//                       [&](bool built) { Send(built); }, cancelled});
+//   *cancelled = true;       // drops that stream's jobs that have not started
+//   pool.CloseQueue(queue);  // drops everything of the queue not started
 #ifndef HETERODL_SRC_SERVER_SAMPLE_POOL_H_
 #define HETERODL_SRC_SERVER_SAMPLE_POOL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -42,8 +46,11 @@ class SamplePool {
     std::function<void(int item)> run;
     // Runs once on a worker, after the last item of the job has returned:
     // `completed` is true when every item ran, false when the job's queue was
-    // closed (or the pool destroyed) before all of them started.
+    // closed, `cancelled` set or the pool destroyed before all of them
+    // started.
     std::function<void(bool completed)> done;
+    // Optional: once true, the items not yet started are dropped.
+    std::shared_ptr<const std::atomic<bool>> cancelled;
   };
 
   explicit SamplePool(int threads);
