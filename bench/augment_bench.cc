@@ -162,10 +162,11 @@ absl::StatusOr<double> MeasureEngineRate(const std::string& dataset_path,
   ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(pipeline_spec.empty()
                                                           ? std::string(kDefaultPipeline)
                                                           : pipeline_spec));
+  // Spread over the whole dataset: its first files may be one class's.
   std::vector<std::string> files;
   const size_t count = std::min<size_t>(dataset.size(), static_cast<size_t>(max_files));
   for (size_t i = 0; i < count; ++i) {
-    ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(i));
+    ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(i * dataset.size() / count));
     files.push_back(std::move(bytes));
   }
   return MeasureRate(files, PipelineWorker(pipeline), pipeline.output_bytes(), threads, seconds);

@@ -31,12 +31,12 @@ struct AugmentBenchOptions {
 absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options);
 
 // Decode + augment images per second of `threads` threads, each pinned to its
-// own core, cycling for `seconds` over the first `max_files` files of
-// `dataset` held in memory: the rate of the engine alone, with no queue,
+// own core, cycling for `seconds` over `max_files` files spread evenly over
+// `dataset`, held in memory: the rate of the engine alone, with no queue,
 // wire or loader around it (what `bench feed` compares delivery with).
 // `pipeline` empty: the default.
 absl::StatusOr<double> MeasureEngineRate(const std::string& dataset, const std::string& pipeline,
-                                         int threads, double seconds, int max_files = 512);
+                                         int threads, double seconds, int max_files = 1024);
 
 }  // namespace heterodl
 

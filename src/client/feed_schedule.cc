@@ -40,8 +40,17 @@ bool FeedSchedule::Held(BatchKey key) const {
   return asked_of_.count(key) > 0 || received_.count(key) > 0;
 }
 
+BatchKey FeedSchedule::TrainerKey() const {
+  // At the end of an epoch the trainer stands at (epoch, n): next is
+  // (epoch + 1, 0).
+  if (next_to_deliver_.index >= batches_per_epoch_) return {next_to_deliver_.epoch + 1, 0};
+  return next_to_deliver_;
+}
+
 std::optional<BatchKey> FeedSchedule::NextUnheld(int window) {
-  BatchKey key = next_unassigned_;
+  // The cursor may have fallen behind the trainer, who took batches that
+  // others held while no connection could ask for more: those are behind.
+  BatchKey key = std::max(next_unassigned_, TrainerKey());
   while (InWindow(key, window)) {
     if (!Held(key)) {
       next_unassigned_ = Following(key);
@@ -79,9 +88,7 @@ void FeedSchedule::Reposition(uint32_t epoch, int64_t start) {
   }
   // The scan for work starts over at the trainer: what the new order needs
   // and nobody holds is found again, whatever was asked before.
-  next_unassigned_ = next_to_deliver_.index >= batches_per_epoch_
-                         ? BatchKey{next_to_deliver_.epoch + 1, 0}
-                         : next_to_deliver_;
+  next_unassigned_ = TrainerKey();
 }
 
 bool FeedSchedule::NextReady() const {

@@ -151,6 +151,9 @@ class FeedSchedule {
   int RequestWindow() const;
   // The key after `key` in the sequence.
   BatchKey Following(BatchKey key) const;
+  // The next key the trainer reads (past an epoch's end: the next epoch's
+  // first).
+  BatchKey TrainerKey() const;
   // Held: received, or asked of some connection and wanted.
   bool Held(BatchKey key) const;
   std::optional<BatchKey> NextUnheld(int window);
@@ -161,8 +164,9 @@ class FeedSchedule {
   int window_;
   bool started_ = false;
   BatchKey next_to_deliver_;
-  // Every key before it that is in the window is held; keys from it on may
-  // or may not be (a lost connection's keys move it back).
+  // Where the scan for keys to ask for resumes: every key from the trainer
+  // to it is held or was taken; keys from it on may or may not be held (a
+  // lost connection's keys move it back). It may fall behind the trainer.
   BatchKey next_unassigned_;
   // Which connection holds each wanted key.
   std::map<BatchKey, int> asked_of_;

@@ -294,6 +294,53 @@ TEST(FeedScheduleTest, NothingBeyondTheLastEpochIsAsked) {
   for (BatchKey key : keys) EXPECT_EQ(key.epoch, 3u);
 }
 
+TEST(FeedScheduleTest, KeysLostWhileNoConnectionCouldTakeThemAreAskedForLater) {
+  // The trainer takes batches others held while the only live connection
+  // was full: the lost keys' place in the scan falls behind the trainer,
+  // and what lies ahead of it must still be found.
+  DepthLimits depth;
+  depth.min_depth = depth.max_depth = depth.initial_depth = 2;
+  Harness harness(10, 2, 8, depth);
+  harness.schedule.Reposition(0, 0);
+  harness.Ask();  // 0 asks (0,0),(0,1); 1 asks (0,2),(0,3)
+  harness.Answer(0);
+  harness.Answer(0);
+  harness.Ask();  // 0 asks (0,4),(0,5)
+  harness.Lose(1);  // (0,2),(0,3) back; 0 is full
+  // The window moves on as the trainer reads (0,0) and (0,1).
+  EXPECT_EQ(harness.Read(), Epoch(0, 0, 2));
+  harness.Answer(0);
+  harness.Answer(0);
+  // Everything still reaches the trainer once.
+  std::vector<BatchKey> rest;
+  for (int round = 0; round < 100 && !harness.schedule.AtEndOfEpoch(); ++round) {
+    harness.Ask();
+    harness.Answer(0);
+    harness.Answer(1);
+    for (BatchKey key : harness.Read()) rest.push_back(key);
+  }
+  EXPECT_EQ(rest, Epoch(0, 2, 10));
+}
+
+TEST(FeedScheduleTest, RepositionedWhileEveryConnectionIsFullTheScanStillFindsWork) {
+  DepthLimits depth;
+  depth.min_depth = depth.max_depth = depth.initial_depth = 3;
+  Harness harness(20, 1, 6, depth);
+  harness.schedule.Reposition(0, 0);
+  harness.Ask();  // (0,0)..(0,2), the connection full
+  harness.schedule.Reposition(0, 0);  // the same place again: the scan restarts
+  for (int i = 0; i < 3; ++i) harness.Answer(0);
+  // Read past where the scan restarted before any ask.
+  EXPECT_EQ(harness.Read(), Epoch(0, 0, 3));
+  std::vector<BatchKey> rest;
+  for (int round = 0; round < 100 && !harness.schedule.AtEndOfEpoch(); ++round) {
+    harness.Ask();
+    harness.Answer(0);
+    for (BatchKey key : harness.Read()) rest.push_back(key);
+  }
+  EXPECT_EQ(rest, Epoch(0, 3, 20));
+}
+
 TEST(DepthControllerTest, StartsAtItsInitialDepth) {
   DepthController controller;
   EXPECT_EQ(controller.depth(), 4);

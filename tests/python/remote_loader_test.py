@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
@@ -133,6 +134,70 @@ class RemoteDataLoaderTest(unittest.TestCase):
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=30)
+
+    def wait_for_received(self, loader, count):
+        deadline = time.time() + 10
+        while loader.stats()["received"] <= count:
+            self.assertLess(time.time(), deadline, loader.stats())
+            time.sleep(0.01)
+
+    def test_the_next_epoch_is_fetched_ahead_and_kept(self):
+        loader = self.loader()
+        loader.set_epoch(0)
+        self.assertEqual(len(list(loader)), len(loader))
+        self.wait_for_received(loader, len(loader))  # epoch 1 arrives meanwhile
+        loader.set_epoch(1)
+        ahead = [b.indices.tolist() for b in loader]
+        fresh = self.loader()
+        fresh.set_epoch(1)
+        self.assertEqual(ahead, [b.indices.tolist() for b in fresh])
+        stats = loader.stats()
+        self.assertEqual(stats["dropped"], 0)
+        self.assertEqual(stats["delivered"], 2 * len(loader))
+        self.assertGreaterEqual(stats["window"], 2)
+        self.assertTrue(all(depth >= 2 for depth in stats["depths"]))
+
+    def test_resuming_elsewhere_drops_what_was_fetched_ahead(self):
+        loader = self.loader()
+        loader.set_epoch(0)
+        list(loader)
+        self.wait_for_received(loader, len(loader))
+        loader.resume(7, 4)
+        resumed = [(b.index, b.indices.tolist()) for b in loader]
+        fresh = self.loader()
+        fresh.set_epoch(7)
+        expected = [(b.index, b.indices.tolist()) for b in fresh][4:]
+        self.assertEqual(resumed, expected)
+        self.assertGreater(loader.stats()["dropped"], 0)
+
+    def test_a_server_lost_at_an_epoch_boundary_loses_nothing(self):
+        servers = [start_server(HETERODL, self.dataset, os.path.join(self.tmp, f"boundary{i}"))
+                   for i in range(2)]
+        try:
+            loader = self.loader(servers=[address for _, address in servers], batch_size=3)
+            loader.set_epoch(0)
+            for batch in loader:
+                if batch.index == len(loader) - 2:
+                    servers[0][0].kill()  # with the next epoch's batches asked of it
+            loader.set_epoch(1)
+            seen = [i for b in loader for i in b.indices.tolist()]
+            self.assertEqual(sorted(seen), list(range(90)))
+        finally:
+            for process, _ in servers:
+                process.kill()
+                process.wait(timeout=30)
+
+    def test_shuffle_false_reads_the_dataset_in_order(self):
+        for world_size in (1, 3):
+            loader = self.loader(shuffle=False, rank=world_size - 1, world_size=world_size)
+            for epoch in (0, 2):
+                loader.set_epoch(epoch)
+                seen = [i for b in loader for i in b.indices.tolist()]
+                self.assertEqual(seen, list(range(world_size - 1, 90, world_size)))
+        shuffled = self.loader()
+        shuffled.set_epoch(0)
+        seen = [i for b in shuffled for i in b.indices.tolist()]
+        self.assertNotEqual(seen, sorted(seen))
 
     def test_errors_are_python_exceptions(self):
         with self.assertRaisesRegex(RuntimeError, "127.0.0.1:1"):

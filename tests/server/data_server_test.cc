@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <thread>
@@ -169,21 +170,25 @@ TEST_F(DataServerTest, ResumesAtAGivenBatch) {
 // it).
 class FailoverTest : public DataServerTest {
  protected:
-  // Reads epoch 0 in order, calling `after(k)` after the k-th batch (from 1),
-  // and checks every sample arrived exactly once.
-  void ReadEpochChecked(const std::vector<std::string>& servers,
-                        const std::function<void(int64_t)>& after) {
+  std::unique_ptr<RemoteLoader> Connect(const std::vector<std::string>& servers) {
     RemoteLoaderOptions options = LoaderOptions(servers, 0, 1);
     options.batch_size = 2;
-    auto loader = RemoteLoader::Connect(options);
-    ASSERT_TRUE(loader.ok()) << loader.status();
-    ASSERT_TRUE((*loader)->SetEpoch(0).ok());
+    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
+    EXPECT_TRUE(loader.ok()) << loader.status();
+    return loader.ok() ? *std::move(loader) : nullptr;
+  }
+  // Reads `epoch` in order, calling `after(k)` after the k-th batch (from 1),
+  // and checks every sample arrived exactly once.
+  static void ReadEpochChecked(RemoteLoader& loader, uint32_t epoch,
+                               const std::function<void(int64_t)>& after) {
+    ASSERT_TRUE(loader.SetEpoch(epoch).ok());
     std::multiset<int64_t> seen;
     int64_t k = 0;
     while (true) {
-      absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
+      absl::StatusOr<std::optional<Batch>> batch = loader.Next();
       ASSERT_TRUE(batch.ok()) << batch.status();
       if (!batch->has_value()) break;
+      EXPECT_EQ((*batch)->epoch, epoch);
       EXPECT_EQ((*batch)->index, k);  // in order
       seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
       after(++k);
@@ -192,7 +197,106 @@ class FailoverTest : public DataServerTest {
     ASSERT_EQ(seen.size(), 60u);
     for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
   }
+  void ReadEpochChecked(const std::vector<std::string>& servers,
+                        const std::function<void(int64_t)>& after) {
+    std::unique_ptr<RemoteLoader> loader = Connect(servers);
+    ASSERT_NE(loader, nullptr);
+    ReadEpochChecked(*loader, 0, after);
+  }
 };
+
+// Polls `loader` until it has received more than `batches` (it fetched
+// ahead), for up to 10 s; false if it never did.
+bool AwaitReceived(const RemoteLoader& loader, int64_t batches) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (loader.stats().received <= batches) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+TEST_F(FailoverTest, AServerLostAtAnEpochBoundaryLosesNothing) {
+  auto a = std::make_unique<RunningServer>(*dataset_);
+  RunningServer b(*dataset_);
+  std::unique_ptr<RemoteLoader> loader = Connect({a->address(), b.address()});
+  ASSERT_NE(loader, nullptr);
+  // A goes away as the trainer takes the epoch's last batches, while the
+  // loader fetches the next epoch's first ones from both servers.
+  ReadEpochChecked(*loader, 0, [&](int64_t k) {
+    if (k == 29) a.reset();
+  });
+  ReadEpochChecked(*loader, 1, [](int64_t) {});
+  // Then a server lost between two epochs, once the next one is fetched.
+  auto c = std::make_unique<RunningServer>(*dataset_);
+  std::unique_ptr<RemoteLoader> second = Connect({c->address(), b.address()});
+  ASSERT_NE(second, nullptr);
+  ReadEpochChecked(*second, 4, [](int64_t) {});
+  ASSERT_TRUE(AwaitReceived(*second, 30));
+  c.reset();
+  ReadEpochChecked(*second, 5, [](int64_t) {});
+  EXPECT_EQ(second->stats().dropped, 0);
+}
+
+TEST_F(DataServerTest, BatchesFetchedAheadAreKeptAtTheBoundaryAndDroppedElsewhere) {
+  RunningServer server(*dataset_);
+  auto loader = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
+  auto fresh = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
+  ASSERT_TRUE(loader.ok() && fresh.ok());
+  ASSERT_EQ((*loader)->size(), 9);
+  ReadEpoch(**loader, 0);
+  // While the trainer does something else, the next epoch arrives.
+  ASSERT_TRUE(AwaitReceived(**loader, 9));
+  const std::vector<Batch> next = ReadEpoch(**loader, 1);
+  const std::vector<Batch> expected = ReadEpoch(**fresh, 1);
+  ASSERT_EQ(next.size(), expected.size());
+  for (size_t k = 0; k < next.size(); ++k) {
+    EXPECT_EQ(next[k].indices, expected[k].indices);
+    EXPECT_EQ(next[k].images.view(), expected[k].images.view());
+  }
+  EXPECT_EQ((*loader)->stats().dropped, 0);
+  // Epoch 2 arrives ahead too; the trainer resumes elsewhere instead.
+  ASSERT_TRUE(AwaitReceived(**loader, 18));
+  ASSERT_TRUE((*loader)->SetEpoch(5, 3).ok());
+  ASSERT_TRUE((*fresh)->SetEpoch(5, 3).ok());
+  for (int64_t k = 3; k < 9; ++k) {
+    absl::StatusOr<std::optional<Batch>> got = (*loader)->Next();
+    absl::StatusOr<std::optional<Batch>> want = (*fresh)->Next();
+    ASSERT_TRUE(got.ok() && got->has_value() && want.ok() && want->has_value());
+    EXPECT_EQ((*got)->epoch, 5u);
+    EXPECT_EQ((*got)->index, k);
+    EXPECT_EQ((*got)->indices, (*want)->indices);
+  }
+  EXPECT_GT((*loader)->stats().dropped, 0);
+}
+
+TEST_F(DataServerTest, ASequentialLoaderReadsTheDatasetInOrder) {
+  RunningServer server(*dataset_);
+  for (const uint32_t world_size : {1u, 3u}) {
+    RemoteLoaderOptions options = LoaderOptions({server.address()}, world_size - 1, world_size);
+    options.shuffle = false;
+    auto loader = RemoteLoader::Connect(options);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    for (const uint32_t epoch : {0u, 3u}) {
+      std::vector<int64_t> indices;
+      for (const Batch& batch : ReadEpoch(**loader, epoch)) {
+        indices.insert(indices.end(), batch.indices.begin(), batch.indices.end());
+      }
+      // DistributedSampler's split of 0..59 without shuffling.
+      std::vector<int64_t> expected;
+      for (int64_t i = world_size - 1; i < 60; i += world_size) expected.push_back(i);
+      EXPECT_EQ(indices, expected) << "world " << world_size << " epoch " << epoch;
+    }
+  }
+  // The default shuffles.
+  auto shuffled = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
+  ASSERT_TRUE(shuffled.ok());
+  std::vector<int64_t> indices;
+  for (const Batch& batch : ReadEpoch(**shuffled, 0)) {
+    indices.insert(indices.end(), batch.indices.begin(), batch.indices.end());
+  }
+  EXPECT_FALSE(std::is_sorted(indices.begin(), indices.end()));
+}
 
 TEST_F(FailoverTest, ServerFailureMidEpochLosesNothing) {
   auto a = std::make_unique<RunningServer>(*dataset_);

@@ -1,0 +1,107 @@
+#include "src/client/batch_check.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gtest/gtest.h"
+
+namespace heterodl {
+namespace {
+
+constexpr uint64_t kLimit = 64 << 20;
+
+class BatchCheckTest : public ::testing::Test {
+ protected:
+  BatchCheckTest() {
+    PlanParams params;
+    params.num_samples = 50;
+    params.seed = 3;
+    params.world_size = 2;
+    params.batch_size = 8;
+    plan_ = std::make_unique<EpochPlan>(*EpochPlan::Create(params, 4));
+  }
+
+  // The header an honest server sends for batch `k` of rank 1.
+  v1::Batch Honest(int64_t k) const {
+    v1::Batch header;
+    header.mutable_id()->set_epoch(4);
+    header.mutable_id()->set_rank(1);
+    header.mutable_id()->set_index(static_cast<uint32_t>(k));
+    header.set_height(32);
+    header.set_width(24);
+    header.set_channels(3);
+    for (int64_t index : plan_->BatchIndices(1, k)) {
+      header.add_indices(index);
+      header.add_labels(index % 5);
+      header.add_status(v1::SAMPLE_OK);
+    }
+    return header;
+  }
+
+  absl::StatusOr<uint64_t> Check(const v1::Batch& header) const {
+    return CheckBatchHeader(header, *plan_, 1, kLimit);
+  }
+
+  std::unique_ptr<EpochPlan> plan_;
+};
+
+TEST_F(BatchCheckTest, AnHonestHeaderGivesItsPixelBytes) {
+  EXPECT_EQ(*Check(Honest(0)), 8u * 32 * 24 * 3);
+  // The last batch is short: 25 samples per rank, batches of 8.
+  EXPECT_EQ(*Check(Honest(3)), 1u * 32 * 24 * 3);
+  v1::Batch on_channel = Honest(0);
+  on_channel.set_images_on_channel(8u * 32 * 24 * 3);
+  EXPECT_TRUE(Check(on_channel).ok());
+}
+
+TEST_F(BatchCheckTest, ForgedHeadersAreDataLoss) {
+  std::vector<std::pair<const char*, v1::Batch>> forged;
+  auto add = [&](const char* what, auto change) {
+    v1::Batch header = Honest(1);
+    change(header);
+    forged.emplace_back(what, header);
+  };
+  add("other samples", [](v1::Batch& h) { h.set_indices(2, h.indices(2) + 1); });
+  add("a label missing", [](v1::Batch& h) { h.mutable_labels()->RemoveLast(); });
+  add("an index too many", [](v1::Batch& h) { h.add_indices(7); });
+  add("a status missing", [](v1::Batch& h) { h.mutable_status()->RemoveLast(); });
+  add("more failed than samples", [](v1::Batch& h) { h.set_failed(9); });
+  add("four channels", [](v1::Batch& h) { h.set_channels(4); });
+  add("no height", [](v1::Batch& h) { h.set_height(0); });
+  add("a side too long", [](v1::Batch& h) { h.set_width(kMaxImageSide + 1); });
+  add("a pixel channel count one short",
+      [](v1::Batch& h) { h.set_images_on_channel(8u * 32 * 24 * 3 - 1); });
+  add("a pixel channel count of 2^63", [](v1::Batch& h) { h.set_images_on_channel(1ull << 63); });
+  for (const auto& [what, header] : forged) {
+    const absl::StatusOr<uint64_t> bytes = Check(header);
+    EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss) << what;
+  }
+}
+
+TEST_F(BatchCheckTest, AShapeOverTheLimitIsRefusedWithoutOverflow) {
+  v1::Batch header = Honest(0);
+  header.set_height(kMaxImageSide);
+  header.set_width(kMaxImageSide);  // 8 x 65536^2 x 3 = 103 GB
+  header.set_images_on_channel(8ull * kMaxImageSide * kMaxImageSide * 3);
+  const absl::StatusOr<uint64_t> bytes = Check(header);
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(bytes.status().message().find("max_batch_bytes"), std::string::npos)
+      << bytes.status();
+}
+
+TEST_F(BatchCheckTest, ImpossibleTimingsReadAsZero) {
+  v1::Batch header = Honest(0);
+  header.set_queue_seconds(0.25);
+  header.set_build_seconds(0.5);
+  EXPECT_EQ(TimingOf(header).queued, absl::Milliseconds(250));
+  EXPECT_EQ(TimingOf(header).built, absl::Milliseconds(500));
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e300}) {
+    header.set_queue_seconds(bad);
+    header.set_build_seconds(bad);
+    EXPECT_EQ(TimingOf(header).queued, absl::ZeroDuration()) << bad;
+    EXPECT_EQ(TimingOf(header).built, absl::ZeroDuration()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace heterodl
