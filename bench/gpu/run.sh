@@ -1,74 +1,170 @@
 #!/usr/bin/env bash
-# A short ResNet-50 training on this machine's GPUs, fed by local data
-# servers over loopback; prints step time, images/s and the data stall.
+# The pipe in front of a GPU, end to end: ResNet-18 and ResNet-50 trained for
+# EPOCHS epochs of IMAGES photo JPEGs, batch BATCH, bf16, on this machine's
+# first GPU, fed
+#   - by synthetic batches (heterodl's trainer alone: the GPU's limit), and a
+#     GPU-resident batch in eager PyTorch (the reference trainer),
+#   - by one heterodl server with all cores but one,
+#   - by PyTorch's DataLoader with as many workers, PIL and torchvision.io,
+#   - and the seed's scenario: the trainer pinned to 4 cores, heterodl's
+#     server on the others, against the DataLoader on the same 4 cores;
+# then prints one table (bench/gpu/table.py).
 #
-#   bash bench/gpu/run.sh [STEPS] [BATCH_PER_GPU]
+#   bash bench/gpu/run.sh            # EPOCHS=3 IMAGES=10800 BATCH=256
 #
 # heterodl comes from, in this order: build/ (a build on this machine), a
 # fresh build when CMake and the Debian -dev packages are here, or the bundle
 # bench/gpu/make_bundle.sh made on a build machine (same torch version;
-# carry bench/gpu/bundle.tar.xz).
-# torch itself is always this machine's: `python3 -c "import torch"`.
+# carry bench/gpu/bundle.tar.xz). Its sample photos are replicated with links
+# up to IMAGES. torch itself is always this machine's: `python3 -c "import torch"`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-steps=${1:-60}
-batch=${2:-64}
+epochs=${EPOCHS:-3}
+images=${IMAGES:-10800}
+batch=${BATCH:-256}
 python=${PYTHON:-python3}
+run_timeout=${RUN_TIMEOUT:-240}
+# DEVICE=cpu runs the whole thing without a GPU, to try the script itself.
+device=${DEVICE:-cuda}
 torch_lib=$("$python" -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
-gpus=$("$python" -c "import torch; print(torch.cuda.device_count())")
-if [[ "$gpus" -lt 1 && -z "${HETERODL_GPU_RUN_ALLOW_CPU:-}" ]]; then
+if [[ $device == cuda ]] && ! "$python" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
   echo "no CUDA device visible to $python's torch" >&2
   exit 1
 fi
-ranks=$(( gpus > 0 ? gpus : 1 ))
 
 if [[ -x build/heterodl-trainer ]]; then
   bin=build
-  dataset=${DATASET:-data/sample}
+  sample=${SAMPLE:-data/sample}
 elif command -v cmake >/dev/null && pkg-config --exists grpc++ 2>/dev/null; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHETERODL_BUILD_TESTS=OFF \
     -DHETERODL_PYTHON="$(command -v "$python")"
   cmake --build build-gpu
   bin=build-gpu
-  dataset=${DATASET:-data/sample}
+  sample=${SAMPLE:-data/sample}
 elif [[ -x bench/gpu/bundle/bin/heterodl-trainer || -f bench/gpu/bundle.tar.xz ]]; then
   [[ -x bench/gpu/bundle/bin/heterodl-trainer ]] || tar -xJf bench/gpu/bundle.tar.xz -C bench/gpu
   bin=bench/gpu/bundle/bin
-  dataset=${DATASET:-bench/gpu/bundle/sample}
+  sample=${SAMPLE:-bench/gpu/bundle/sample}
   export LD_LIBRARY_PATH="$PWD/bench/gpu/bundle/lib:$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
   echo "no heterodl build here: run bench/gpu/make_bundle.sh on a build machine and carry" \
     "bench/gpu/bundle.tar.xz" >&2
   exit 1
 fi
-[[ -d "$dataset" ]] || "$bin/heterodl" dataset sample "$dataset" --images 512
+[[ -d "$sample" ]] || "$bin/heterodl" dataset sample "$sample" --images 512
 
 out=${OUT:-bench/gpu/out}
 mkdir -p "$out"
+rm -f "$out"/*.json "$out"/*.jsonl
+
+# IMAGES photos: the sample's, linked over and over under their class
+# folders (the server and the DataLoader read the same files).
+dataset="$out/dataset"
+rm -rf "$dataset"
+files="$out/files.txt"
+: >"$files"
+mapfile -t originals < <(cd "$sample" && find . -name '*.jpg' | sort)
+classes=$(cd "$sample" && find . -mindepth 1 -maxdepth 1 -type d | sort)
+declare -A class_index=()
+i=0
+for class in $classes; do
+  class_index[${class#./}]=$i
+  mkdir -p "$dataset/${class#./}"
+  i=$((i + 1))
+done
+sample_path=$(realpath "$sample")
+dataset_path=$(realpath "$dataset")
+n=0
+copy=0
+while ((n < images)); do
+  for original in "${originals[@]}"; do
+    ((n < images)) || break
+    relative=${original#./}
+    class=${relative%%/*}
+    link="$dataset_path/$class/c${copy}_${relative##*/}"
+    ln -s "$sample_path/$relative" "$link"
+    printf '%s\t%s\n' "$link" "${class_index[$class]}" >>"$files"
+    n=$((n + 1))
+  done
+  copy=$((copy + 1))
+done
 cores=$(nproc)
-# The data servers get the cores the ranks do not use.
-threads=$(( cores > ranks + 1 ? cores - ranks : 1 ))
-device=cuda
-[[ "$gpus" -lt 1 ]] && device=cpu
-set -x
-"$bin/heterodl" local --dataset "$dataset" --data-servers 1 --threads "$threads" \
-  --ranks "$ranks" --device "$device" --model resnet50 --batch-size "$batch" --steps "$steps" \
-  --warmup-steps 10 --metrics-file "$out/metrics.jsonl" 2>&1 | tee "$out/run.log"
-set +x
-"$python" - "$out/metrics.jsonl" "$ranks" "$batch" <<'PY'
-import json, sys
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-steps = [r for r in rows if "summary" not in r]
-summary = [r["summary"] for r in rows if "summary" in r][-1]
-ranks, batch = int(sys.argv[2]), int(sys.argv[3])
-steady = steps[len(steps) // 5:]  # leave out warm-up (cuDNN autotuning, allocator growth)
-step_ms = sum(r["step_ms"] for r in steady) / len(steady)
-wait_ms = sum(r["data_wait_ms"] for r in steady) / len(steady)
-print(f"ResNet-50, {ranks} GPU rank(s), batch {batch} per rank, {len(steps)} steps "
-      f"({len(steady)} steady)")
-print(f"  step time      {step_ms:8.1f} ms")
-print(f"  images/s       {ranks * batch * 1000.0 / step_ms:8.0f}")
-print(f"  data stall     {100.0 * wait_ms / step_ms:8.1f} %")
-print(f"  whole run      {summary['images_per_sec']:8.0f} images/s, "
-      f"stall {summary['data_stall_percent']:.1f} %")
-PY
+threads=$((cores > 2 ? cores - 1 : 1))
+rest=$((cores > 5 ? cores - 4 : 1))
+last=$((cores - 1))
+echo "dataset: $n images ($((${#originals[@]})) photos, linked), $cores cores, batch $batch," \
+  "$epochs epochs"
+
+# Starts `heterodl serve` (after any prefix such as taskset) and echoes its
+# address once it listens. The trainer's leader shuts it down at the end.
+serve() {
+  local port_file="$out/port"
+  rm -f "$port_file"
+  # Not on this function's stdout: $(serve ...) would wait for the server.
+  "$@" --address 127.0.0.1:0 --port-file "$port_file" --idle-timeout 30s \
+    >>"$out/serve.log" 2>&1 &
+  echo $! >"$out/serve.pid"
+  for _ in $(seq 600); do
+    [[ -s "$port_file" ]] && { echo "127.0.0.1:$(cat "$port_file")"; return; }
+    sleep 0.1
+  done
+  echo "heterodl serve did not start (see $out/serve.log)" >&2
+  return 1
+}
+
+# heterodl's trainer (after any prefix) against `address`; metrics to NAME.jsonl.
+train() {
+  local name=$1 address=$2 model=$3
+  shift 3
+  timeout "$run_timeout" "$@" "$bin/heterodl" train --data-servers "$address" --ranks 1 \
+    --device "$device" --model "$model" --batch-size "$batch" --epochs "$epochs" \
+    --warmup-steps 10 --metrics-file "$out/$name.jsonl" >>"$out/train.log" 2>&1 ||
+    echo "  $name failed (exit $?; see $out/train.log)"
+  # The server leaves when told; never let one outlive its run.
+  local pid
+  pid=$(cat "$out/serve.pid")
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+# The PyTorch trainer (after any prefix); its record to NAME.json.
+torch_train() {
+  local name=$1
+  shift
+  local prefix=()
+  while [[ $1 != -- ]]; do prefix+=("$1"); shift; done
+  shift
+  timeout "$run_timeout" "${prefix[@]}" "$python" bench/gpu/torch_train.py --files "$files" \
+    --images "$n" --batch-size "$batch" --epochs "$epochs" --device "$device" \
+    --out "$out/$name.json" "$@" \
+    >>"$out/torch.log" 2>&1 || echo "  $name failed (exit $?; see $out/torch.log)"
+}
+
+for model in ${MODELS:-resnet18 resnet50}; do
+  echo "$model: synthetic"
+  address=$(serve "$bin/heterodl" serve --synthetic "$n" --pipeline 'center_crop(224)' --threads 2)
+  train "$model-synthetic" "$address" "$model"
+  torch_train "$model-eager-synthetic" -- --model "$model" --feed synthetic
+
+  echo "$model: heterodl, one server x $threads threads"
+  address=$(serve "$bin/heterodl" serve --dataset "$dataset" --threads "$threads")
+  train "$model-heterodl" "$address" "$model"
+
+  for decoder in pil tensor; do
+    echo "$model: DataLoader, $threads workers, $decoder"
+    torch_train "$model-dataloader-$decoder" -- --model "$model" --feed dataloader \
+      --decoder "$decoder" --workers "$threads"
+  done
+
+  if ((cores >= 8)); then
+    echo "$model: trainer on cores 0-3, heterodl on cores 4-$last"
+    address=$(serve taskset -c "4-$last" "$bin/heterodl" serve --dataset "$dataset" \
+      --threads "$rest")
+    train "$model-heterodl-4core" "$address" "$model" taskset -c 0-3
+    echo "$model: DataLoader on cores 0-3 (3 workers, torchvision.io)"
+    torch_train "$model-dataloader-tensor-4core" taskset -c 0-3 -- --model "$model" \
+      --feed dataloader --decoder tensor --workers 3
+  fi
+done
+THREADS=$threads REST=$rest BATCH=$batch MODELS="${MODELS:-resnet18 resnet50}" \
+  "$python" bench/gpu/table.py "$out"
