@@ -48,6 +48,7 @@ class FeedServer {
         "--address",            "127.0.0.1:0",
         "--port_file",          port_file,
         "--threads",            absl::StrCat(Threads(options)),
+        "--worker_nice",        absl::StrCat(options.worker_nice),
         "--idle_timeout",       "60s",
         "--startup_timeout",    "60s"};
     if (!options.pipeline.empty()) {
@@ -276,7 +277,8 @@ std::string FormatTable(const v1::FeedBenchReport& report) {
   std::string text = absl::StrFormat(
       "feed benchmark: %d files from %s, pipeline %s\n"
       "one server (%d threads, child process) -> RemoteLoader, batch %d, %s\n"
-      "%d rounds alternating the runs below, the median shown\n\n",
+      "%d rounds of the runs below between engine measurements; medians, ratios within a "
+      "round\n\n",
       report.files(), report.dataset(),
       report.pipeline().empty() ? "(default)" : report.pipeline(), report.threads(),
       report.batch_size(),
@@ -323,26 +325,39 @@ absl::StatusOr<std::string> RunFeedBench(const FeedBenchOptions& options) {
       std::max<uint32_t>(1, files / static_cast<uint32_t>(options.batch_size));
 
   ASSIGN_OR_RETURN(FeedServer server, FeedServer::Start(options));
-  // Rounds alternate the measurements, so that drifts in the machine's speed
-  // hit all alike; the engine runs while the server idles (no client).
-  std::vector<double> engine_rates;
+  // This machine's speed drifts (shared hosts do): each round's runs sit
+  // between two engine measurements, ratios are taken within a round, and
+  // the medians over rounds reported. The engine runs while the server idles
+  // (no client).
+  std::vector<double> engine_rates, efficiencies, one_batch_ratios;
   std::vector<v1::FeedRun> long_runs, one_batch_runs, no_prefetch_runs;
   absl::Status status = [&]() -> absl::Status {
     // Warm-up: the server's first allocations, the files into the page cache.
     FeedBenchOptions warm_up = options;
     warm_up.seconds = 1;
     RETURN_IF_ERROR(DriveLoader(warm_up, server.address(), 1, true).status());
+    const double engine_seconds = std::min(options.seconds, 3.0);
+    ASSIGN_OR_RETURN(double engine_before,
+                     MeasureEngineRate(options.dataset, options.pipeline, Threads(options),
+                                       engine_seconds));
     for (int round = 0; round < std::max(1, options.rounds); ++round) {
-      ASSIGN_OR_RETURN(const double engine,
+      ASSIGN_OR_RETURN(v1::FeedRun long_run, DriveLoader(options, server.address(), 1, true));
+      ASSIGN_OR_RETURN(v1::FeedRun one_batch,
+                       DriveLoader(options, server.address(), one_batch_world, true));
+      ASSIGN_OR_RETURN(v1::FeedRun no_prefetch, DriveLoader(options, server.address(), 1, false));
+      ASSIGN_OR_RETURN(const double engine_after,
                        MeasureEngineRate(options.dataset, options.pipeline, Threads(options),
-                                         std::min(options.seconds, 3.0)));
+                                         engine_seconds));
+      const double engine = (engine_before + engine_after) / 2;
+      engine_before = engine_after;
       engine_rates.push_back(engine);
-      ASSIGN_OR_RETURN(v1::FeedRun run, DriveLoader(options, server.address(), 1, true));
-      long_runs.push_back(std::move(run));
-      ASSIGN_OR_RETURN(run, DriveLoader(options, server.address(), one_batch_world, true));
-      one_batch_runs.push_back(std::move(run));
-      ASSIGN_OR_RETURN(run, DriveLoader(options, server.address(), 1, false));
-      no_prefetch_runs.push_back(std::move(run));
+      if (engine > 0) efficiencies.push_back(long_run.images_per_sec() / engine);
+      if (long_run.images_per_sec() > 0) {
+        one_batch_ratios.push_back(one_batch.images_per_sec() / long_run.images_per_sec());
+      }
+      long_runs.push_back(std::move(long_run));
+      one_batch_runs.push_back(std::move(one_batch));
+      no_prefetch_runs.push_back(std::move(no_prefetch));
     }
     if (options.peers) RETURN_IF_ERROR(RunPeers(options, server.address(), file_list, report));
     return absl::OkStatus();
@@ -350,16 +365,12 @@ absl::StatusOr<std::string> RunFeedBench(const FeedBenchOptions& options) {
   server.Stop();
   std::filesystem::remove(file_list);
   RETURN_IF_ERROR(status);
-  const double engine = Median(engine_rates);
-  report.set_engine_images_per_sec(engine);
+  report.set_engine_images_per_sec(Median(engine_rates));
   *report.mutable_long_epochs() = MedianRun(long_runs);
   *report.mutable_one_batch_epochs() = MedianRun(one_batch_runs);
   *report.mutable_without_cross_epoch_prefetch() = MedianRun(no_prefetch_runs);
-  report.set_pipeline_efficiency(engine > 0 ? report.long_epochs().images_per_sec() / engine : 0);
-  if (report.long_epochs().images_per_sec() > 0) {
-    report.set_one_batch_ratio(report.one_batch_epochs().images_per_sec() /
-                               report.long_epochs().images_per_sec());
-  }
+  report.set_pipeline_efficiency(Median(efficiencies));
+  report.set_one_batch_ratio(Median(one_batch_ratios));
   if (!options.json) return FormatTable(report);
   return ToJson(report);
 }

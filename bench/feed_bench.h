@@ -30,13 +30,14 @@ struct FeedBenchOptions {
   std::string dataset;
   std::string pipeline;  // empty: the default
   int threads = 0;       // the server's (0: one per core)
+  int worker_nice = 10;  // the server's decode threads' (serve --worker-nice)
   int batch_size = 256;
   // > 0: the modelled accelerator's step between two batches.
   double device_step_ms = 0;
   // Each loader run lasts at least this long, and at least 3 epochs.
-  double seconds = 5;
-  // Rounds of the alternated runs; each figure is the median.
-  int rounds = 3;
+  double seconds = 4;
+  // Rounds of the runs; each figure is the median over rounds.
+  int rounds = 5;
   bool peers = false;
   // For the peers: the project's Python (torch, torchvision, the heterodl
   // module on `python_path`), the one with TensorFlow, and bench/peers/.

@@ -108,6 +108,7 @@ int RunFeed() {
   }
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.worker_nice = absl::GetFlag(FLAGS_worker_nice);
   // 256 unless asked: the batch of the yardsticks, not the trainer's default.
   if (ChangedFromDefault(FLAGS_batch_size)) {
     options.batch_size = absl::GetFlag(FLAGS_batch_size);
@@ -120,7 +121,7 @@ int RunFeed() {
   if (ChangedFromDefault(FLAGS_seconds)) {
     options.seconds = absl::GetFlag(FLAGS_seconds);
   }
-  options.rounds = absl::GetFlag(FLAGS_rounds);
+  if (ChangedFromDefault(FLAGS_rounds)) options.rounds = absl::GetFlag(FLAGS_rounds);
   options.peers = absl::GetFlag(FLAGS_peers);
   options.python = absl::GetFlag(FLAGS_python);
   options.python_path = HETERODL_PYTHON_MODULE_DIR;

@@ -18,6 +18,9 @@ ABSL_FLAG(std::string, address, "",
 ABSL_FLAG(int32_t, port, -1, "serve: port to listen on (0 picks a free one; default 50051)");
 ABSL_FLAG(std::string, port_file, "", "serve: write the bound port to this file once listening");
 ABSL_FLAG(int32_t, threads, 0, "serve: decode/augment threads (0: one per core)");
+ABSL_FLAG(int32_t, worker_nice, 10,
+          "serve: how much nicer the decode threads run than the server's others (0-19), so a "
+          "trainer sharing the host keeps its cores");
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "serve: refuse (and replace) images whose header claims more pixels");
 ABSL_FLAG(int64_t, synthetic, 0,

@@ -39,6 +39,11 @@ int RunServeCommand(StopSignal& stop) {
   }
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.worker_nice = absl::GetFlag(FLAGS_worker_nice);
+  if (options.worker_nice < 0 || options.worker_nice > 19) {
+    LogError("serve: --worker-nice must be in [0, 19], got %d", options.worker_nice);
+    return kExitUsage;
+  }
   options.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   absl::StatusOr<std::string> token = AuthTokenFromFlags();
   if (!token.ok()) {

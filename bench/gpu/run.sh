@@ -53,7 +53,7 @@ else
 fi
 [[ -d "$sample" ]] || "$bin/heterodl" dataset sample "$sample" --images 512
 
-out=${OUT:-bench/gpu/out}
+out=${RESULTS:-bench/gpu/out}
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.jsonl
 
@@ -166,5 +166,12 @@ for model in ${MODELS:-resnet18 resnet50}; do
       --feed dataloader --decoder tensor --workers 3
   fi
 done
+# The same ResNet-18 run with the server's decode threads at the trainer's
+# priority (serve --worker-nice 0), to see what the default buys.
+if [[ ${COMPARE_NICE:-1} == 1 && " ${MODELS:-resnet18 resnet50} " == *" resnet18 "* ]]; then
+  echo "resnet18: heterodl, decode threads not niced"
+  address=$(serve "$bin/heterodl" serve --dataset "$dataset" --threads "$threads" --worker-nice 0)
+  train "resnet18-heterodl-nice0" "$address" resnet18
+fi
 THREADS=$threads REST=$rest BATCH=$batch MODELS="${MODELS:-resnet18 resnet50}" \
   "$python" bench/gpu/table.py "$out"

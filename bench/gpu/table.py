@@ -37,6 +37,7 @@ FEEDS = [
     ("synthetic", "heterodl trainer, synthetic batches (the GPU's limit)"),
     ("eager-synthetic", "eager PyTorch, GPU-resident batch"),
     ("heterodl", "heterodl, 1 server x {threads} threads"),
+    ("heterodl-nice0", "  the same, decode threads not niced (--worker-nice 0)"),
     ("dataloader-pil", "DataLoader, {threads} workers, PIL"),
     ("dataloader-tensor", "DataLoader, {threads} workers, torchvision.io"),
     ("heterodl-4core", "4-core trainer, heterodl on the other {rest} cores"),

@@ -49,7 +49,8 @@ uint64_t PeakRssBytes() {
 }
 
 BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
-                           RequestLimits limits, PipelineOptions pipeline_options)
+                           RequestLimits limits, PipelineOptions pipeline_options,
+                           int worker_nice)
     : dataset_(std::move(dataset)),
       default_pipeline_(std::move(default_pipeline)),
       default_assembler_(dataset_, default_pipeline_),
@@ -57,7 +58,7 @@ BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threa
       pipeline_options_(pipeline_options),
       start_time_(absl::Now()),
       buffers_(BufferPool::Create(static_cast<size_t>(2 * threads + 4))),
-      pool_(threads) {}
+      pool_(threads, worker_nice) {}
 
 BatchService::~BatchService() = default;
 

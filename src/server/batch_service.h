@@ -67,8 +67,9 @@ class BatchService {
  public:
   // `default_pipeline` serves streams that name no pipeline.
   // `pipeline_options` apply to the pipelines that streams name, too.
+  // `worker_nice`: see SamplePool.
   BatchService(Dataset dataset, Pipeline default_pipeline, int threads, RequestLimits limits = {},
-               PipelineOptions pipeline_options = {});
+               PipelineOptions pipeline_options = {}, int worker_nice = 0);
   ~BatchService();
 
   v1::DatasetInfo Info() const;

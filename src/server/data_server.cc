@@ -662,7 +662,8 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelListener> pixel_listener,
                    ListenForPixelChannels(options));
   auto service = std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads,
-                                                RequestLimits{}, pipeline_options);
+                                                RequestLimits{}, pipeline_options,
+                                                options.worker_nice);
   auto server =
       std::make_unique<GrpcDataServer>(options, std::move(pixel_listener), std::move(service));
   RETURN_IF_ERROR(server->Listen());

@@ -29,6 +29,10 @@ struct DataServerOptions {
   std::string pipeline;                   // empty: kDefaultPipeline
   std::string address = "0.0.0.0:50051";  // host:port; port 0 picks one
   int threads = 0;                        // 0: one per core
+  // Decode threads run this much nicer than the rest (0 to 19): where a
+  // trainer shares the host, its threads, the loader's and the server's
+  // sender get the cores first, and the decoders take all that is left.
+  int worker_nice = 10;
   // Images whose header claims more pixels are refused (and replaced).
   int64_t max_pixels = 100'000'000;
   // Non-empty: every RPC must carry this token (kAuthTokenMetadataKey), or

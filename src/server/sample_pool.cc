@@ -1,13 +1,17 @@
 #include "src/server/sample_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <utility>
 
 namespace heterodl {
 
-SamplePool::SamplePool(int threads) {
+SamplePool::SamplePool(int threads, int nice) {
   if (threads < 1) threads = 1;
   threads_.reserve(threads);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { WorkLoop(); });
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, nice] { WorkLoop(nice); });
 }
 
 SamplePool::~SamplePool() {
@@ -80,7 +84,10 @@ SamplePool::Work SamplePool::TakeLocked() {
   return work;
 }
 
-void SamplePool::WorkLoop() {
+void SamplePool::WorkLoop(int nice) {
+  // Linux applies a thread's nice to that thread alone. Failure (a
+  // sandbox refusing it) only costs the priority.
+  if (nice > 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
   while (true) {
     Work work;
     {

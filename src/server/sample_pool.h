@@ -53,7 +53,10 @@ class SamplePool {
     std::shared_ptr<const std::atomic<bool>> cancelled;
   };
 
-  explicit SamplePool(int threads);
+  // `nice` > 0 lowers the workers' scheduling priority by that much (Linux
+  // nice, per thread), so that on a host they share, the threads that move
+  // batches (the trainer's, the loader's, the server's sender) run first.
+  explicit SamplePool(int threads, int nice = 0);
   // Jobs not yet started are dropped (done(false)); running items finish.
   ~SamplePool() ABSL_LOCKS_EXCLUDED(mu_);
   SamplePool(const SamplePool&) = delete;
@@ -88,7 +91,7 @@ class SamplePool {
     int item = -1;  // -1: only run job->job.done(false)
   };
 
-  void WorkLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void WorkLoop(int nice) ABSL_LOCKS_EXCLUDED(mu_);
   // The next item of the queue whose turn it is (or a job of a closed queue
   // to drop). REQUIRES: HasWorkLocked().
   Work TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
