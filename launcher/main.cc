@@ -1,8 +1,13 @@
 // heterodl: one binary, every role. See docs/architecture.md.
+#include <cstdio>
 #include <cstring>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/flags/internal/program_name.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
@@ -30,9 +35,46 @@ commands:
   bench augment        decode + augment images/s per core vs torchvision and OpenCV
   bench transport      data service GB/s on loopback vs a raw TCP pump
   bench step           homogeneous vs heterogeneous step time and cost, here
+  bench feed           delivered images/s as a trainer sees them vs the decode engine
   plan                 which data instances to add to a GPU instance, and why
 
 Run 'heterodl --helpfull' for every flag.)";
+
+// What --version prints: the project's version and how it was built.
+std::string VersionText() {
+#ifdef NDEBUG
+  constexpr const char* kBuild = "optimized";
+#else
+  constexpr const char* kBuild = "debug";
+#endif
+  return absl::StrCat("heterodl ", HETERODL_VERSION, " (", kBuild, " build)\n");
+}
+
+// --help, --helpfull and --version end here with exit code 0; Abseil's own
+// handling would exit 1 for help and print no version of ours.
+std::optional<int> HandleHelpAndVersion(const std::vector<std::string>& arguments) {
+  for (size_t i = 1; i < arguments.size(); ++i) {
+    const std::string& argument = arguments[i];
+    if (argument == "--") break;
+    if (argument == "--version") {
+      std::fputs(VersionText().c_str(), stdout);
+      return heterodl::kExitOk;
+    }
+    if (argument == "--help" || argument == "-help" || argument == "-h" ||
+        argument == "--helpshort") {
+      std::printf("%s\n", kUsage);
+      return heterodl::kExitOk;
+    }
+    if (argument == "--helpfull") {
+      // Every flag with its default and help (Abseil's formatter; the public
+      // API only reaches it through ParseCommandLine's exit).
+      absl::flags_internal::FlagsHelp(std::cout, "", absl::flags_internal::HelpFormat::kHumanReadable,
+                                      kUsage);
+      return heterodl::kExitOk;
+    }
+  }
+  return std::nullopt;
+}
 
 bool IsCommand(const char* word) {
   static constexpr const char* kCommands[] = {"launch",  "serve",  "train", "local", "cluster",
@@ -55,6 +97,8 @@ int main(int argc, char** argv) {
   std::string command = "launch";
   std::vector<std::string> arguments(argv, argv + argc);
   heterodl::NormalizeFlagNames(arguments);
+  absl::flags_internal::SetProgramInvocationName(argv[0]);
+  if (const std::optional<int> done = HandleHelpAndVersion(arguments)) return *done;
   std::vector<char*> args;
   for (std::string& argument : arguments) args.push_back(argument.data());
   if (argc > 1 && argv[1][0] != '-') {

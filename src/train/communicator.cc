@@ -43,6 +43,25 @@ class BackendCommunicator final : public Communicator {
         name_(std::move(name)),
         rank_(rank),
         world_size_(world_size) {}
+  ~BackendCommunicator() override {
+    if (shut_down_) return;
+    try {
+      backend_->abort();
+    } catch (const std::exception&) {
+      // Nothing more to do on the way out.
+    }
+  }
+
+  absl::Status Shutdown() override {
+    if (shut_down_) return absl::OkStatus();
+    shut_down_ = true;
+    try {
+      backend_->shutdown();
+    } catch (const std::exception& error) {
+      return absl::UnavailableError(absl::StrCat(name_, " shutdown failed: ", error.what()));
+    }
+    return absl::OkStatus();
+  }
 
   std::unique_ptr<PendingCollective> StartAllReduceSum(at::Tensor tensor) override {
     if (world_size_ == 1) return std::make_unique<BackendCollective>(absl::OkStatus());
@@ -76,6 +95,7 @@ class BackendCommunicator final : public Communicator {
   std::string name_;
   int rank_;
   int world_size_;
+  bool shut_down_ = false;
 };
 
 }  // namespace

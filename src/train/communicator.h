@@ -43,6 +43,11 @@ class Communicator {
   virtual int world_size() const = 0;
   // "gloo" or "nccl".
   virtual std::string backend() const = 0;
+  // Ends the group in order after the last collective, on every rank (NCCL:
+  // its communicators destroyed, so it has nothing to warn about at exit).
+  // A communicator destroyed without it aborts the group instead: the way
+  // out of a rank that failed, whatever the others are doing.
+  virtual absl::Status Shutdown() = 0;
 };
 
 struct RendezvousOptions {

@@ -360,7 +360,7 @@ absl::Status TrainRank(const TrainerOptions& options) {
     LogInfo("summary %s", summary);
   }
   if (stopped) LogInfo("rank %d stopped on request after step %d", options.rank, step);
-  return absl::OkStatus();
+  return communicator->Shutdown();
 }
 
 }  // namespace

@@ -260,6 +260,47 @@ class LocalRunTest(unittest.TestCase):
         self.assertEqual(report["summary_batch_size"], 256)
         self.assertEqual(processes_mentioning("--synthetic"), [])
 
+    def test_feed_benchmark_reports_the_pipe_as_a_trainer_sees_it(self):
+        result = subprocess.run([HETERODL, "bench", "feed", "--dataset", self.dataset, "--json",
+                                 "--seconds", "0.3", "--rounds", "1", "--batch-size", "16",
+                                 "--threads", "2"],
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        self.assertEqual(report["files"], 96)
+        self.assertEqual(report["batch_size"], 16)
+        self.assertGreater(report["engine_images_per_sec"], 0)
+        long_epochs, one_batch = report["long_epochs"], report["one_batch_epochs"]
+        self.assertEqual(long_epochs["batches_per_epoch"], 6)
+        self.assertEqual(one_batch["batches_per_epoch"], 1)
+        for run in (long_epochs, one_batch, report["without_cross_epoch_prefetch"]):
+            self.assertGreaterEqual(run["epochs"], 3)
+            self.assertGreater(run["images_per_sec"], 0)
+            self.assertGreaterEqual(run["window"], 2)
+        # One round: the ratios are those of its runs.
+        self.assertAlmostEqual(report["pipeline_efficiency"],
+                               long_epochs["images_per_sec"] / report["engine_images_per_sec"],
+                               places=3)
+        self.assertAlmostEqual(report["one_batch_ratio"],
+                               one_batch["images_per_sec"] / long_epochs["images_per_sec"],
+                               places=3)
+        self.assertEqual(processes_mentioning(self.dataset + " "), [])
+
+    def test_help_and_version_exit_zero(self):
+        for flag in ("--help", "-h"):
+            result = subprocess.run([HETERODL, flag], capture_output=True, text=True, timeout=30)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("usage: heterodl", result.stdout)
+        result = subprocess.run([HETERODL, "--version"], capture_output=True, text=True,
+                                timeout=30)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertRegex(result.stdout, r"^heterodl \d+\.\d+\.\d+ \(")
+        self.assertNotIn("NDEBUG", result.stdout)
+        result = subprocess.run([HETERODL, "serve", "--helpfull"], capture_output=True, text=True,
+                                timeout=30)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("worker_nice", result.stdout)
+
     def test_bad_pipeline_is_a_clear_error(self):
         result = subprocess.run([HETERODL, "bench", "augment", "--dataset", self.dataset,
                                  "--pipeline", "random_resized_crop(224)|hflp(0.5)", "--no-peer"],

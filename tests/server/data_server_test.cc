@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/client/remote_loader.h"
@@ -28,7 +29,9 @@ namespace {
 
 constexpr char kPipeline[] = "random_resized_crop(32)|hflip(0.5)";
 
-// A server running in this process, stopped and joined on destruction.
+// A server running in this process, stopped and joined on destruction. One
+// that cannot start fails the test with the reason (and serves nothing: its
+// address() refuses connections).
 class RunningServer {
  public:
   explicit RunningServer(const std::string& dataset, const std::string& address = "127.0.0.1:0",
@@ -42,8 +45,12 @@ class RunningServer {
     options.threads = 2;
     options.drain_timeout = absl::Milliseconds(200);
     absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
-    EXPECT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
+    if (!server.ok()) {
+      ADD_FAILURE() << "the data server did not start: " << server.status();
+      address_ = "127.0.0.1:1";
+      return;
+    }
+    server_ = *std::move(server);
     address_ = absl::StrCat("127.0.0.1:", server_->port());
     waiter_ = std::thread([this] { ended_ = server_->Wait(); });
   }
@@ -55,7 +62,9 @@ class RunningServer {
     waiter_.join();
   }
   // Joins after a Shutdown RPC.
-  void Join() { waiter_.join(); }
+  void Join() {
+    if (waiter_.joinable()) waiter_.join();
+  }
 
   const std::string& address() const { return address_; }
 
@@ -98,6 +107,10 @@ class DataServerTest : public ::testing::Test {
   static std::string* dataset_;
 };
 std::string* DataServerTest::dataset_ = nullptr;
+
+TEST_F(DataServerTest, AServerThatCannotStartFailsTheTestWithItsReason) {
+  EXPECT_NONFATAL_FAILURE(RunningServer("/no/such/dataset"), "/no/such/dataset");
+}
 
 TEST_F(DataServerTest, EverySampleReachesExactlyOneRankInOrder) {
   RunningServer a(*dataset_), b(*dataset_);

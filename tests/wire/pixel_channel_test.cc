@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_testing.h"
 
 namespace heterodl {
 namespace {
@@ -44,19 +45,13 @@ class SendLog {
   std::vector<std::pair<int, bool>> results_ ABSL_GUARDED_BY(mu_);
 };
 
-std::unique_ptr<PixelChannelListener> Listen(PixelChannelLimits limits = {}) {
-  absl::StatusOr<std::unique_ptr<PixelChannelListener>> listener =
-      PixelChannelListener::Listen("127.0.0.1", 0, limits);
-  EXPECT_TRUE(listener.ok()) << listener.status();
-  return std::move(*listener);
+absl::StatusOr<std::unique_ptr<PixelChannelListener>> Listen(PixelChannelLimits limits = {}) {
+  return PixelChannelListener::Listen("127.0.0.1", 0, limits);
 }
 
-std::unique_ptr<PixelChannelReader> Connect(const PixelChannelListener& listener,
-                                            const PixelTicket& ticket) {
-  absl::StatusOr<std::unique_ptr<PixelChannelReader>> reader =
-      PixelChannelReader::Connect("127.0.0.1", listener.port(), ticket, absl::Seconds(5));
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  return std::move(*reader);
+absl::StatusOr<std::unique_ptr<PixelChannelReader>> Connect(const PixelChannelListener& listener,
+                                                            const PixelTicket& ticket) {
+  return PixelChannelReader::Connect("127.0.0.1", listener.port(), ticket, absl::Seconds(5));
 }
 
 // A plain socket to the listener, for what a loader would never send.
@@ -90,12 +85,14 @@ TEST(PixelChannelTest, BytesArriveInOrderWhicheverSideComesFirst) {
   // Declared first: callbacks run on the listener's thread until the
   // listener is gone, so the log they write to must outlive it.
   SendLog log;
-  std::unique_ptr<PixelChannelListener> listener = Listen();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen());
   for (bool connect_first : {true, false}) {
     SCOPED_TRACE(connect_first ? "connection first" : "claim first");
     const PixelTicket ticket = NewPixelTicket();
     std::unique_ptr<PixelChannelReader> reader;
-    if (connect_first) reader = Connect(*listener, ticket);
+    if (connect_first) {
+      ASSERT_OK_AND_ASSIGN(reader, Connect(*listener, ticket));
+    }
     absl::StatusOr<std::shared_ptr<PixelChannel>> channel = listener->Claim(ticket);
     ASSERT_TRUE(channel.ok()) << channel.status();
     // Queued before the connection arrives, in the second case.
@@ -105,7 +102,9 @@ TEST(PixelChannelTest, BytesArriveInOrderWhicheverSideComesFirst) {
       sent.push_back(Pattern(40'000'000 / (i + 1), static_cast<uint8_t>(i)));
       (*channel)->Send(OutgoingPixels::Share(sent.back()), log.Expect(first_id + i));
     }
-    if (!connect_first) reader = Connect(*listener, ticket);
+    if (!connect_first) {
+      ASSERT_OK_AND_ASSIGN(reader, Connect(*listener, ticket));
+    }
     for (const auto& expected : sent) {
       std::vector<uint8_t> received(expected->size());
       ASSERT_TRUE(reader->ReadExactly(received.data(), received.size()).ok());
@@ -123,13 +122,13 @@ TEST(PixelChannelTest, ChannelsOfOneListenerAreIndependent) {
   // Declared first: callbacks run on the listener's thread until the
   // listener is gone, so the log they write to must outlive it.
   SendLog log;
-  std::unique_ptr<PixelChannelListener> listener = Listen();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen());
   const PixelTicket first_ticket = NewPixelTicket();
   const PixelTicket second_ticket = NewPixelTicket();
-  std::unique_ptr<PixelChannelReader> first = Connect(*listener, first_ticket);
-  std::unique_ptr<PixelChannelReader> second = Connect(*listener, second_ticket);
-  std::shared_ptr<PixelChannel> first_channel = *listener->Claim(first_ticket);
-  std::shared_ptr<PixelChannel> second_channel = *listener->Claim(second_ticket);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> first, Connect(*listener, first_ticket));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> second, Connect(*listener, second_ticket));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> first_channel, listener->Claim(first_ticket));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> second_channel, listener->Claim(second_ticket));
   // The first loader never reads its 64 MB; the second still gets its bytes.
   first_channel->Send(OutgoingPixels::Share(Pattern(64 << 20, 1)), log.Expect(1));
   const auto pixels = Pattern(1 << 20, 2);
@@ -150,10 +149,10 @@ TEST(PixelChannelTest, ALoaderThatGoesAwayFailsItsSends) {
   // Declared first: callbacks run on the listener's thread until the
   // listener is gone, so the log they write to must outlive it.
   SendLog log;
-  std::unique_ptr<PixelChannelListener> listener = Listen();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen());
   const PixelTicket ticket = NewPixelTicket();
-  std::unique_ptr<PixelChannelReader> reader = Connect(*listener, ticket);
-  std::shared_ptr<PixelChannel> channel = *listener->Claim(ticket);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> reader, Connect(*listener, ticket));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> channel, listener->Claim(ticket));
   reader.reset();
   channel->Send(OutgoingPixels::Share(Pattern(64 << 20, 3)), log.Expect(1));
   EXPECT_EQ(log.Await(1), (std::vector<std::pair<int, bool>>{{1, false}}));
@@ -168,14 +167,14 @@ TEST(PixelChannelTest, AClaimWhoseConnectionNeverComesBreaksAfterTheTimeout) {
   SendLog log;
   PixelChannelLimits limits;
   limits.attach_timeout = absl::Milliseconds(300);
-  std::unique_ptr<PixelChannelListener> listener = Listen(limits);
-  std::shared_ptr<PixelChannel> channel = *listener->Claim(NewPixelTicket());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen(limits));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> channel, listener->Claim(NewPixelTicket()));
   channel->Send(OutgoingPixels::Share(Pattern(100, 5)), log.Expect(1));
   EXPECT_EQ(log.Await(1), (std::vector<std::pair<int, bool>>{{1, false}}));
 }
 
 TEST(PixelChannelTest, ATicketIsClaimedOnce) {
-  std::unique_ptr<PixelChannelListener> listener = Listen();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen());
   const PixelTicket ticket = NewPixelTicket();
   ASSERT_TRUE(listener->Claim(ticket).ok());
   EXPECT_TRUE(absl::IsAlreadyExists(listener->Claim(ticket).status()));
@@ -184,7 +183,7 @@ TEST(PixelChannelTest, ATicketIsClaimedOnce) {
 TEST(PixelChannelTest, StrangersAndUnclaimedConnectionsAreClosed) {
   PixelChannelLimits limits;
   limits.attach_timeout = absl::Milliseconds(300);
-  std::unique_ptr<PixelChannelListener> listener = Listen(limits);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen(limits));
   // Not the protocol.
   const int stranger = RawConnection(listener->port());
   ASSERT_EQ(::send(stranger, "GET / HTTP/1.1\r\n\r\n", 18, 0), 18);
@@ -196,7 +195,7 @@ TEST(PixelChannelTest, StrangersAndUnclaimedConnectionsAreClosed) {
   EXPECT_TRUE(ClosedByServer(silent));
   ::close(silent);
   // A ticket no stream claims.
-  std::unique_ptr<PixelChannelReader> unclaimed = Connect(*listener, NewPixelTicket());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> unclaimed, Connect(*listener, NewPixelTicket()));
   uint8_t byte;
   EXPECT_FALSE(unclaimed->ReadExactly(&byte, 1).ok());
 }
@@ -207,18 +206,20 @@ TEST(PixelChannelTest, UnpairedConnectionsAreBounded) {
   SendLog log;
   PixelChannelLimits limits;
   limits.max_unpaired = 2;
-  std::unique_ptr<PixelChannelListener> listener = Listen(limits);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen(limits));
   std::vector<std::unique_ptr<PixelChannelReader>> waiting;
   std::vector<PixelTicket> tickets;
   for (int i = 0; i < 3; ++i) {
     tickets.push_back(NewPixelTicket());
-    waiting.push_back(Connect(*listener, tickets.back()));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> reader,
+                         Connect(*listener, tickets.back()));
+    waiting.push_back(std::move(reader));
     absl::SleepFor(absl::Milliseconds(100));  // accepted in this order
   }
   uint8_t byte;
   EXPECT_FALSE(waiting[2]->ReadExactly(&byte, 1).ok());  // refused
   // The first two still pair.
-  std::shared_ptr<PixelChannel> channel = *listener->Claim(tickets[0]);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> channel, listener->Claim(tickets[0]));
   channel->Send(OutgoingPixels::Share(Pattern(1, 7)), log.Expect(1));
   ASSERT_TRUE(waiting[0]->ReadExactly(&byte, 1).ok());
   EXPECT_EQ(byte, 7);
@@ -226,10 +227,10 @@ TEST(PixelChannelTest, UnpairedConnectionsAreBounded) {
 }
 
 TEST(PixelChannelTest, InterruptEndsABlockedRead) {
-  std::unique_ptr<PixelChannelListener> listener = Listen();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen());
   const PixelTicket ticket = NewPixelTicket();
-  std::unique_ptr<PixelChannelReader> reader = Connect(*listener, ticket);
-  std::shared_ptr<PixelChannel> channel = *listener->Claim(ticket);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> reader, Connect(*listener, ticket));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> channel, listener->Claim(ticket));
   absl::Notification done;
   absl::Status status;
   std::thread blocked([&] {
@@ -248,10 +249,10 @@ TEST(PixelChannelTest, DestroyingTheListenerRunsTheCallbacksOwed) {
   // Declared first: callbacks run on the listener's thread until the
   // listener is gone, so the log they write to must outlive it.
   SendLog log;
-  std::unique_ptr<PixelChannelListener> listener = Listen();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen());
   const PixelTicket ticket = NewPixelTicket();
-  std::unique_ptr<PixelChannelReader> reader = Connect(*listener, ticket);
-  std::shared_ptr<PixelChannel> channel = *listener->Claim(ticket);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> reader, Connect(*listener, ticket));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> channel, listener->Claim(ticket));
   channel->Send(OutgoingPixels::Share(Pattern(64 << 20, 8)), log.Expect(1));  // never read
   listener.reset();
   EXPECT_EQ(log.Await(1), (std::vector<std::pair<int, bool>>{{1, false}}));
@@ -261,7 +262,7 @@ TEST(PixelChannelTest, ConnectErrorsNameTheAddress) {
   // A port nothing listens on: bind one, note it, close it.
   int port;
   {
-    std::unique_ptr<PixelChannelListener> listener = Listen();
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelListener> listener, Listen());
     port = listener->port();
   }
   absl::StatusOr<std::unique_ptr<PixelChannelReader>> reader =
