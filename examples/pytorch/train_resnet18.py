@@ -9,6 +9,10 @@ decode/augment workers) with batches decoded by `heterodl serve` processes.
         --servers 127.0.0.1:50051 --steps 20
 
 Under torchrun it trains data-parallel: each rank gets its own shard.
+
+With --eval it evaluates after every epoch the way torchvision's reference
+scripts do: `resize(256)|center_crop(224)` (scaled to --image-size), every
+sample once, in dataset order (`shuffle=False`), nothing dropped.
 """
 
 import argparse
@@ -23,6 +27,28 @@ import torchvision
 import heterodl  # HETERODL
 
 
+def evaluate(model, loader, device, mean, std, rank, world_size, distributed):
+    """Top-1 accuracy over every sample once. Ranks split the dataset as
+    DistributedSampler does: without drop_last the last samples are padded
+    by repeating the first ones, and those repeats are not counted."""
+    model.eval()
+    correct = torch.zeros(2, dtype=torch.int64, device=device)  # [correct, counted]
+    position = 0  # of this rank's samples: position * world_size + rank in the padded order
+    with torch.no_grad():
+        for batch in loader:
+            images = batch.images.to(device, non_blocking=True).permute(0, 3, 1, 2).float()
+            predictions = model((images / 255 - mean) / std).argmax(1).cpu()
+            for i in range(len(batch)):
+                if (position + i) * world_size + rank < loader.num_samples:
+                    correct[0] += int(predictions[i] == batch.labels[i])
+                    correct[1] += 1
+            position += len(batch)
+    if distributed:
+        dist.all_reduce(correct)
+    model.train()
+    return int(correct[0]), int(correct[1])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--servers", required=True, help="host:port,host:port")
@@ -31,6 +57,7 @@ def main():
     parser.add_argument("--steps", type=int, default=0, help="stop after this many steps")
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--eval", action="store_true", help="evaluate after every epoch")
     args = parser.parse_args()
 
     distributed = "RANK" in os.environ
@@ -46,6 +73,14 @@ def main():
         servers=args.servers.split(","), batch_size=args.batch_size,
         pipeline=f"random_resized_crop({args.image_size})|hflip(0.5)",
         rank=rank, world_size=world_size, seed=0)
+
+    # HETERODL: the evaluation loader, as DataLoader(shuffle=False) with the
+    # validation transforms.
+    resize = args.image_size * 256 // 224
+    eval_loader = heterodl.RemoteDataLoader(
+        servers=args.servers.split(","), batch_size=args.batch_size,
+        pipeline=f"resize({resize})|center_crop({args.image_size})",
+        rank=rank, world_size=world_size, shuffle=False) if args.eval else None
 
     model = torchvision.models.resnet18(num_classes=len(loader.class_names)).to(device)
     if distributed:
@@ -76,6 +111,13 @@ def main():
                       f"({(time.perf_counter() - start) * 1000:.0f} ms)", flush=True)
             if args.steps and step >= args.steps:
                 break
+        if eval_loader is not None:
+            eval_loader.set_epoch(epoch)
+            correct, counted = evaluate(model, eval_loader, device, mean, std, rank, world_size,
+                                        distributed)
+            if rank == 0:
+                print(f"epoch {epoch} eval: {correct}/{counted} correct "
+                      f"({100.0 * correct / counted:.1f}%)", flush=True)
         if args.steps and step >= args.steps:
             break
     if distributed:

@@ -45,8 +45,11 @@ class ExamplesTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="heterodl-examples-")
         cls.dataset = os.path.join(cls.tmp, "sample")
-        subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "64",
-                        "--seed", "9"], check=True, timeout=120, capture_output=True)
+        # Odd, so that two ranks get a padding repeat (DistributedSampler's).
+        cls.samples = 63
+        subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images",
+                        str(cls.samples), "--seed", "9"], check=True, timeout=120,
+                       capture_output=True)
         cls.server, cls.address = start_server(HETERODL, cls.dataset,
                                                os.path.join(cls.tmp, "port"))
 
@@ -61,10 +64,13 @@ class ExamplesTest(unittest.TestCase):
         env = {**os.environ, "PYTHONPATH": os.path.join(BUILD_DIR, "python")}
         script = os.path.join(EXAMPLES, "pytorch", "train_resnet18.py")
         result = subprocess.run([sys.executable, script, "--servers", self.address,
-                                 "--steps", "3", "--batch-size", "8", "--image-size", "64"],
+                                 "--steps", "3", "--batch-size", "8", "--image-size", "64",
+                                 "--eval"],
                                 env=env, capture_output=True, text=True, timeout=600)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertIn("step 3 loss", result.stdout)
+        # The evaluation counted every sample once.
+        self.assertRegex(result.stdout, rf"eval: \d+/{self.samples} correct")
         # The same script data-parallel under torchrun (Gloo on CPU).
         torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
         result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", "29733",
@@ -73,6 +79,13 @@ class ExamplesTest(unittest.TestCase):
                                 env=env, capture_output=True, text=True, timeout=600)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertIn("step 2 loss", result.stdout)
+        # Two ranks, an odd dataset: padding repeats are not counted twice.
+        result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", "29734",
+                                 script, "--servers", self.address, "--steps", "1",
+                                 "--batch-size", "7", "--image-size", "64", "--eval"],
+                                env=env, capture_output=True, text=True, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertRegex(result.stdout, rf"eval: \d+/{self.samples} correct")
 
     # ---- examples/cpp ----
 
@@ -95,7 +108,7 @@ class ExamplesTest(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stderr[-3000:])
         losses = [float(m) for m in re.findall(r"mean loss ([0-9.]+)", run.stdout)]
         self.assertEqual(len(losses), 2, run.stdout)
-        self.assertIn("64 samples", run.stdout)
+        self.assertIn(f"{self.samples} samples", run.stdout)
 
     # ---- examples/kubernetes ----
 
