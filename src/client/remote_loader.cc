@@ -244,12 +244,15 @@ class GrpcRemoteLoader final : public RemoteLoader {
     for (size_t c = 0; c < streams_.size(); ++c) ApplyLimitsLocked(c);
   }
 
-  // What the server lets one stream have outstanding.
+  // Half of what the server lets one stream have outstanding: it counts a
+  // batch until its write completes there, which can be after it arrived
+  // here and a new request left, so a loader at its limit would be refused.
   void ApplyLimitsLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const StreamLimits& limits = streams_[c].limits;
     uint64_t depth = limits.max_batches;
     if (limits.max_bytes > 0) depth = std::min<uint64_t>(depth, limits.max_bytes / batch_bytes_);
-    schedule_.SetMaxDepth(static_cast<int>(c), static_cast<int>(std::min<uint64_t>(depth, 1 << 16)));
+    schedule_.SetMaxDepth(static_cast<int>(c),
+                          static_cast<int>(std::min<uint64_t>(depth / 2, 1 << 16)));
   }
 
   // Asks connection `c`'s server for what the schedule gives it now.

@@ -242,20 +242,25 @@ class BatchStreamReactor final
     }
   }
 
-  // gRPC is done with the call and no build or pixel send refers to it: the
-  // reaction that sees this deletes the reactor.
+  // gRPC is done with the call and nothing else refers to it: the reaction
+  // that sees this deletes the reactor.
   bool UnreferencedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return done_ && pending_builds_ == 0 && pending_sends_ == 0;
+    return done_ && references_ == 0;
   }
 
-  // How a build's or a send's reaction ends, outside mu_: `destroy` from
-  // UnreferencedLocked(), else the calls it decided.
-  void Settle(Actions actions, bool destroy) {
-    if (destroy) {
-      delete this;
-    } else {
-      Perform(actions);
+  // How a build's or a send's callback ends, outside mu_: it makes the calls
+  // it decided while still holding its reference, so that gRPC ending the
+  // call meanwhile (OnDone, on another thread or inline) cannot delete the
+  // reactor under it; then it lets go, deleting the reactor if it was last.
+  void PerformAndRelease(Actions actions) ABSL_LOCKS_EXCLUDED(mu_) {
+    Perform(actions);
+    bool destroy;
+    {
+      absl::MutexLock lock(&mu_);
+      --references_;
+      destroy = UnreferencedLocked();
     }
+    if (destroy) delete this;
   }
 
   absl::Status HandleRequest() {
@@ -298,11 +303,11 @@ class BatchStreamReactor final
       }
       ++in_flight_;
       ++pending_builds_;
+      ++references_;  // released by the build's callback
     }
     activity_.BatchesRequested(1);
     service_.BuildAsync(stream_, request_.batch(), [this](absl::StatusOr<BuiltBatch> batch) {
       Actions actions;
-      bool destroy;
       {
         absl::MutexLock lock(&mu_);
         --pending_builds_;
@@ -312,9 +317,8 @@ class BatchStreamReactor final
           QueueLocked(*std::move(batch));
         }
         actions = AdvanceLocked();
-        destroy = UnreferencedLocked();
       }
-      Settle(actions, destroy);
+      PerformAndRelease(actions);
     });
     return absl::OkStatus();
   }
@@ -341,6 +345,7 @@ class BatchStreamReactor final
     batch.header.set_images_on_channel(batch.pixels.size);
     ready_.push_back({SerializeToByteBuffer(batch.header), ready});
     ++pending_sends_;
+    ++references_;  // released by the send's callback
     pixel_channel_->Send(std::move(batch.pixels),
                          [this, ready](bool sent) { OnPixelsSent(sent, ready); });
   }
@@ -348,7 +353,6 @@ class BatchStreamReactor final
   // From the pixel channel's thread, once per queued batch.
   void OnPixelsSent(bool sent, absl::Time ready) {
     Actions actions;
-    bool destroy;
     {
       absl::MutexLock lock(&mu_);
       --pending_sends_;
@@ -362,9 +366,8 @@ class BatchStreamReactor final
         if (!done_) FinishLocked(absl::CancelledError("the pixel channel to the client closed"));
       }
       actions = AdvanceLocked();
-      destroy = UnreferencedLocked();
     }
-    Settle(actions, destroy);
+    PerformAndRelease(actions);
   }
 
   // The next write or the end of the call, as the state allows.
@@ -417,6 +420,9 @@ class BatchStreamReactor final
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int max_in_flight_ ABSL_GUARDED_BY(mu_) = kMaxInFlightPerStream;
   int pending_builds_ ABSL_GUARDED_BY(mu_) = 0;
+  // Callbacks yet to come that use this reactor (builds, pixel sends): it
+  // lives until gRPC is done with the call and this is 0.
+  int references_ ABSL_GUARDED_BY(mu_) = 0;
   // Batches whose pixels the channel has not yet written (or dropped).
   int pending_sends_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<PixelChannel> pixel_channel_ ABSL_GUARDED_BY(mu_);

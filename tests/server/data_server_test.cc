@@ -77,8 +77,11 @@ class RunningServer {
 
 class DataServerTest : public ::testing::Test {
  protected:
+  // Once per process: the suites derived from this one run it again.
   static void SetUpTestSuite() {
-    dataset_ = new std::string(testing::MakeImageFolder("server", 3, 20).string());
+    if (dataset_ == nullptr) {
+      dataset_ = new std::string(testing::MakeImageFolder("server", 3, 20).string());
+    }
   }
   RemoteLoaderOptions LoaderOptions(std::vector<std::string> servers, uint32_t rank,
                                     uint32_t world_size) {
