@@ -5,7 +5,8 @@
 // heap is handed back to the kernel and faulted in again for the next batch:
 // page faults were 15% of the loader's CPU at 4 GB/s (docs/benchmarks.md).
 // Keeping freed memory costs nothing but resident memory the process had
-// already used.
+// already used. The same goes for the data server's per-image buffers
+// (decoder rows, resized images), which glibc would otherwise mmap afresh.
 //
 // Call once at the start of main() of heterodl's own executables; a library
 // (the Python module) leaves its host process's allocator alone.
