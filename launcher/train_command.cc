@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
-#include "src/client/remote_loader.h"
+#include "src/client/shutdown.h"
 #include "src/common/child_process.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"

@@ -17,7 +17,7 @@
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/client/batch_check.h"
 #include "src/client/feed_schedule.h"
-#include "src/common/auth_token.h"
+#include "src/client/server_channel.h"
 #include "src/common/fingerprint.h"
 #include "src/common/host_port.h"
 #include "src/common/log.h"
@@ -25,39 +25,12 @@
 #include "src/data/epoch_plan.h"
 #include "src/wire/batch_codec.h"
 #include "src/wire/byte_stream.h"
-#include "src/wire/credentials.h"
+#include "src/wire/grpc_status.h"
+#include "src/wire/plan_config.h"
 #include "src/wire/pixel_channel.h"
 
 namespace heterodl {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
-
-// A channel of its own (own subchannel, so its own TCP connection) for each
-// `connection` number: gRPC would otherwise share one connection among
-// channels to the same address.
-std::shared_ptr<grpc::Channel> MakeChannel(
-    const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-    const RemoteLoaderOptions& options, int connection = 0) {
-  grpc::ChannelArguments arguments;
-  AddTlsChannelArguments(options.tls, arguments);
-  // A batch with its header; gRPC refuses anything larger before buffering it.
-  arguments.SetMaxReceiveMessageSize(static_cast<int>(
-      std::min<uint64_t>(options.max_batch_bytes + (16 << 20), std::numeric_limits<int>::max())));
-  arguments.SetMaxSendMessageSize(4 << 20);
-  // Reconnect quickly to a server that comes back.
-  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  arguments.SetInt("heterodl.connection", connection);
-  return grpc::CreateCustomChannel(address, credentials, arguments);
-}
-
-// Every call to a server carries the token when the servers require one.
-void AddAuthToken(grpc::ClientContext& context, const std::string& token) {
-  if (!token.empty()) context.AddMetadata(kAuthTokenMetadataKey, token);
-}
 
 constexpr char kStreamBatchesMethod[] = "/heterodl.v1.DataService/StreamBatches";
 
@@ -125,17 +98,11 @@ class GrpcRemoteLoader final : public RemoteLoader {
         dataset_(std::move(dataset)),
         params_(params),
         batches_per_epoch_(batches_per_epoch),
+        config_(ToPlanConfig(params, dataset_.fingerprint, options_.pipeline)),
         // Keeps what the window and the trainer's batches ever held.
         pixels_(BufferPool::Create(kMaxWindow + 8, options_.pixel_allocator)),
         schedule_(batches_per_epoch, static_cast<int>(servers_.size()), FeedOptionsFor(options_)),
         streams_(servers_.size()) {
-    config_.set_dataset_fingerprint(dataset_.fingerprint);
-    config_.set_seed(options_.seed);
-    config_.set_world_size(options_.world_size);
-    config_.set_batch_size(options_.batch_size);
-    config_.set_drop_last(options_.drop_last);
-    config_.set_pipeline(options_.pipeline);
-    config_.set_sequential(!options_.shuffle);
     absl::MutexLock lock(&mu_);
     LearnBatchBytesLocked(batch_bytes_estimate);
   }
@@ -374,7 +341,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
         ApplyLimitsLocked(c);
       }
     }
-    if (!asked.ok()) return FromGrpc(asked);
+    if (!asked.ok()) return FromGrpcStatus(asked);
     if (!options_.pixel_channel || options_.tls.enabled() ||
         absl::Now() < endpoint.pixel_channel_retry_after || info.pixel_port() == 0) {
       return nullptr;
@@ -423,7 +390,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
     if (absl::IsAborted(result)) {
       // The server ended the stream: its status says why (a refused plan is
       // fatal, a server going away is not), so read it before anything else.
-      return FromGrpc(stream.Finish());
+      return FromGrpcStatus(stream.Finish());
     }
     // Our own reason to stop (a bad batch, the loader closing): cancel, or
     // Finish() would wait for the server.
@@ -530,7 +497,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
   const DatasetDescription dataset_;
   const PlanParams params_;
   const int64_t batches_per_epoch_;
-  v1::PlanConfig config_;
+  const v1::PlanConfig config_;
   // Shared by all its streams: a server builds one loader's batches in the
   // order asked, whichever connection asked.
   const std::string client_id_ = PixelTicketBytes(NewPixelTicket());
@@ -557,14 +524,11 @@ absl::StatusOr<v1::DatasetInfo> FetchDatasetInfo(v1::DataService::Stub& stub, ab
   context.set_wait_for_ready(true);
   v1::DatasetInfo info;
   grpc::Status status = stub.GetDatasetInfo(&context, v1::DatasetInfoRequest(), &info);
-  if (!status.ok()) return FromGrpc(status);
+  if (!status.ok()) return FromGrpcStatus(status);
   return info;
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
-    const RemoteLoaderOptions& options) {
+absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
   if (options.servers.empty()) return absl::InvalidArgumentError("no data servers given");
   if (options.world_size == 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(
@@ -576,27 +540,52 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   if (options.max_buffered_bytes == 0 || options.max_batch_bytes == 0) {
     return absl::InvalidArgumentError("max_buffered_bytes and max_batch_bytes must be > 0");
   }
-  ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ChannelCredentials> credentials,
-                   MakeChannelCredentials(options.tls));
-  std::vector<ServerEndpoint> servers;
-  for (const std::string& address : options.servers) {
-    servers.emplace_back(address, MakeChannel(address, credentials, options));
-  }
-  // Ask all servers at once; each waits for its server to come up.
-  const absl::Time deadline = absl::Now() + options.connect_timeout;
-  std::vector<absl::StatusOr<v1::DatasetInfo>> infos(servers.size(),
-                                                     absl::UnknownError("not asked"));
-  {
-    std::vector<std::thread> askers;
-    for (size_t i = 0; i < servers.size(); ++i) {
-      askers.emplace_back(
-          [&, i] { infos[i] = FetchDatasetInfo(*servers[i].stub, deadline, options.auth_token); });
+  return absl::OkStatus();
+}
+
+// connections_per_server endpoints per address: the first connection to
+// every server, then the second to every server, and so on.
+absl::StatusOr<std::vector<ServerEndpoint>> MakeEndpoints(const RemoteLoaderOptions& options) {
+  ChannelSettings settings;
+  settings.tls = options.tls;
+  // A batch with its header, on the gRPC path.
+  settings.max_receive_bytes = options.max_batch_bytes + (16 << 20);
+  std::vector<ServerEndpoint> endpoints;
+  for (int connection = 0; connection < options.connections_per_server; ++connection) {
+    settings.connection = connection;
+    for (const std::string& address : options.servers) {
+      ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                       MakeServerChannel(address, settings));
+      endpoints.emplace_back(address, channel);
     }
-    for (std::thread& asker : askers) asker.join();
   }
+  return endpoints;
+}
+
+// The DatasetInfo of the first `count` endpoints (one per server), asked at
+// once, each waiting for its server to come up until `deadline`.
+std::vector<absl::StatusOr<v1::DatasetInfo>> AskServers(std::vector<ServerEndpoint>& servers,
+                                                        size_t count, absl::Time deadline,
+                                                        const std::string& auth_token) {
+  std::vector<absl::StatusOr<v1::DatasetInfo>> infos(count, absl::UnknownError("not asked"));
+  std::vector<std::thread> askers;
+  for (size_t i = 0; i < count; ++i) {
+    askers.emplace_back(
+        [&, i] { infos[i] = FetchDatasetInfo(*servers[i].stub, deadline, auth_token); });
+  }
+  for (std::thread& asker : askers) asker.join();
+  return infos;
+}
+
+// The first answer, once every answer names the same dataset. Fails naming
+// the servers when none answered, or both sides of a mismatch; warns about
+// those that did not answer yet (they are used once they come up).
+absl::StatusOr<v1::DatasetInfo> AgreedDataset(
+    const std::vector<ServerEndpoint>& servers,
+    const std::vector<absl::StatusOr<v1::DatasetInfo>>& infos, absl::Duration waited) {
   std::optional<size_t> first;
   std::vector<std::string> unreachable;
-  for (size_t i = 0; i < servers.size(); ++i) {
+  for (size_t i = 0; i < infos.size(); ++i) {
     if (!infos[i].ok()) {
       unreachable.push_back(
           absl::StrCat(servers[i].address, " (", infos[i].status().message(), ")"));
@@ -614,29 +603,39 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   }
   if (!first) {
     return absl::UnavailableError(absl::StrCat("no data server answered within ",
-                                               absl::FormatDuration(options.connect_timeout), ": ",
+                                               absl::FormatDuration(waited), ": ",
                                                absl::StrJoin(unreachable, ", ")));
   }
   if (!unreachable.empty()) {
     LogWarning("data servers not reachable yet, will retry: %s", absl::StrJoin(unreachable, ", "));
   }
-  const v1::DatasetInfo& info = *infos[*first];
+  return *infos[*first];
+}
+
+DatasetDescription Describe(const v1::DatasetInfo& info) {
   DatasetDescription dataset;
   dataset.fingerprint = info.fingerprint();
   dataset.num_samples = info.num_samples();
   dataset.class_names.assign(info.class_names().begin(), info.class_names().end());
   dataset.height = static_cast<int>(info.height());
   dataset.width = static_cast<int>(info.width());
-  // Further connections share their server's address (and its checks).
-  const size_t addresses = servers.size();
-  for (int connection = 1; connection < options.connections_per_server; ++connection) {
-    for (size_t i = 0; i < addresses; ++i) {
-      const std::string address = servers[i].address;  // the vector may grow
-      servers.emplace_back(address, MakeChannel(address, credentials, options, connection));
-    }
-  }
+  return dataset;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
+    const RemoteLoaderOptions& options) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  ASSIGN_OR_RETURN(std::vector<ServerEndpoint> endpoints, MakeEndpoints(options));
+  // Each server's first connection answers for it.
+  const std::vector<absl::StatusOr<v1::DatasetInfo>> infos =
+      AskServers(endpoints, options.servers.size(), absl::Now() + options.connect_timeout,
+                 options.auth_token);
+  ASSIGN_OR_RETURN(const v1::DatasetInfo info,
+                   AgreedDataset(endpoints, infos, options.connect_timeout));
   PlanParams params;
-  params.num_samples = dataset.num_samples;
+  params.num_samples = info.num_samples();
   params.seed = options.seed;
   params.world_size = options.world_size;
   params.batch_size = options.batch_size;
@@ -646,57 +645,10 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   // The default pipeline's shape until the first batch tells.
   const uint64_t batch_bytes_estimate =
       uint64_t{options.batch_size} * info.height() * info.width() * 3;
-  auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(servers), std::move(dataset),
+  auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(endpoints), Describe(info),
                                                    params, batches_per_epoch, batch_bytes_estimate);
   loader->Start();
   return loader;
-}
-
-absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
-                                 absl::Duration deadline, const std::string& auth_token,
-                                 const TlsConfig& tls) {
-  ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ChannelCredentials> credentials,
-                   MakeChannelCredentials(tls));
-  const absl::Time give_up = absl::Now() + deadline;
-  std::vector<absl::Status> results(servers.size());
-  std::vector<std::thread> senders;
-  for (size_t i = 0; i < servers.size(); ++i) {
-    senders.emplace_back([&, i] {
-      RemoteLoaderOptions channel_options;
-      channel_options.tls = tls;
-      auto stub = v1::DataService::NewStub(MakeChannel(servers[i], credentials, channel_options));
-      absl::Duration backoff = absl::Milliseconds(100);
-      while (true) {
-        grpc::ClientContext context;
-        AddAuthToken(context, auth_token);
-        context.set_deadline(absl::ToChronoTime(std::min(give_up, absl::Now() + absl::Seconds(2))));
-        v1::ShutdownRequest request;
-        request.set_reason(reason);
-        v1::ShutdownResponse response;
-        grpc::Status status = stub->Shutdown(&context, request, &response);
-        if (status.ok() && response.accepted()) {
-          results[i] = absl::OkStatus();
-          return;
-        }
-        results[i] = FromGrpc(status);
-        if (absl::Now() + backoff >= give_up) return;
-        absl::SleepFor(backoff);
-        backoff = std::min(backoff * 2, absl::Seconds(1));
-      }
-    });
-  }
-  for (std::thread& sender : senders) sender.join();
-  std::vector<std::string> failed;
-  for (size_t i = 0; i < servers.size(); ++i) {
-    if (!results[i].ok()) {
-      failed.push_back(absl::StrCat(servers[i], " (", results[i].message(), ")"));
-    }
-  }
-  if (!failed.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat("no shutdown acknowledgment from ", absl::StrJoin(failed, ", ")));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace heterodl

@@ -154,14 +154,6 @@ class RemoteLoader {
   virtual LoaderStats stats() const = 0;
 };
 
-// Tells every data server to shut down (with `auth_token` when the servers
-// require one) and waits for each to acknowledge,
-// retrying until `deadline`. Returns an error naming the servers that did not
-// acknowledge (already gone, or unreachable).
-absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
-                                 absl::Duration deadline, const std::string& auth_token = "",
-                                 const TlsConfig& tls = {});
-
 }  // namespace heterodl
 
 #endif  // HETERODL_SRC_CLIENT_REMOTE_LOADER_H_

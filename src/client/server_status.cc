@@ -5,28 +5,28 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "heterodl/data_service.grpc.pb.h"
-#include "src/common/auth_token.h"
-#include "src/wire/credentials.h"
+#include "src/client/server_channel.h"
+#include "src/common/status_macros.h"
+#include "src/wire/grpc_status.h"
 
 namespace heterodl {
 
 absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout,
                                                const std::string& auth_token,
                                                const TlsConfig& tls) {
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      MakeChannelCredentials(tls);
-  if (!credentials.ok()) return credentials.status();
-  grpc::ChannelArguments arguments;
-  AddTlsChannelArguments(tls, arguments);
-  auto stub = v1::DataService::NewStub(grpc::CreateCustomChannel(address, *credentials, arguments));
+  ChannelSettings settings;
+  settings.tls = tls;
+  ASSIGN_OR_RETURN(const std::shared_ptr<grpc::Channel> channel,
+                   MakeServerChannel(address, settings));
+  auto stub = v1::DataService::NewStub(channel);
   grpc::ClientContext context;
-  if (!auth_token.empty()) context.AddMetadata(kAuthTokenMetadataKey, auth_token);
+  AddAuthToken(context, auth_token);
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::ServerStats stats;
-  grpc::Status status = stub->GetStats(&context, v1::StatsRequest(), &stats);
+  const grpc::Status status = stub->GetStats(&context, v1::StatsRequest(), &stats);
   if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        absl::StrCat(address, ": ", status.error_message()));
+    const absl::Status failure = FromGrpcStatus(status);
+    return absl::Status(failure.code(), absl::StrCat(address, ": ", failure.message()));
   }
   ServerStatus result;
   result.address = address;

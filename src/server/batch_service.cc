@@ -1,16 +1,15 @@
 #include "src/server/batch_service.h"
 
-#include <fstream>
 #include <utility>
 
 #include "absl/base/call_once.h"
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "src/common/fingerprint.h"
+#include "src/common/process_stats.h"
 #include "src/common/status_macros.h"
+#include "src/wire/plan_config.h"
 
 namespace heterodl {
 namespace {
@@ -32,21 +31,6 @@ v1::SampleStatus ToProto(SampleOutcome outcome) {
 }
 
 }  // namespace
-
-uint64_t PeakRssBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
-      uint64_t kilobytes = 0;
-      if (fields.size() >= 2 && absl::SimpleAtoi(fields[1], &kilobytes)) {
-        return kilobytes * 1024;
-      }
-    }
-  }
-  return 0;
-}
 
 BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
                            RequestLimits limits, PipelineOptions pipeline_options,
@@ -95,12 +79,7 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
                                                    " outside [1, ", limits_.max_world_size, "]"));
   }
   auto stream = std::make_shared<StreamPlan>();
-  stream->params.num_samples = dataset_.size();
-  stream->params.seed = config.seed();
-  stream->params.world_size = config.world_size();
-  stream->params.batch_size = config.batch_size();
-  stream->params.drop_last = config.drop_last();
-  stream->params.shuffle = !config.sequential();
+  stream->params = FromPlanConfig(config, dataset_.size());
   RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
 
   if (config.pipeline().empty()) {

@@ -31,7 +31,7 @@
 #include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"
 #include "src/server/sample_pool.h"
-#include "src/wire/batch_codec.h"
+#include "src/wire/outgoing_pixels.h"
 
 namespace heterodl {
 
@@ -153,9 +153,6 @@ class BatchService {
   // the service is still alive.
   SamplePool pool_;
 };
-
-// Peak resident set size of this process, from /proc/self/status (VmHWM).
-uint64_t PeakRssBytes();
 
 }  // namespace heterodl
 

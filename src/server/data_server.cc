@@ -21,6 +21,7 @@
 #include "src/server/batch_service.h"
 #include "src/wire/batch_codec.h"
 #include "src/wire/credentials.h"
+#include "src/wire/grpc_status.h"
 #include "src/wire/pixel_channel.h"
 
 namespace heterodl {
@@ -31,9 +32,6 @@ namespace {
 // unbounded work (max_stream_bytes bounds the memory).
 constexpr int kMaxInFlightPerStream = 64;
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 // Tracks client activity for the idle and startup timeouts.
 class ActivityMonitor {
@@ -395,7 +393,7 @@ class BatchStreamReactor final
   void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finish_requested_) return;
     finish_requested_ = true;
-    finish_status_ = ToGrpc(status);
+    finish_status_ = ToGrpcStatus(status);
     // Builds not started are dropped; their callbacks come from the pool.
     if (work_ != nullptr) service_.CloseStream(*work_);
     if (!status.ok() && !absl::IsCancelled(status)) {

@@ -24,17 +24,6 @@ void ReleaseOwner(void* owner) { delete static_cast<std::shared_ptr<const void>*
 
 }  // namespace
 
-OutgoingPixels OutgoingPixels::Own(PooledBuffer buffer) {
-  auto owned = std::make_shared<PooledBuffer>(std::move(buffer));
-  return {owned, owned->data(), owned->size()};
-}
-
-OutgoingPixels OutgoingPixels::Share(std::shared_ptr<const std::vector<uint8_t>> bytes) {
-  const uint8_t* data = bytes->data();
-  const size_t size = bytes->size();
-  return {std::move(bytes), data, size};
-}
-
 grpc::ByteBuffer EncodeBatch(const v1::Batch& header, OutgoingPixels pixels) {
   std::string prefix = header.SerializeAsString();
   {

@@ -23,19 +23,9 @@
 #include "absl/status/statusor.h"
 #include "heterodl/data_service.pb.h"
 #include "src/common/buffer_pool.h"
+#include "src/wire/outgoing_pixels.h"
 
 namespace heterodl {
-
-// Pixels to send: where they are, and what keeps them alive until gRPC has
-// sent them (a pooled buffer, or a pre-built batch shared by many sends).
-struct OutgoingPixels {
-  std::shared_ptr<const void> owner;
-  const uint8_t* data = nullptr;
-  size_t size = 0;
-
-  static OutgoingPixels Own(PooledBuffer buffer);
-  static OutgoingPixels Share(std::shared_ptr<const std::vector<uint8_t>> bytes);
-};
 
 // A v1::Batch with `images` held apart.
 struct DecodedBatch {

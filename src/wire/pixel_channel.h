@@ -45,7 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "src/wire/batch_codec.h"
+#include "src/wire/outgoing_pixels.h"
 
 namespace heterodl {
 

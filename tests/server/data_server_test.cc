@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/client/remote_loader.h"
+#include "src/client/shutdown.h"
 #include "src/client/server_status.h"
 #include "src/data/dataset.h"
 #include "src/wire/byte_stream.h"
@@ -327,9 +328,20 @@ TEST_F(FailoverTest, AServerThatComesBackIsUsedAgain) {
   const std::string address_a = a->address();
   RunningServer b(*dataset_);
   ReadEpochChecked({address_a, b.address()}, [&](int64_t k) {
-    if (k == 3) a.reset();                                                  // A goes away
-    if (k == 6) a = std::make_unique<RunningServer>(*dataset_, address_a);  // and comes back
-    if (k >= 6) absl::SleepFor(absl::Milliseconds(200));  // leave time to reconnect
+    if (k == 3) a.reset();  // A goes away
+    if (k == 6) {
+      // And comes back; the trainer waits until the loader is there again
+      // (its backoff, gRPC's reconnection), then slows down so that A is
+      // asked for some of what is left.
+      a = std::make_unique<RunningServer>(*dataset_, address_a);
+      const absl::Time give_up = absl::Now() + absl::Seconds(30);
+      while (absl::Now() < give_up) {
+        absl::StatusOr<ServerStatus> status = FetchServerStatus(address_a, absl::Seconds(5));
+        if (status.ok() && status->active_streams > 0) break;
+        absl::SleepFor(absl::Milliseconds(50));
+      }
+    }
+    if (k >= 6) absl::SleepFor(absl::Milliseconds(100));
   });
   absl::StatusOr<ServerStatus> status = FetchServerStatus(address_a, absl::Seconds(5));
   ASSERT_TRUE(status.ok()) << status.status();
@@ -464,7 +476,11 @@ TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
   options.address = "127.0.0.1:0";
   options.threads = 2;
   options.max_streams = 2;
-  options.max_stream_bytes = 3 * 4 * 32 * 32 * 3;  // three 4-image batches
+  // Three batches of 4 images of 256 x 256: each far more than HTTP/2's
+  // first flow-control window, so a client that does not read holds the
+  // server's writes (and the batches count as in flight) however fast they
+  // are built.
+  options.max_stream_bytes = 3 * 4 * 256 * 256 * 3;
   options.drain_timeout = absl::Milliseconds(200);
   absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -476,6 +492,7 @@ TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
   open.mutable_open()->set_dataset_fingerprint(fingerprint);
   open.mutable_open()->set_batch_size(4);
   open.mutable_open()->set_world_size(1);
+  open.mutable_open()->set_pipeline("resize(256)|center_crop(256)");
   auto ask = [](uint32_t index) {
     v1::BatchRequest request;
     request.mutable_batch()->set_index(index);
@@ -755,13 +772,24 @@ void ExpectEverySampleOnce(const std::vector<Batch>& batches) {
   EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 60u);
 }
 
-uint32_t PixelChannelStreamsWhileReading(RemoteLoader& loader, const std::string& server) {
+// The server's count of open streams with a pixel channel once `loader` has
+// read a batch, polled until it is `expected` (streams open and close on
+// their own threads) or 10 s have passed.
+uint32_t PixelChannelStreamsWhileReading(RemoteLoader& loader, const std::string& server,
+                                         uint32_t expected) {
   EXPECT_TRUE(loader.SetEpoch(0).ok());
   absl::StatusOr<std::optional<Batch>> batch = loader.Next();
   EXPECT_TRUE(batch.ok() && batch->has_value());
-  absl::StatusOr<ServerStatus> status = FetchServerStatus(server, absl::Seconds(5));
-  EXPECT_TRUE(status.ok()) << status.status();
-  return status.ok() ? status->pixel_channel_streams : 0;
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (true) {
+    absl::StatusOr<ServerStatus> status = FetchServerStatus(server, absl::Seconds(5));
+    EXPECT_TRUE(status.ok()) << status.status();
+    if (!status.ok()) return 0;
+    if (status->pixel_channel_streams == expected || absl::Now() > give_up) {
+      return status->pixel_channel_streams;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 TEST_F(DataServerTest, PixelChannelsAndGrpcCarryTheSameBatches) {
@@ -772,10 +800,10 @@ TEST_F(DataServerTest, PixelChannelsAndGrpcCarryTheSameBatches) {
   auto grpc_only = RemoteLoader::Connect(options);
   ASSERT_TRUE(with_channel.ok() && grpc_only.ok());
   // Each of the loader's two connections has its channel; gRPC only has none.
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**with_channel, server.address()), 2u);
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**grpc_only, server.address()), 2u);
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**with_channel, server.address(), 2), 2u);
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**grpc_only, server.address(), 2), 2u);
   with_channel->reset();
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**grpc_only, server.address()), 0u);
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**grpc_only, server.address(), 0), 0u);
 
   with_channel = RemoteLoader::Connect(LoaderOptions({server.address()}, 1, 2));
   ASSERT_TRUE(with_channel.ok());
@@ -794,7 +822,7 @@ TEST_F(DataServerTest, AServerWithoutPixelChannelsServesThroughGrpc) {
   RunningServer server(*dataset_, "127.0.0.1:0", "", /*pixel_port=*/-1);
   auto loader = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
   ASSERT_TRUE(loader.ok()) << loader.status();
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address()), 0u);
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address(), 0), 0u);
   ExpectEverySampleOnce(ReadEpoch(**loader, 1));
 }
 
@@ -805,7 +833,7 @@ TEST_F(DataServerTest, AnUnreachablePixelPortFallsBackToGrpc) {
   // 127.0.0.1) refuses: the loader warns and carries the pixels in gRPC.
   auto loader = RemoteLoader::Connect(LoaderOptions({forwarder.address()}, 0, 1));
   ASSERT_TRUE(loader.ok()) << loader.status();
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address()), 0u);
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address(), 0), 0u);
   ExpectEverySampleOnce(ReadEpoch(**loader, 1));
 }
 

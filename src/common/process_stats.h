@@ -1,0 +1,15 @@
+// What this process has used, as the kernel counts it.
+#ifndef HETERODL_SRC_COMMON_PROCESS_STATS_H_
+#define HETERODL_SRC_COMMON_PROCESS_STATS_H_
+
+#include <cstdint>
+
+namespace heterodl {
+
+// Peak resident set size of this process, from /proc/self/status (VmHWM);
+// 0 where that cannot be read.
+uint64_t PeakRssBytes();
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_COMMON_PROCESS_STATS_H_

@@ -1,0 +1,24 @@
+// The epoch plan's parameters as the wire carries them (v1::PlanConfig), and
+// back: the one place loader and server agree on the mapping.
+#ifndef HETERODL_SRC_WIRE_PLAN_CONFIG_H_
+#define HETERODL_SRC_WIRE_PLAN_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "heterodl/data_service.pb.h"
+#include "src/data/epoch_plan.h"
+
+namespace heterodl {
+
+// `params.num_samples` does not travel: the fingerprint stands for the
+// dataset, whose size the server knows.
+v1::PlanConfig ToPlanConfig(const PlanParams& params, uint64_t dataset_fingerprint,
+                            const std::string& pipeline);
+
+// The parameters of `config` over a dataset of `num_samples`.
+PlanParams FromPlanConfig(const v1::PlanConfig& config, uint64_t num_samples);
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_WIRE_PLAN_CONFIG_H_
