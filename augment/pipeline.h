@@ -34,8 +34,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "opencv2/core/mat.hpp"
 #include "src/common/counter_rng.h"
+
+namespace cv {
+class Mat;  // only named by a private method: users never see OpenCV
+}  // namespace cv
 
 namespace heterodl {
 
@@ -106,6 +109,11 @@ class Pipeline {
   int output_height_ = 0;
   int output_width_ = 0;
 };
+
+// Pipelines run one sample per thread, many threads at once (a data
+// server's pool, bench augment): OpenCV's own worker threads inside a resize
+// would only contend with them. Call once per process before running them.
+void RunPipelinesOnCallerThreadsOnly();
 
 // The pipeline used when none is given.
 inline constexpr absl::string_view kDefaultPipeline = "random_resized_crop(224)|hflip(0.5)";

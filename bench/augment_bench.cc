@@ -157,7 +157,7 @@ Worker PipelineWorker(const Pipeline& pipeline) {
 absl::StatusOr<double> MeasureEngineRate(const std::string& dataset_path,
                                          const std::string& pipeline_spec, int threads,
                                          double seconds, int max_files) {
-  cv::setNumThreads(0);
+  RunPipelinesOnCallerThreadsOnly();
   ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(dataset_path));
   ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(pipeline_spec.empty()
                                                           ? std::string(kDefaultPipeline)
@@ -173,8 +173,7 @@ absl::StatusOr<double> MeasureEngineRate(const std::string& dataset_path,
 }
 
 absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) {
-  // One core per worker thread: OpenCV's own thread pool would only contend.
-  cv::setNumThreads(0);
+  RunPipelinesOnCallerThreadsOnly();
   ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset));
   const std::string spec =
       options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline;

@@ -11,13 +11,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "augment/pipeline.h"
 #include "heterodl/data_service.grpc.pb.h"
-#include "opencv2/core/utility.hpp"
 #include "src/common/auth_token.h"
 #include "src/common/fingerprint.h"
 #include "src/common/host_port.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
+#include "src/server/activity_monitor.h"
 #include "src/server/batch_service.h"
 #include "src/wire/batch_codec.h"
 #include "src/wire/credentials.h"
@@ -31,85 +32,6 @@ namespace {
 // size. Clients keep far fewer; the limit only stops a client from queueing
 // unbounded work (max_stream_bytes bounds the memory).
 constexpr int kMaxInFlightPerStream = 64;
-
-
-// Tracks client activity for the idle and startup timeouts.
-class ActivityMonitor {
- public:
-  // False, changing nothing, when `max_streams` are open already.
-  bool TryOpenStream(int max_streams) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    ever_connected_ = true;
-    last_activity_ = absl::Now();
-    if (open_streams_ >= max_streams) return false;
-    ++open_streams_;
-    ++streams_served_;
-    return true;
-  }
-  void StreamClosed() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    --open_streams_;
-    last_activity_ = absl::Now();
-  }
-  void Touch() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    ever_connected_ = true;
-    last_activity_ = absl::Now();
-  }
-  // Batches requested and not yet sent, over all streams.
-  void BatchesRequested(int count) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    batches_in_flight_ += count;
-  }
-  void BatchSent(absl::Duration since_ready) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    --batches_in_flight_;
-    send_seconds_ += absl::ToDoubleSeconds(since_ready);
-  }
-  void PixelChannelStreams(int delta) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    pixel_channel_streams_ += delta;
-    if (delta > 0) pixel_channel_streams_served_ += delta;
-  }
-  // Streams opened since start, and how many of them had a pixel channel.
-  std::pair<int64_t, int64_t> StreamsServed() const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return {streams_served_, pixel_channel_streams_served_};
-  }
-  void AddTo(v1::ServerStats& stats) const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    stats.set_active_streams(open_streams_);
-    stats.set_pixel_channel_streams(static_cast<uint32_t>(pixel_channel_streams_));
-    stats.set_batches_in_flight(static_cast<uint32_t>(batches_in_flight_));
-    stats.set_send_seconds(send_seconds_);
-  }
-  // Why the server should stop on its own, or empty.
-  std::string TimeoutReason(absl::Duration idle, absl::Duration startup) const
-      ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
-    if (!ever_connected_ && now - start_ > startup) {
-      return absl::StrCat("no client came within the startup timeout of ",
-                          absl::FormatDuration(startup));
-    }
-    if (ever_connected_ && open_streams_ == 0 && now - last_activity_ > idle) {
-      return absl::StrCat("no client for the idle timeout of ", absl::FormatDuration(idle));
-    }
-    return "";
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
-  int batches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  int pixel_channel_streams_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t streams_served_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t pixel_channel_streams_served_ ABSL_GUARDED_BY(mu_) = 0;
-  double send_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  bool ever_connected_ ABSL_GUARDED_BY(mu_) = false;
-  const absl::Time start_ = absl::Now();
-  absl::Time last_activity_ ABSL_GUARDED_BY(mu_) = absl::Now();
-};
 
 // One StreamBatches call. Reads requests, schedules builds on the service's
 // pool, writes finished batches one at a time (gRPC allows one outstanding
@@ -642,9 +564,7 @@ absl::StatusOr<std::unique_ptr<PixelChannelListener>> ListenForPixelChannels(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options) {
-  // The worker pool runs one sample per core; OpenCV's own threads inside a
-  // resize would only contend with it.
-  cv::setNumThreads(0);
+  RunPipelinesOnCallerThreadsOnly();
   absl::StatusOr<Dataset> opened =
       options.synthetic_samples > 0
           ? absl::StatusOr<Dataset>(Dataset::Synthetic(options.synthetic_samples, 1000))

@@ -1,0 +1,383 @@
+#include "augment/pipeline_spec.h"
+
+#include <cctype>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/common/status_macros.h"
+
+namespace heterodl {
+namespace {
+
+
+// One argument as written: `value`, `lo:hi`, or `name=...` of either.
+struct Argument {
+  size_t position = 0;
+  std::string name;  // empty for positional arguments
+  double low = 0;
+  double high = 0;
+  bool is_range = false;
+  std::string word;  // for a word value, e.g. decode(exact)
+};
+
+struct Operation {
+  size_t position = 0;
+  std::string name;
+  std::vector<Argument> arguments;
+};
+
+absl::Status SpecError(size_t position, absl::string_view reason) {
+  return absl::InvalidArgumentError(absl::StrCat("pipeline spec: at ", position, ": ", reason));
+}
+
+// Recursive-descent reader over the spec text, keeping the position of every
+// token for error messages.
+class SpecReader {
+ public:
+  explicit SpecReader(absl::string_view text) : text_(text) {}
+
+  absl::StatusOr<std::vector<Operation>> ReadAll() {
+    std::vector<Operation> operations;
+    SkipSpace();
+    if (AtEnd()) return SpecError(0, "empty pipeline");
+    while (true) {
+      ASSIGN_OR_RETURN(Operation operation, ReadOperation());
+      operations.push_back(std::move(operation));
+      SkipSpace();
+      if (AtEnd()) return operations;
+      if (!Consume('|')) return SpecError(pos_, "expected '|' between operations");
+    }
+  }
+
+ private:
+  absl::StatusOr<Operation> ReadOperation() {
+    SkipSpace();
+    Operation operation;
+    operation.position = pos_;
+    operation.name = ReadName();
+    if (operation.name.empty()) return SpecError(pos_, "expected an operation name");
+    SkipSpace();
+    if (!Consume('(')) {
+      return SpecError(pos_, absl::StrCat("expected '(' after '", operation.name, "'"));
+    }
+    SkipSpace();
+    if (Consume(')')) return operation;
+    while (true) {
+      ASSIGN_OR_RETURN(Argument argument, ReadArgument());
+      operation.arguments.push_back(std::move(argument));
+      SkipSpace();
+      if (Consume(')')) return operation;
+      if (!Consume(',')) return SpecError(pos_, "expected ',' or ')'");
+    }
+  }
+
+  absl::StatusOr<Argument> ReadArgument() {
+    SkipSpace();
+    Argument argument;
+    argument.position = pos_;
+    if (pos_ < text_.size() && std::isalpha(static_cast<unsigned char>(text_[pos_]))) {
+      std::string name = ReadName();
+      SkipSpace();
+      if (!Consume('=')) {
+        argument.word = std::move(name);  // a positional word value
+        return argument;
+      }
+      argument.name = std::move(name);
+      SkipSpace();
+      if (pos_ < text_.size() && std::isalpha(static_cast<unsigned char>(text_[pos_]))) {
+        argument.word = ReadName();
+        return argument;
+      }
+    }
+    ASSIGN_OR_RETURN(argument.low, ReadNumber());
+    argument.high = argument.low;
+    SkipSpace();
+    if (Consume(':')) {
+      ASSIGN_OR_RETURN(argument.high, ReadNumber());
+      argument.is_range = true;
+    }
+    return argument;
+  }
+
+  absl::StatusOr<double> ReadNumber() {
+    SkipSpace();
+    const size_t start = pos_;
+    while (pos_ < text_.size() &&
+           (std::isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' ||
+            text_[pos_] == '-' || text_[pos_] == '+' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      ++pos_;
+    }
+    double value = 0;
+    if (start == pos_ || !absl::SimpleAtod(text_.substr(start, pos_ - start), &value)) {
+      return SpecError(start, "expected a number");
+    }
+    return value;
+  }
+
+  std::string ReadName() {
+    const size_t start = pos_;
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+      ++pos_;
+    }
+    return std::string(text_.substr(start, pos_ - start));
+  }
+
+  void SkipSpace() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool Consume(char c) {
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool AtEnd() const { return pos_ >= text_.size(); }
+
+  absl::string_view text_;
+  size_t pos_ = 0;
+};
+
+// Binds an operation's arguments to named parameters, positional first.
+class ArgumentBinder {
+ public:
+  ArgumentBinder(const Operation& operation, std::vector<std::string> names)
+      : operation_(operation), names_(std::move(names)), bound_(names_.size()) {}
+
+  absl::Status Bind() {
+    size_t next_positional = 0;
+    for (const Argument& argument : operation_.arguments) {
+      size_t slot = names_.size();
+      if (argument.name.empty()) {
+        slot = next_positional++;
+        if (slot >= names_.size()) {
+          return SpecError(argument.position, absl::StrCat(operation_.name, " takes at most ",
+                                                           names_.size(), " parameters"));
+        }
+      } else {
+        for (size_t i = 0; i < names_.size(); ++i) {
+          if (names_[i] == argument.name) slot = i;
+        }
+        if (slot == names_.size()) {
+          return SpecError(argument.position,
+                           absl::StrCat(operation_.name, " has no parameter '", argument.name,
+                                        "' (it takes ", absl::StrJoin(names_, ", "), ")"));
+        }
+      }
+      if (!argument.word.empty() && names_[slot] != "mode") {
+        return SpecError(
+            argument.position,
+            absl::StrCat("'", names_[slot], "' takes a number, not '", argument.word, "'"));
+      }
+      if (bound_[slot] != nullptr) {
+        return SpecError(argument.position,
+                         absl::StrCat("parameter '", names_[slot], "' given twice"));
+      }
+      bound_[slot] = &argument;
+    }
+    return absl::OkStatus();
+  }
+
+  const Argument* Get(size_t slot) const { return bound_[slot]; }
+
+  absl::StatusOr<int> Size(size_t slot, bool required) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) {
+      if (required) {
+        return SpecError(operation_.position,
+                         absl::StrCat(operation_.name, " needs '", names_[slot], "'"));
+      }
+      return 0;
+    }
+    // Range first: converting an out-of-range double to int is undefined
+    // (found by the fuzzer with a 60-digit size).
+    if (argument->is_range || !(argument->low >= 1 && argument->low <= 8192) ||
+        argument->low != std::floor(argument->low)) {
+      return SpecError(argument->position,
+                       absl::StrCat("'", names_[slot], "' must be an integer in [1, 8192]"));
+    }
+    return static_cast<int>(argument->low);
+  }
+
+  absl::StatusOr<double> Probability(size_t slot, double fallback) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) return fallback;
+    if (argument->is_range || argument->low < 0 || argument->low > 1) {
+      return SpecError(argument->position,
+                       absl::StrCat("'", names_[slot], "' must be a probability in [0, 1]"));
+    }
+    return argument->low;
+  }
+
+  absl::StatusOr<double> NonNegative(size_t slot, double fallback, double max) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) return fallback;
+    if (argument->is_range || argument->low < 0 || argument->low > max) {
+      return SpecError(argument->position,
+                       absl::StrCat("'", names_[slot], "' must be a number in [0, ", max, "]"));
+    }
+    return argument->low;
+  }
+
+  // A range lo:hi, or one value v meaning -v:v (symmetric) or v:v (not).
+  absl::StatusOr<Range> RangeOrValue(size_t slot, Range fallback, bool symmetric) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) return fallback;
+    if (argument->is_range) {
+      if (argument->high < argument->low) {
+        return SpecError(argument->position,
+                         absl::StrCat("'", names_[slot], "' must be a range lo:hi with lo <= hi"));
+      }
+      return Range{argument->low, argument->high};
+    }
+    if (symmetric) {
+      if (argument->low < 0) {
+        return SpecError(argument->position, absl::StrCat("'", names_[slot], "' must be >= 0"));
+      }
+      return Range{-argument->low, argument->low};
+    }
+    return Range{argument->low, argument->low};
+  }
+
+  absl::StatusOr<Range> PositiveRange(size_t slot, Range fallback) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) return fallback;
+    if (!argument->is_range || !(argument->low > 0) || argument->high < argument->low) {
+      return SpecError(
+          argument->position,
+          absl::StrCat("'", names_[slot], "' must be a range lo:hi with 0 < lo <= hi"));
+    }
+    return Range{argument->low, argument->high};
+  }
+
+ private:
+  const Operation& operation_;
+  std::vector<std::string> names_;
+  std::vector<const Argument*> bound_;
+};
+
+absl::StatusOr<std::unique_ptr<Transform>> MakeTransform(const Operation& operation) {
+  if (operation.name == "random_resized_crop") {
+    ArgumentBinder binder(operation, {"size", "scale", "ratio"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
+    ASSIGN_OR_RETURN(Range scale, binder.PositiveRange(1, {0.08, 1.0}));
+    ASSIGN_OR_RETURN(Range ratio, binder.PositiveRange(2, {3.0 / 4.0, 4.0 / 3.0}));
+    if (scale.high > 1.0) {
+      return SpecError(binder.Get(1)->position, "'scale' must lie within (0, 1]");
+    }
+    return MakeRandomResizedCrop(size, scale, ratio);
+  }
+  if (operation.name == "resize") {
+    ArgumentBinder binder(operation, {"size"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
+    return MakeResize(size);
+  }
+  if (operation.name == "center_crop") {
+    ArgumentBinder binder(operation, {"size"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
+    return MakeCenterCrop(size);
+  }
+  if (operation.name == "hflip") {
+    ArgumentBinder binder(operation, {"p"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(double p, binder.Probability(0, 0.5));
+    return MakeHorizontalFlip(p);
+  }
+  if (operation.name == "color_jitter") {
+    ArgumentBinder binder(operation, {"brightness", "contrast", "saturation", "hue"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(double brightness, binder.NonNegative(0, 0, 100));
+    ASSIGN_OR_RETURN(double contrast, binder.NonNegative(1, 0, 100));
+    ASSIGN_OR_RETURN(double saturation, binder.NonNegative(2, 0, 100));
+    ASSIGN_OR_RETURN(double hue, binder.NonNegative(3, 0, 0.5));
+    return MakeColorJitter(brightness, contrast, saturation, hue);
+  }
+  if (operation.name == "grayscale") {
+    ArgumentBinder binder(operation, {"p"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(double p, binder.Probability(0, 0.1));
+    return MakeRandomGrayscale(p);
+  }
+  if (operation.name == "gaussian_blur") {
+    ArgumentBinder binder(operation, {"kernel_size", "sigma"});
+    RETURN_IF_ERROR(binder.Bind());
+    ASSIGN_OR_RETURN(int kernel, binder.Size(0, /*required=*/true));
+    if (kernel % 2 == 0 || kernel > 255) {
+      return SpecError(binder.Get(0)->position, "'kernel_size' must be odd and at most 255");
+    }
+    ASSIGN_OR_RETURN(Range sigma, binder.RangeOrValue(1, {0.1, 2.0}, /*symmetric=*/false));
+    if (!(sigma.low > 0) || !(sigma.high <= 1000)) {
+      return SpecError(binder.Get(1)->position, "'sigma' must lie within (0, 1000]");
+    }
+    return MakeGaussianBlur(kernel, sigma);
+  }
+  if (operation.name == "rotation") {
+    ArgumentBinder binder(operation, {"degrees"});
+    RETURN_IF_ERROR(binder.Bind());
+    if (binder.Get(0) == nullptr) return SpecError(operation.position, "rotation needs 'degrees'");
+    ASSIGN_OR_RETURN(Range degrees, binder.RangeOrValue(0, {0, 0}, /*symmetric=*/true));
+    if (degrees.low < -360 || degrees.high > 360) {
+      return SpecError(binder.Get(0)->position, "'degrees' must lie within [-360, 360]");
+    }
+    return MakeRandomRotation(degrees);
+  }
+  return SpecError(operation.position,
+                   absl::StrCat("unknown operation '", operation.name,
+                                "' (known: random_resized_crop, resize, center_crop, hflip, "
+                                "color_jitter, grayscale, gaussian_blur, rotation)"));
+}
+
+}  // namespace
+
+absl::StatusOr<PipelineSpec> ParsePipelineSpec(absl::string_view spec) {
+  ASSIGN_OR_RETURN(std::vector<Operation> operations, SpecReader(spec).ReadAll());
+  // ReadAll never returns an empty list.
+  PipelineSpec parsed;
+  // decode(fast|exact) may lead the pipeline; it sets how JPEGs are decoded.
+  if (operations.front().name == "decode") {
+    const Operation& decode = operations.front();
+    if (decode.arguments.size() != 1 || decode.arguments[0].word.empty() ||
+        (decode.arguments[0].word != "fast" && decode.arguments[0].word != "exact")) {
+      return SpecError(decode.position, "decode takes one mode: decode(fast) or decode(exact)");
+    }
+    parsed.exact_decode = decode.arguments[0].word == "exact";
+    operations.erase(operations.begin());
+    if (operations.empty()) return SpecError(spec.size(), "nothing after decode(...)");
+  }
+  // The output size is set by the last operation that changes the size; it
+  // must be a fixed-size one.
+  cv::Size output(0, 0);
+  for (const Operation& operation : operations) {
+    if (operation.name == "decode") {
+      return SpecError(operation.position, "decode(...) must come first");
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Transform> transform, MakeTransform(operation));
+    const cv::Size fixed = transform->FixedOutputSize();
+    if (fixed.area() > 0) {
+      output = fixed;
+    } else if (operation.name == "resize") {
+      output = {0, 0};
+    }
+    parsed.transforms.push_back(std::move(transform));
+  }
+  if (output.area() == 0) {
+    return SpecError(spec.size(),
+                     "the pipeline must give a fixed output size: end it with "
+                     "random_resized_crop(...) or center_crop(...)");
+  }
+  parsed.output_width = output.width;
+  parsed.output_height = output.height;
+  return parsed;
+}
+
+}  // namespace heterodl
