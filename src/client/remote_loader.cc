@@ -27,7 +27,7 @@
 #include "src/wire/byte_stream.h"
 #include "src/wire/grpc_status.h"
 #include "src/wire/plan_config.h"
-#include "src/wire/pixel_channel.h"
+#include "src/wire/pixel_channel_reader.h"
 
 namespace heterodl {
 namespace {

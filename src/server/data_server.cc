@@ -23,7 +23,7 @@
 #include "src/wire/batch_codec.h"
 #include "src/wire/credentials.h"
 #include "src/wire/grpc_status.h"
-#include "src/wire/pixel_channel.h"
+#include "src/wire/pixel_channel_listener.h"
 
 namespace heterodl {
 namespace {

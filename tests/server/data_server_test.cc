@@ -22,7 +22,7 @@
 #include "src/client/server_status.h"
 #include "src/data/dataset.h"
 #include "src/wire/byte_stream.h"
-#include "src/wire/pixel_channel.h"
+#include "src/wire/pixel_channel_reader.h"
 #include "tests/testing/test_images.h"
 
 namespace heterodl {

@@ -1,0 +1,70 @@
+// PixelChannelListener: the server's end of pixel channels (the protocol:
+// src/wire/pixel_channel.h). Accepts loaders' connections on one port, pairs
+// each with its stream by ticket, and writes the stream's pixels to it.
+//
+//   ASSIGN_OR_RETURN(auto listener, PixelChannelListener::Listen("0.0.0.0", 0));
+//   info.set_pixel_port(listener->port());
+//   ASSIGN_OR_RETURN(std::shared_ptr<PixelChannel> channel, listener->Claim(ticket));
+//   channel->Send(OutgoingPixels::Own(std::move(buffer)), [](bool sent) {...});
+#ifndef HETERODL_SRC_WIRE_PIXEL_CHANNEL_LISTENER_H_
+#define HETERODL_SRC_WIRE_PIXEL_CHANNEL_LISTENER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "src/wire/outgoing_pixels.h"
+#include "src/wire/pixel_channel.h"
+
+namespace heterodl {
+
+// The server end of one channel. Thread-safe.
+class PixelChannel {
+ public:
+  // Runs once per Send, on the listener's thread and never inside Send or
+  // Close (callers may hold their own locks there): `sent` is true once the
+  // kernel has taken every byte, false when the channel broke or was closed
+  // first.
+  using SentCallback = absl::AnyInvocable<void(bool sent)>;
+
+  virtual ~PixelChannel() = default;
+  // Queues the pixels behind those queued before; they stay alive until
+  // written. Pixels sent before the loader's connection arrives wait for it
+  // (up to the listener's attach timeout, then the channel breaks).
+  virtual void Send(OutgoingPixels pixels, SentCallback sent) = 0;
+  // Ends the channel: queued pixels are dropped (their callbacks get false)
+  // and the connection is closed.
+  virtual void Close() = 0;
+};
+
+struct PixelChannelLimits {
+  // A connection must present its ticket, a presented ticket must be
+  // claimed, and a claimed ticket's connection must arrive, within this.
+  absl::Duration attach_timeout = absl::Seconds(10);
+  // Connections not yet paired with a stream; more are closed at once, so
+  // a port scanner cannot pile them up.
+  int max_unpaired = 1024;
+};
+
+// One thread (epoll) does all the channels' writes: a core copies several
+// GB/s into socket buffers, more than a data server's NIC carries.
+class PixelChannelListener {
+ public:
+  // Binds `host` (a name or address; "0.0.0.0" or "::" for all) and `port`
+  // (0: any free port). UNAVAILABLE naming the address when it cannot.
+  static absl::StatusOr<std::unique_ptr<PixelChannelListener>> Listen(
+      const std::string& host, int port, PixelChannelLimits limits = {});
+  // Closes every channel; callbacks still owed run before it returns.
+  virtual ~PixelChannelListener() = default;
+
+  virtual int port() const = 0;
+  // The channel of `ticket`, whose connection may have arrived or not yet.
+  // ALREADY_EXISTS when the ticket was claimed before.
+  virtual absl::StatusOr<std::shared_ptr<PixelChannel>> Claim(const PixelTicket& ticket) = 0;
+};
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_WIRE_PIXEL_CHANNEL_LISTENER_H_
