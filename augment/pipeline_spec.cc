@@ -263,78 +263,100 @@ class ArgumentBinder {
   std::vector<const Argument*> bound_;
 };
 
-absl::StatusOr<std::unique_ptr<Transform>> MakeTransform(const Operation& operation) {
-  if (operation.name == "random_resized_crop") {
-    ArgumentBinder binder(operation, {"size", "scale", "ratio"});
-    RETURN_IF_ERROR(binder.Bind());
-    ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
-    ASSIGN_OR_RETURN(Range scale, binder.PositiveRange(1, {0.08, 1.0}));
-    ASSIGN_OR_RETURN(Range ratio, binder.PositiveRange(2, {3.0 / 4.0, 4.0 / 3.0}));
-    if (scale.high > 1.0) {
-      return SpecError(binder.Get(1)->position, "'scale' must lie within (0, 1]");
-    }
-    return MakeRandomResizedCrop(size, scale, ratio);
+using TransformOrError = absl::StatusOr<std::unique_ptr<Transform>>;
+
+TransformOrError RandomResizedCropFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"size", "scale", "ratio"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
+  ASSIGN_OR_RETURN(Range scale, binder.PositiveRange(1, {0.08, 1.0}));
+  ASSIGN_OR_RETURN(Range ratio, binder.PositiveRange(2, {3.0 / 4.0, 4.0 / 3.0}));
+  if (scale.high > 1.0) return SpecError(binder.Get(1)->position, "'scale' must lie within (0, 1]");
+  return MakeRandomResizedCrop(size, scale, ratio);
+}
+
+// resize(size) and center_crop(size): one size.
+TransformOrError Sized(const Operation& operation, std::unique_ptr<Transform> (*make)(int)) {
+  ArgumentBinder binder(operation, {"size"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
+  return make(size);
+}
+TransformOrError ResizeFrom(const Operation& operation) { return Sized(operation, &MakeResize); }
+TransformOrError CenterCropFrom(const Operation& operation) {
+  return Sized(operation, &MakeCenterCrop);
+}
+
+// hflip(p) and grayscale(p): one probability.
+TransformOrError WithProbability(const Operation& operation, double fallback,
+                                 std::unique_ptr<Transform> (*make)(double)) {
+  ArgumentBinder binder(operation, {"p"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(double p, binder.Probability(0, fallback));
+  return make(p);
+}
+TransformOrError HorizontalFlipFrom(const Operation& operation) {
+  return WithProbability(operation, 0.5, &MakeHorizontalFlip);
+}
+TransformOrError GrayscaleFrom(const Operation& operation) {
+  return WithProbability(operation, 0.1, &MakeRandomGrayscale);
+}
+
+TransformOrError ColorJitterFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"brightness", "contrast", "saturation", "hue"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(double brightness, binder.NonNegative(0, 0, 100));
+  ASSIGN_OR_RETURN(double contrast, binder.NonNegative(1, 0, 100));
+  ASSIGN_OR_RETURN(double saturation, binder.NonNegative(2, 0, 100));
+  ASSIGN_OR_RETURN(double hue, binder.NonNegative(3, 0, 0.5));
+  return MakeColorJitter(brightness, contrast, saturation, hue);
+}
+
+TransformOrError GaussianBlurFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"kernel_size", "sigma"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(int kernel, binder.Size(0, /*required=*/true));
+  if (kernel % 2 == 0 || kernel > 255) {
+    return SpecError(binder.Get(0)->position, "'kernel_size' must be odd and at most 255");
   }
-  if (operation.name == "resize") {
-    ArgumentBinder binder(operation, {"size"});
-    RETURN_IF_ERROR(binder.Bind());
-    ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
-    return MakeResize(size);
+  ASSIGN_OR_RETURN(Range sigma, binder.RangeOrValue(1, {0.1, 2.0}, /*symmetric=*/false));
+  if (!(sigma.low > 0) || !(sigma.high <= 1000)) {
+    return SpecError(binder.Get(1)->position, "'sigma' must lie within (0, 1000]");
   }
-  if (operation.name == "center_crop") {
-    ArgumentBinder binder(operation, {"size"});
-    RETURN_IF_ERROR(binder.Bind());
-    ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
-    return MakeCenterCrop(size);
+  return MakeGaussianBlur(kernel, sigma);
+}
+
+TransformOrError RotationFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"degrees"});
+  RETURN_IF_ERROR(binder.Bind());
+  if (binder.Get(0) == nullptr) return SpecError(operation.position, "rotation needs 'degrees'");
+  ASSIGN_OR_RETURN(Range degrees, binder.RangeOrValue(0, {0, 0}, /*symmetric=*/true));
+  if (degrees.low < -360 || degrees.high > 360) {
+    return SpecError(binder.Get(0)->position, "'degrees' must lie within [-360, 360]");
   }
-  if (operation.name == "hflip") {
-    ArgumentBinder binder(operation, {"p"});
-    RETURN_IF_ERROR(binder.Bind());
-    ASSIGN_OR_RETURN(double p, binder.Probability(0, 0.5));
-    return MakeHorizontalFlip(p);
+  return MakeRandomRotation(degrees);
+}
+
+// Every operation a spec may name, in the order the error message lists them.
+constexpr std::pair<const char*, TransformOrError (*)(const Operation&)> kOperations[] = {
+    {"random_resized_crop", &RandomResizedCropFrom},
+    {"resize", &ResizeFrom},
+    {"center_crop", &CenterCropFrom},
+    {"hflip", &HorizontalFlipFrom},
+    {"color_jitter", &ColorJitterFrom},
+    {"grayscale", &GrayscaleFrom},
+    {"gaussian_blur", &GaussianBlurFrom},
+    {"rotation", &RotationFrom},
+};
+
+TransformOrError MakeTransform(const Operation& operation) {
+  std::vector<std::string> known;
+  for (const auto& [name, make] : kOperations) {
+    if (operation.name == name) return make(operation);
+    known.push_back(name);
   }
-  if (operation.name == "color_jitter") {
-    ArgumentBinder binder(operation, {"brightness", "contrast", "saturation", "hue"});
-    RETURN_IF_ERROR(binder.Bind());
-    ASSIGN_OR_RETURN(double brightness, binder.NonNegative(0, 0, 100));
-    ASSIGN_OR_RETURN(double contrast, binder.NonNegative(1, 0, 100));
-    ASSIGN_OR_RETURN(double saturation, binder.NonNegative(2, 0, 100));
-    ASSIGN_OR_RETURN(double hue, binder.NonNegative(3, 0, 0.5));
-    return MakeColorJitter(brightness, contrast, saturation, hue);
-  }
-  if (operation.name == "grayscale") {
-    ArgumentBinder binder(operation, {"p"});
-    RETURN_IF_ERROR(binder.Bind());
-    ASSIGN_OR_RETURN(double p, binder.Probability(0, 0.1));
-    return MakeRandomGrayscale(p);
-  }
-  if (operation.name == "gaussian_blur") {
-    ArgumentBinder binder(operation, {"kernel_size", "sigma"});
-    RETURN_IF_ERROR(binder.Bind());
-    ASSIGN_OR_RETURN(int kernel, binder.Size(0, /*required=*/true));
-    if (kernel % 2 == 0 || kernel > 255) {
-      return SpecError(binder.Get(0)->position, "'kernel_size' must be odd and at most 255");
-    }
-    ASSIGN_OR_RETURN(Range sigma, binder.RangeOrValue(1, {0.1, 2.0}, /*symmetric=*/false));
-    if (!(sigma.low > 0) || !(sigma.high <= 1000)) {
-      return SpecError(binder.Get(1)->position, "'sigma' must lie within (0, 1000]");
-    }
-    return MakeGaussianBlur(kernel, sigma);
-  }
-  if (operation.name == "rotation") {
-    ArgumentBinder binder(operation, {"degrees"});
-    RETURN_IF_ERROR(binder.Bind());
-    if (binder.Get(0) == nullptr) return SpecError(operation.position, "rotation needs 'degrees'");
-    ASSIGN_OR_RETURN(Range degrees, binder.RangeOrValue(0, {0, 0}, /*symmetric=*/true));
-    if (degrees.low < -360 || degrees.high > 360) {
-      return SpecError(binder.Get(0)->position, "'degrees' must lie within [-360, 360]");
-    }
-    return MakeRandomRotation(degrees);
-  }
-  return SpecError(operation.position,
-                   absl::StrCat("unknown operation '", operation.name,
-                                "' (known: random_resized_crop, resize, center_crop, hflip, "
-                                "color_jitter, grayscale, gaussian_blur, rotation)"));
+  return SpecError(operation.position, absl::StrCat("unknown operation '", operation.name,
+                                                    "' (known: ", absl::StrJoin(known, ", "), ")"));
 }
 
 }  // namespace

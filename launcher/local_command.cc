@@ -2,15 +2,10 @@
 // servers and a trainer with M ranks as child processes on loopback; the
 // trainer's leader shuts the servers down at the end. Leaves no process
 // behind: children still running at the end are stopped and reported.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -23,7 +18,9 @@
 #include "launcher/commands.h"
 #include "launcher/flags.h"
 #include "src/common/child_process.h"
+#include "src/common/host_port.h"
 #include "src/common/log.h"
+#include "src/common/status_macros.h"
 
 namespace heterodl {
 namespace {
@@ -31,103 +28,130 @@ namespace {
 // How long servers get to exit after the trainer's shutdown request.
 constexpr absl::Duration kServerExitGrace = absl::Seconds(10);
 
-// A TCP port free on loopback right now, for the rendezvous store (which
-// binds it again moments later; the store reports a clear error in the
-// unlikely case another process took it in between).
-absl::StatusOr<int> PickFreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  const int error = errno;
-  ::close(fd);
-  if (!ok) return absl::UnavailableError(absl::StrCat("no free port: ", std::strerror(error)));
-  return static_cast<int>(ntohs(address.sin_port));
-}
+// What `local` runs, from its flags.
+struct LocalRun {
+  std::string self;  // this executable, started as each child
+  std::string dataset;
+  int servers = 2;
+  int ranks = 2;
+  int threads = 1;  // per server
+  std::filesystem::path run_dir;
+};
 
-}  // namespace
-
-int RunLocalCommand(StopSignal& stop) {
-  const std::string dataset = absl::GetFlag(FLAGS_dataset);
-  if (dataset.empty()) {
+// The run the flags describe; nullopt after saying what is wrong with them.
+std::optional<LocalRun> PlanLocalRun() {
+  LocalRun run;
+  run.dataset = absl::GetFlag(FLAGS_dataset);
+  if (run.dataset.empty()) {
     LogError("local needs --dataset DIR (e.g. one written by 'heterodl dataset sample DIR')");
-    return kExitUsage;
+    return std::nullopt;
   }
-  int num_servers = 2;
   const std::string servers_flag = absl::GetFlag(FLAGS_data_servers);
   if (!servers_flag.empty() &&
-      (!absl::SimpleAtoi(servers_flag, &num_servers) || num_servers < 1 || num_servers > 64)) {
+      (!absl::SimpleAtoi(servers_flag, &run.servers) || run.servers < 1 || run.servers > 64)) {
     LogError("local: --data_servers is the number of servers to start (1-64), got '%s'",
              servers_flag);
-    return kExitUsage;
+    return std::nullopt;
   }
-  const int ranks = absl::GetFlag(FLAGS_ranks) > 0 ? absl::GetFlag(FLAGS_ranks) : 2;
-  absl::StatusOr<std::string> self = SelfExecutable();
-  if (!self.ok()) {
-    LogError("%s", self.status().ToString());
-    return kExitFailure;
-  }
-  std::error_code error;
-  const std::filesystem::path run_dir =
-      std::filesystem::temp_directory_path() / absl::StrCat("heterodl-local-", getpid());
-  std::filesystem::create_directories(run_dir, error);
-
-  // Each server takes an equal share of the cores; the ranks take the rest of
-  // the time slices.
+  if (absl::GetFlag(FLAGS_ranks) > 0) run.ranks = absl::GetFlag(FLAGS_ranks);
+  // Each server takes an equal share of the cores; the ranks take the rest
+  // of the time slices.
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
-                                                       : std::max(1, cores / num_servers);
-  std::vector<ChildProcess> servers;
-  std::vector<std::string> addresses;
-  for (int i = 0; i < num_servers; ++i) {
-    const std::string port_file = (run_dir / absl::StrCat("server", i, ".port")).string();
+  run.threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
+                                                 : std::max(1, cores / run.servers);
+  run.run_dir = std::filesystem::temp_directory_path() / absl::StrCat("heterodl-local-", getpid());
+  return run;
+}
+
+// Starts the servers one after another and waits for each to listen; their
+// addresses in `addresses`. Servers started before a failure are stopped by
+// their destructors.
+absl::Status StartServers(const LocalRun& run, std::vector<ChildProcess>& servers,
+                          std::vector<std::string>& addresses) {
+  for (int i = 0; i < run.servers; ++i) {
+    const std::string port_file = (run.run_dir / absl::StrCat("server", i, ".port")).string();
     absl::StatusOr<ChildProcess> server = ChildProcess::Spawn(
-        {*self, "serve", absl::StrCat("--dataset=", dataset),
+        {run.self, "serve", absl::StrCat("--dataset=", run.dataset),
          absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)), "--address=127.0.0.1:0",
-         absl::StrCat("--port_file=", port_file), absl::StrCat("--threads=", threads),
+         absl::StrCat("--port_file=", port_file), absl::StrCat("--threads=", run.threads),
          "--idle_timeout=60s", "--startup_timeout=300s",
          absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file)),
          absl::StrCat("--tls_cert=", absl::GetFlag(FLAGS_tls_cert)),
          absl::StrCat("--tls_key=", absl::GetFlag(FLAGS_tls_key)),
          absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca))});
-    if (!server.ok()) {
-      LogError("%s", server.status().ToString());
-      return kExitFailure;
-    }
-    servers.push_back(std::move(*server));
-    std::optional<int> port = AwaitPortFile(servers.back(), port_file, absl::Seconds(60));
+    if (!server.ok()) return server.status();
+    servers.push_back(*std::move(server));
+    const std::optional<int> port = AwaitPortFile(servers.back(), port_file, absl::Seconds(60));
     if (!port) {
-      LogError("data server %d did not start (see its log above)", i);
-      return kExitFailure;  // destructors stop the servers already started
+      return absl::UnavailableError(
+          absl::StrCat("data server ", i, " did not start (see its log above)"));
     }
     addresses.push_back(absl::StrCat("127.0.0.1:", *port));
   }
-  LogInfo("%d data server(s) up at %s; starting %d trainer rank(s)", num_servers,
-          absl::StrJoin(addresses, ","), ranks);
+  return absl::OkStatus();
+}
 
-  absl::StatusOr<int> rendezvous_port = PickFreePort();
-  if (!rendezvous_port.ok()) {
-    LogError("%s", rendezvous_port.status().ToString());
+// `heterodl train` with the run's ranks against `addresses`, and the
+// training flags given to `local`.
+absl::StatusOr<ChildProcess> StartTrainer(const LocalRun& run,
+                                          const std::vector<std::string>& addresses) {
+  ASSIGN_OR_RETURN(const int rendezvous_port, PickFreeLoopbackPort());
+  std::vector<std::string> argv = {run.self,
+                                   "train",
+                                   absl::StrCat("--data_servers=", absl::StrJoin(addresses, ",")),
+                                   absl::StrCat("--ranks=", run.ranks),
+                                   "--role=dnn",
+                                   "--dnn_hosts=127.0.0.1",
+                                   "--current_host=127.0.0.1",
+                                   absl::StrCat("--master_port=", rendezvous_port)};
+  for (std::string& argument : TrainingFlagsAsArguments()) argv.push_back(std::move(argument));
+  return ChildProcess::Spawn(argv);
+}
+
+// After the trainer: each server must leave within the grace it has after
+// the leader's shutdown request, and exit 0. False (after stopping and
+// reporting the ones that did not) otherwise.
+bool ServersEndedInOrder(std::vector<ChildProcess>& servers) {
+  bool in_order = true;
+  for (size_t i = 0; i < servers.size(); ++i) {
+    const std::optional<int> code = servers[i].WaitFor(kServerExitGrace);
+    if (!code) {
+      LogError("data server %d still running %s after the trainer ended; stopping it", i,
+               absl::FormatDuration(kServerExitGrace));
+      servers[i].Signal(SIGTERM);
+      if (!servers[i].WaitFor(absl::Seconds(5))) servers[i].Kill();
+      in_order = false;
+    } else if (*code != 0) {
+      LogError("data server %d exited with %d", i, *code);
+      in_order = false;
+    }
+  }
+  return in_order;
+}
+
+}  // namespace
+
+int RunLocalCommand(StopSignal& stop) {
+  std::optional<LocalRun> run = PlanLocalRun();
+  if (!run) return kExitUsage;
+  absl::StatusOr<std::string> self = SelfExecutable();
+  if (!self.ok()) {
+    LogError("%s", self.status().ToString());
     return kExitFailure;
   }
-  std::vector<std::string> trainer_argv = {
-      *self,
-      "train",
-      absl::StrCat("--data_servers=", absl::StrJoin(addresses, ",")),
-      absl::StrCat("--ranks=", ranks),
-      "--role=dnn",
-      "--dnn_hosts=127.0.0.1",
-      "--current_host=127.0.0.1",
-      absl::StrCat("--master_port=", *rendezvous_port)};
-  for (std::string& argument : TrainingFlagsAsArguments()) {
-    trainer_argv.push_back(std::move(argument));
+  run->self = *self;
+  std::error_code error;
+  std::filesystem::create_directories(run->run_dir, error);
+
+  std::vector<ChildProcess> servers;
+  std::vector<std::string> addresses;
+  if (const absl::Status started = StartServers(*run, servers, addresses); !started.ok()) {
+    LogError("%s", started.ToString());
+    return kExitFailure;
   }
-  absl::StatusOr<ChildProcess> trainer = ChildProcess::Spawn(trainer_argv);
+  LogInfo("%d data server(s) up at %s; starting %d trainer rank(s)", run->servers,
+          absl::StrJoin(addresses, ","), run->ranks);
+  absl::StatusOr<ChildProcess> trainer = StartTrainer(*run, addresses);
   if (!trainer.ok()) {
     LogError("%s", trainer.status().ToString());
     return kExitFailure;
@@ -139,22 +163,9 @@ int RunLocalCommand(StopSignal& stop) {
     for (ChildProcess& server : servers) server.Signal(signal);
   });
   const int trainer_code = trainer->Wait();
-
-  int result = trainer_code == 0 ? kExitOk : kExitFailure;
-  for (size_t i = 0; i < servers.size(); ++i) {
-    std::optional<int> code = servers[i].WaitFor(kServerExitGrace);
-    if (!code) {
-      LogError("data server %d still running %s after the trainer ended; stopping it", i,
-               absl::FormatDuration(kServerExitGrace));
-      servers[i].Signal(SIGTERM);
-      if (!servers[i].WaitFor(absl::Seconds(5))) servers[i].Kill();
-      result = kExitFailure;
-    } else if (*code != 0) {
-      LogError("data server %d exited with %d", i, *code);
-      result = kExitFailure;
-    }
-  }
-  std::filesystem::remove_all(run_dir, error);
+  const bool servers_ended = ServersEndedInOrder(servers);
+  const int result = trainer_code == 0 && servers_ended ? kExitOk : kExitFailure;
+  std::filesystem::remove_all(run->run_dir, error);
   LogInfo("local run %s (trainer exit %d)", result == kExitOk ? "finished" : "FAILED",
           trainer_code);
   return result;

@@ -1,8 +1,16 @@
 #include "src/common/host_port.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/common/unique_fd.h"
 
 namespace heterodl {
 
@@ -25,6 +33,20 @@ absl::StatusOr<HostPort> SplitHostPort(absl::string_view address) {
     return invalid();
   }
   return HostPort{std::string(host), port};
+}
+
+absl::StatusOr<int> PickFreeLoopbackPort() {
+  UniqueFd socket(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (!socket.valid() ||
+      ::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return absl::UnavailableError(absl::StrCat("no free port: ", std::strerror(errno)));
+  }
+  return static_cast<int>(ntohs(address.sin_port));
 }
 
 }  // namespace heterodl

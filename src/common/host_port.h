@@ -18,6 +18,12 @@ struct HostPort {
 // quoting `address`, when the port is missing or outside [0, 65535].
 absl::StatusOr<HostPort> SplitHostPort(absl::string_view address);
 
+// A TCP port free on loopback right now, for a server that must be told its
+// port before it binds (the trainers' rendezvous store): bound and released
+// at once, so another process may take it in between; the one that binds it
+// then reports a clear error. UNAVAILABLE when no socket can be bound.
+absl::StatusOr<int> PickFreeLoopbackPort();
+
 }  // namespace heterodl
 
 #endif  // HETERODL_SRC_COMMON_HOST_PORT_H_

@@ -6,7 +6,6 @@ Run by ctest as `python3 local_test.py BUILD_DIR`. Standard library only.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -14,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import read_until, start_server  # noqa: E402
+from processes import free_port, read_until, start_server  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
@@ -36,12 +35,6 @@ def processes_mentioning(marker):
         if marker in cmdline and state != "Z":
             found.append(int(pid))
     return found
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def read_samples(sample_dir):

@@ -1,6 +1,7 @@
 """Helpers for tests that start real heterodl processes (standard library only)."""
 
 import os
+import socket
 import subprocess
 import time
 
@@ -30,3 +31,10 @@ def read_until(process, text, timeout=120):
         if text in line or not line:
             break
     return seen
+
+
+def free_port():
+    """A TCP port free on loopback right now (for a process told its port)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -1,8 +1,5 @@
 // The trainer's parts: data-parallel gradient averaging against one process
 // on the union of the batches, models, learning-rate schedule, checkpoints.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -12,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "src/train/checkpoint.h"
+#include "src/common/host_port.h"
 #include "src/train/communicator.h"
 #include "src/train/gradient_reducer.h"
 #include "src/train/lr_schedule.h"
@@ -20,16 +18,11 @@
 namespace heterodl {
 namespace {
 
+// A rendezvous port; the test fails here if there is none.
 int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
+  absl::StatusOr<int> port = PickFreeLoopbackPort();
+  EXPECT_TRUE(port.ok()) << port.status();
+  return port.value_or(1);
 }
 
 torch::nn::Sequential Mlp() {
