@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
@@ -95,8 +96,7 @@ absl::StatusOr<Role> RoleOfHost(const std::vector<std::string>& data_hosts,
       absl::StrCat(where, ": this host '", host, "' is in neither group's host list"));
 }
 
-absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const ClusterSettings& settings,
-                                          const Environment& environment) {
+absl::StatusOr<v1::SageMakerResourceConfig> ReadSageMakerConfig(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFileToString(path);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
@@ -114,8 +114,13 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const Cluster
     return absl::InvalidArgumentError(
         absl::StrCat("SageMaker resource config '", path, "' lacks current_host or hosts"));
   }
-  const std::string data_group = Setting(settings.data_group, environment, "HETERODL_DATA_GROUP");
-  const std::string dnn_group = Setting(settings.dnn_group, environment, "HETERODL_DNN_GROUP");
+  return config;
+}
+
+// What SageMaker's environment says beside the resource config: the
+// dataset channel, checkpoint and model directories, GPUs per host.
+ClusterView SageMakerBaseView(const v1::SageMakerResourceConfig& config,
+                              const Environment& environment) {
   ClusterView view;
   view.source = "sagemaker";
   view.current_host = config.current_host();
@@ -127,19 +132,40 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const Cluster
   if (absl::SimpleAtoi(Lookup(environment, "SM_NUM_GPUS"), &gpus) && gpus > 0) {
     view.ranks_per_host = gpus;
   }
+  return view;
+}
 
-  std::vector<std::string> data_hosts;
-  bool found_data = false, found_dnn = false;
+// The hosts of the data and dnn instance groups (sorted), when both exist.
+struct InstanceGroups {
+  std::optional<std::vector<std::string>> data_hosts;
+  std::optional<std::vector<std::string>> dnn_hosts;
+};
+
+InstanceGroups FindInstanceGroups(const v1::SageMakerResourceConfig& config,
+                                  const std::string& data_group, const std::string& dnn_group) {
+  InstanceGroups groups;
   for (const v1::SageMakerInstanceGroup& group : config.instance_groups()) {
-    if (group.instance_group_name() == (data_group.empty() ? "data_group" : data_group)) {
-      data_hosts.assign(group.hosts().begin(), group.hosts().end());
-      found_data = true;
-    } else if (group.instance_group_name() == (dnn_group.empty() ? "dnn_group" : dnn_group)) {
-      view.dnn_hosts.assign(group.hosts().begin(), group.hosts().end());
-      found_dnn = true;
+    std::vector<std::string> hosts(group.hosts().begin(), group.hosts().end());
+    SortHosts(hosts);
+    if (group.instance_group_name() == data_group) {
+      groups.data_hosts = std::move(hosts);
+    } else if (group.instance_group_name() == dnn_group) {
+      groups.dnn_hosts = std::move(hosts);
     }
   }
-  if (!found_data && !found_dnn && config.instance_groups_size() <= 1) {
+  return groups;
+}
+
+absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const ClusterSettings& settings,
+                                          const Environment& environment) {
+  ASSIGN_OR_RETURN(const v1::SageMakerResourceConfig config, ReadSageMakerConfig(path));
+  std::string data_group = Setting(settings.data_group, environment, "HETERODL_DATA_GROUP");
+  std::string dnn_group = Setting(settings.dnn_group, environment, "HETERODL_DNN_GROUP");
+  if (data_group.empty()) data_group = "data_group";
+  if (dnn_group.empty()) dnn_group = "dnn_group";
+  ClusterView view = SageMakerBaseView(config, environment);
+  InstanceGroups groups = FindInstanceGroups(config, data_group, dnn_group);
+  if (!groups.data_hosts && !groups.dnn_hosts && config.instance_groups_size() <= 1) {
     // A homogeneous job: every host trains and decodes its own data.
     view.homogeneous = true;
     view.role = Role::kDnn;
@@ -148,23 +174,19 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const Cluster
     CompleteView(view);
     return view;
   }
-  if (!found_data || !found_dnn) {
-    std::string names;
-    for (const auto& group : config.instance_groups()) {
-      absl::StrAppend(&names, names.empty() ? "" : ", ", group.instance_group_name());
-    }
+  if (!groups.data_hosts || !groups.dnn_hosts) {
+    std::vector<std::string> names;
+    for (const auto& group : config.instance_groups()) names.push_back(group.instance_group_name());
     return absl::InvalidArgumentError(absl::StrFormat(
         "SageMaker resource config '%s': expected instance groups '%s' and '%s', found [%s] "
         "(set --data-group / --dnn-group to match)",
-        path, data_group.empty() ? "data_group" : data_group,
-        dnn_group.empty() ? "dnn_group" : dnn_group, names));
+        path, data_group, dnn_group, absl::StrJoin(names, ", ")));
   }
-  SortHosts(data_hosts);
-  SortHosts(view.dnn_hosts);
-  ASSIGN_OR_RETURN(view.role, RoleOfHost(data_hosts, view.dnn_hosts, view.current_host,
+  view.dnn_hosts = *std::move(groups.dnn_hosts);
+  ASSIGN_OR_RETURN(view.role, RoleOfHost(*groups.data_hosts, view.dnn_hosts, view.current_host,
                                          absl::StrCat("SageMaker resource config '", path, "'")));
   CompleteView(view);
-  view.data_servers = WithPort(data_hosts, view.data_port);
+  view.data_servers = WithPort(*groups.data_hosts, view.data_port);
   return view;
 }
 
@@ -217,9 +239,62 @@ ClusterView SingleMachine() {
   return view;
 }
 
+// --dnn-hosts / HETERODL_DNN_HOSTS, a hostlist pattern.
+absl::Status OverrideDnnHosts(const std::string& dnn_hosts, bool current_host_given,
+                              ClusterView& view) {
+  absl::StatusOr<std::vector<std::string>> hosts = ExpandSlurmHostlist(dnn_hosts);
+  if (!hosts.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dnn hosts (--dnn-hosts / HETERODL_DNN_HOSTS): ", hosts.status().message()));
+  }
+  view.dnn_hosts = *std::move(hosts);
+  // With no platform's view to name this host (a Kubernetes pod), it is this
+  // machine's host name, as the pod's hostname is in the list.
+  if (!current_host_given && view.source == "local") view.current_host = LocalHostName();
+  return absl::OkStatus();
+}
+
+// --data-port: every known server moves to it, and it is the port of
+// servers named without one.
+absl::Status OverrideDataPort(int data_port, ClusterView& view, std::vector<std::string>& servers) {
+  if (data_port < 0 || data_port > 65535) {
+    return absl::InvalidArgumentError("data port must be in [0, 65535]");
+  }
+  view.data_port = data_port;
+  for (std::string& server : servers) {
+    server = absl::StrCat(server.substr(0, server.rfind(':')), ":", data_port);
+  }
+  return absl::OkStatus();
+}
+
+// --data-servers / HETERODL_DATA_SERVERS: host:port or hostlist patterns.
+absl::StatusOr<std::vector<std::string>> ExpandDataServers(const std::string& data_servers,
+                                                           int default_port) {
+  absl::StatusOr<std::vector<std::string>> expanded = ExpandSlurmHostlist(data_servers);
+  if (!expanded.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data servers (--data-servers / HETERODL_DATA_SERVERS): ", expanded.status().message()));
+  }
+  std::vector<std::string> servers;
+  for (std::string& server : *expanded) {
+    server = std::string(absl::StripAsciiWhitespace(server));
+    if (server.empty()) continue;
+    if (server.find(':') == std::string::npos) absl::StrAppend(&server, ":", default_port);
+    servers.push_back(std::move(server));
+  }
+  return servers;
+}
+
+absl::StatusOr<Role> ParseRole(const std::string& role) {
+  if (role == "data") return Role::kData;
+  if (role == "dnn") return Role::kDnn;
+  if (role == "local") return Role::kLocal;
+  return absl::InvalidArgumentError(
+      absl::StrCat("role '", role, "' is not one of data, dnn, local"));
+}
+
 absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& environment,
                             ClusterView& view) {
-  bool overridden = false;
   const std::string role = Setting(settings.role, environment, "HETERODL_ROLE");
   const std::string data_servers =
       Setting(settings.data_servers, environment, "HETERODL_DATA_SERVERS");
@@ -233,66 +308,25 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
                    IntSetting(settings.data_port, environment, "HETERODL_DATA_PORT"));
   ASSIGN_OR_RETURN(std::optional<int> master_port,
                    IntSetting(settings.master_port, environment, "HETERODL_MASTER_PORT"));
+  const bool overridden = !role.empty() || !data_servers.empty() || !dnn_hosts.empty() ||
+                          !current_host.empty() || ranks || data_port || master_port;
 
-  if (!current_host.empty()) view.current_host = current_host, overridden = true;
-  if (!dnn_hosts.empty()) {
-    absl::StatusOr<std::vector<std::string>> hosts = ExpandSlurmHostlist(dnn_hosts);
-    if (!hosts.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dnn hosts (--dnn-hosts / HETERODL_DNN_HOSTS): ", hosts.status().message()));
-    }
-    view.dnn_hosts = *std::move(hosts);
-    overridden = true;
-    // With no platform's view to name this host (a Kubernetes pod), it is
-    // this machine's host name, as the pod's hostname is in the list.
-    if (current_host.empty() && view.source == "local") view.current_host = LocalHostName();
-  }
+  if (!current_host.empty()) view.current_host = current_host;
+  if (!dnn_hosts.empty()) RETURN_IF_ERROR(OverrideDnnHosts(dnn_hosts, !current_host.empty(), view));
   if (ranks) {
     if (*ranks < 1 || *ranks > 1024) {
       return absl::InvalidArgumentError("ranks per host must be in [1, 1024]");
     }
     view.ranks_per_host = *ranks;
-    overridden = true;
   }
-  if (master_port) view.master_port = *master_port, overridden = true;
+  if (master_port) view.master_port = *master_port;
   std::vector<std::string> servers = view.data_servers;
-  if (data_port) {
-    if (*data_port < 0 || *data_port > 65535) {
-      return absl::InvalidArgumentError("data port must be in [0, 65535]");
-    }
-    view.data_port = *data_port;
-    for (std::string& server : servers) {
-      server = absl::StrCat(server.substr(0, server.rfind(':')), ":", *data_port);
-    }
-    overridden = true;
-  }
+  if (data_port) RETURN_IF_ERROR(OverrideDataPort(*data_port, view, servers));
   if (!data_servers.empty()) {
-    absl::StatusOr<std::vector<std::string>> expanded = ExpandSlurmHostlist(data_servers);
-    if (!expanded.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "data servers (--data-servers / HETERODL_DATA_SERVERS): ", expanded.status().message()));
-    }
-    servers.clear();
-    for (std::string& server : *expanded) {
-      server = std::string(absl::StripAsciiWhitespace(server));
-      if (server.empty()) continue;
-      if (server.find(':') == std::string::npos) absl::StrAppend(&server, ":", view.data_port);
-      servers.push_back(std::move(server));
-    }
-    overridden = true;
+    ASSIGN_OR_RETURN(servers, ExpandDataServers(data_servers, view.data_port));
   }
   if (!role.empty()) {
-    if (role == "data") {
-      view.role = Role::kData;
-    } else if (role == "dnn") {
-      view.role = Role::kDnn;
-    } else if (role == "local") {
-      view.role = Role::kLocal;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("role '", role, "' is not one of data, dnn, local"));
-    }
-    overridden = true;
+    ASSIGN_OR_RETURN(view.role, ParseRole(role));
   }
   if (!dataset.empty()) view.dataset = dataset;
   CompleteView(view);
