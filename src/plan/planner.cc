@@ -129,66 +129,78 @@ v1::ClusterEstimate Estimate(const Workload& workload, const v1::InstanceType& g
   return estimate;
 }
 
-absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTable& prices,
-                                        const PlanRequest& request) {
+namespace {
+
+absl::Status ValidateWorkload(const Workload& workload) {
   if (workload.device_step_ms <= 0 || workload.batch_per_gpu <= 0 ||
       workload.images_per_sec_per_core <= 0 || workload.image_bytes <= 0) {
     return absl::InvalidArgumentError(
         "plan needs a positive device step time, batch size, images/s per core and image size");
   }
-  ASSIGN_OR_RETURN(const v1::InstanceType gpu, prices.Find(request.gpu_instance));
-  if (gpu.gpus() == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", gpu.name(), "' has no GPU in the price table"));
-  }
-  std::vector<v1::InstanceType> data_types;
+  return absl::OkStatus();
+}
+
+// The instance types a data group may be made of: those asked for, or every
+// type without a GPU.
+absl::StatusOr<std::vector<v1::InstanceType>> DataInstanceTypes(const PriceTable& prices,
+                                                               const PlanRequest& request) {
+  std::vector<v1::InstanceType> types;
   if (request.data_instances.empty()) {
     for (const v1::InstanceType& instance : prices.instances()) {
-      if (instance.gpus() == 0) data_types.push_back(instance);
+      if (instance.gpus() == 0) types.push_back(instance);
     }
-  } else {
-    for (const std::string& name : request.data_instances) {
-      ASSIGN_OR_RETURN(v1::InstanceType instance, prices.Find(name));
-      data_types.push_back(instance);
-    }
+    return types;
   }
-  v1::PlanReport plan;
-  plan.set_device_step_ms(workload.device_step_ms);
-  plan.set_batch_per_gpu(static_cast<uint32_t>(workload.batch_per_gpu));
-  plan.set_images_per_sec_per_core(workload.images_per_sec_per_core);
-  plan.set_image_bytes(workload.image_bytes);
-  plan.set_max_data_stall(request.max_data_stall);
+  for (const std::string& name : request.data_instances) {
+    ASSIGN_OR_RETURN(v1::InstanceType instance, prices.Find(name));
+    types.push_back(instance);
+  }
+  return types;
+}
+
+// Every shape: the GPU instance alone, then 1, 2, ... instances of each data
+// type until adding one no longer makes the step faster (the GPU or the
+// network bounds it).
+void ConsiderShapes(const Workload& workload, const v1::InstanceType& gpu,
+                    const std::vector<v1::InstanceType>& data_types, const PlanRequest& request,
+                    v1::PlanReport& plan) {
   *plan.mutable_homogeneous() = Estimate(workload, gpu, nullptr, 0);
   const double baseline = plan.homogeneous().usd_per_step();
   plan.mutable_homogeneous()->set_price_performance_improvement(0);
-  std::vector<v1::ClusterEstimate> all = {plan.homogeneous()};
   for (const v1::InstanceType& data : data_types) {
     for (int n = 1; n <= request.max_data_instances; ++n) {
       v1::ClusterEstimate estimate = Estimate(workload, gpu, &data, n);
       estimate.set_price_performance_improvement(1.0 - estimate.usd_per_step() / baseline);
       *plan.add_considered() = estimate;
-      all.push_back(estimate);
-      // More instances only add cost once the GPU (or the network) bounds.
       if (estimate.bound() != "cpu") break;
     }
   }
-  // Cheapest per step within the stall target; if none is, the fastest.
-  const v1::ClusterEstimate* best = nullptr;
-  for (const v1::ClusterEstimate& estimate : all) {
-    if (estimate.data_stall() > request.max_data_stall + 1e-12) continue;
-    if (best == nullptr || estimate.usd_per_step() < best->usd_per_step()) best = &estimate;
-  }
-  const bool within_target = best != nullptr;
-  if (!within_target) {
-    for (const v1::ClusterEstimate& estimate : all) {
-      if (best == nullptr || estimate.step_ms() < best->step_ms()) best = &estimate;
-    }
-  }
-  *plan.mutable_recommended() = *best;
-  if (best->data_instances() == 0) {
-    plan.mutable_recommended()->set_price_performance_improvement(0);
-  }
+}
 
+// The cheapest shape per step within the stall target; if none is, the
+// fastest (`within_target` says which).
+const v1::ClusterEstimate& ChooseShape(const v1::PlanReport& plan, double max_data_stall,
+                                       bool& within_target) {
+  std::vector<const v1::ClusterEstimate*> all = {&plan.homogeneous()};
+  for (const v1::ClusterEstimate& estimate : plan.considered()) all.push_back(&estimate);
+  const v1::ClusterEstimate* best = nullptr;
+  for (const v1::ClusterEstimate* estimate : all) {
+    if (estimate->data_stall() > max_data_stall + 1e-12) continue;
+    if (best == nullptr || estimate->usd_per_step() < best->usd_per_step()) best = estimate;
+  }
+  within_target = best != nullptr;
+  if (within_target) return *best;
+  for (const v1::ClusterEstimate* estimate : all) {
+    if (best == nullptr || estimate->step_ms() < best->step_ms()) best = estimate;
+  }
+  return *best;
+}
+
+// Why `best` is recommended, in words a buyer reads.
+std::string ExplainChoice(const Workload& workload, const v1::InstanceType& gpu,
+                          const PriceTable& prices, const v1::PlanReport& plan,
+                          const v1::ClusterEstimate& best, bool within_target,
+                          double max_data_stall) {
   const v1::ClusterEstimate& homogeneous = plan.homogeneous();
   const double images_per_sec =
       workload.batch_per_gpu * gpu.gpus() * 1000.0 / workload.device_step_ms;
@@ -198,32 +210,57 @@ absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTab
       gpu.name(), images_per_sec, workload.batch_per_gpu * static_cast<int>(gpu.gpus()),
       workload.device_step_ms, homogeneous.bound(), homogeneous.step_ms(),
       100 * homogeneous.data_stall(), homogeneous.usd_per_step());
-  if (best->data_instances() == 0) {
+  if (best.data_instances() == 0) {
     absl::StrAppend(&reason, within_target
                                  ? " Its own CPUs keep up: adding data instances only adds cost."
                                  : " No data group helps within the table's types.");
-  } else {
-    absl::StrAppendFormat(
-        &reason,
-        " With %d x %s (%d vCPUs decoding) the step is %s-bound: %.1f ms, %.0f%% stall, $%.6f per "
-        "step, %.0f%% better price-performance.",
-        best->data_instances(), best->data_instance(),
-        best->data_instances() *
-            static_cast<int>(prices.Find(best->data_instance()).value().vcpus()),
-        best->bound(), best->step_ms(), 100 * best->data_stall(), best->usd_per_step(),
-        100 * best->price_performance_improvement());
-    if (!within_target) {
-      absl::StrAppendFormat(&reason,
-                            " No shape meets the %.0f%% stall target; this is the fastest.",
-                            100 * request.max_data_stall);
-    }
-    if (best->bound() == "network") {
-      absl::StrAppend(&reason,
-                      " The network into the GPU instance is the limit: more data instances "
-                      "will not help; smaller images on the wire (crop on the data group) would.");
-    }
+    return reason;
   }
-  plan.set_reason(reason);
+  absl::StrAppendFormat(
+      &reason,
+      " With %d x %s (%d vCPUs decoding) the step is %s-bound: %.1f ms, %.0f%% stall, $%.6f per "
+      "step, %.0f%% better price-performance.",
+      best.data_instances(), best.data_instance(),
+      best.data_instances() * static_cast<int>(prices.Find(best.data_instance()).value().vcpus()),
+      best.bound(), best.step_ms(), 100 * best.data_stall(), best.usd_per_step(),
+      100 * best.price_performance_improvement());
+  if (!within_target) {
+    absl::StrAppendFormat(&reason, " No shape meets the %.0f%% stall target; this is the fastest.",
+                          100 * max_data_stall);
+  }
+  if (best.bound() == "network") {
+    absl::StrAppend(&reason,
+                    " The network into the GPU instance is the limit: more data instances "
+                    "will not help; smaller images on the wire (crop on the data group) would.");
+  }
+  return reason;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTable& prices,
+                                        const PlanRequest& request) {
+  RETURN_IF_ERROR(ValidateWorkload(workload));
+  ASSIGN_OR_RETURN(const v1::InstanceType gpu, prices.Find(request.gpu_instance));
+  if (gpu.gpus() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", gpu.name(), "' has no GPU in the price table"));
+  }
+  ASSIGN_OR_RETURN(const std::vector<v1::InstanceType> data_types,
+                   DataInstanceTypes(prices, request));
+  v1::PlanReport plan;
+  plan.set_device_step_ms(workload.device_step_ms);
+  plan.set_batch_per_gpu(static_cast<uint32_t>(workload.batch_per_gpu));
+  plan.set_images_per_sec_per_core(workload.images_per_sec_per_core);
+  plan.set_image_bytes(workload.image_bytes);
+  plan.set_max_data_stall(request.max_data_stall);
+  ConsiderShapes(workload, gpu, data_types, request, plan);
+  bool within_target = false;
+  const v1::ClusterEstimate& best = ChooseShape(plan, request.max_data_stall, within_target);
+  *plan.mutable_recommended() = best;
+  if (best.data_instances() == 0) plan.mutable_recommended()->set_price_performance_improvement(0);
+  plan.set_reason(
+      ExplainChoice(workload, gpu, prices, plan, best, within_target, request.max_data_stall));
   return plan;
 }
 
