@@ -172,19 +172,23 @@ absl::StatusOr<double> MeasureEngineRate(const std::string& dataset_path,
   return MeasureRate(files, PipelineWorker(pipeline), pipeline.output_bytes(), threads, seconds);
 }
 
-absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) {
-  RunPipelinesOnCallerThreadsOnly();
-  ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset));
-  const std::string spec =
-      options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline;
-  ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(spec));
+namespace {
 
-  // Files in memory: the benchmark times decode and augment, not the disk.
-  std::vector<std::string> files;
-  const std::string file_list =
+// The benchmark's files: their bytes in memory (it times decoding, not the
+// disk), their paths in a list for the peer, their mean size.
+struct BenchFiles {
+  std::vector<std::string> bytes;
+  std::string list_path;
+  double mean_width = 0;
+  double mean_height = 0;
+};
+
+absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const AugmentBenchOptions& options) {
+  BenchFiles files;
+  files.list_path =
       (std::filesystem::temp_directory_path() / absl::StrCat("heterodl-bench-", getpid(), ".txt"))
           .string();
-  std::ofstream list(file_list);
+  std::ofstream list(files.list_path);
   double width_sum = 0, height_sum = 0;
   const size_t count = std::min<size_t>(dataset.size(), static_cast<size_t>(options.max_files));
   for (size_t i = 0; i < count; ++i) {
@@ -199,45 +203,45 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
       path = (std::filesystem::path(options.dataset) / path).string();
     }
     list << path << "\n";
-    files.push_back(std::move(bytes));
+    files.bytes.push_back(std::move(bytes));
   }
-  list.close();
+  const double n = static_cast<double>(std::max<size_t>(1, files.bytes.size()));
+  files.mean_width = width_sum / n;
+  files.mean_height = height_sum / n;
+  return files;
+}
 
-  const Worker heterodl_worker = PipelineWorker(pipeline);
-  // The OpenCV baseline implements torchvision's default RandomResizedCrop
-  // (and a flip); it is measured when the pipeline starts with exactly that.
+// The OpenCV baseline implements torchvision's default RandomResizedCrop
+// (and a flip): it is measured when the pipeline starts with exactly that.
+bool HasOpenCvBaseline(const Pipeline& pipeline) {
   const std::string canonical = pipeline.CanonicalSpec();
   const std::string operations = canonical.substr(canonical.find('|') + 1);
-  const bool has_baseline =
-      operations.rfind(absl::StrCat("random_resized_crop(", pipeline.output_width(),
-                                    ",scale=0.08:1,ratio=0.75:1.33333)"),
-                       0) == 0;
+  return operations.rfind(absl::StrCat("random_resized_crop(", pipeline.output_width(),
+                                       ",scale=0.08:1,ratio=0.75:1.33333)"),
+                          0) == 0;
+}
+
+// One core each, the contenders alternated over the rounds so that drifts
+// in the machine's speed hit all alike; medians into the report.
+absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::string& spec,
+                            const Pipeline& pipeline, const BenchFiles& files,
+                            v1::AugmentBenchReport& report) {
+  const Worker ours_worker = PipelineWorker(pipeline);
   const Worker baseline = OpenCvBaseline(pipeline.output_width());
-
-  v1::AugmentBenchReport report;
-  report.set_dataset(options.dataset);
-  report.set_files(static_cast<uint32_t>(files.size()));
-  report.set_mean_width(width_sum / std::max<size_t>(1, files.size()));
-  report.set_mean_height(height_sum / std::max<size_t>(1, files.size()));
-  report.set_pipeline(pipeline.CanonicalSpec());
-  report.set_seconds_per_run(options.seconds);
-  report.set_rounds(options.rounds);
-
-  // Alternate the contenders so drifts in machine speed hit all alike.
+  const bool has_baseline = HasOpenCvBaseline(pipeline);
   std::vector<double> ours, peer, opencv;
   for (int round = 0; round < options.rounds; ++round) {
     ours.push_back(
-        MeasureRate(files, heterodl_worker, pipeline.output_bytes(), 1, options.seconds));
+        MeasureRate(files.bytes, ours_worker, pipeline.output_bytes(), 1, options.seconds));
     if (options.peer) {
-      ASSIGN_OR_RETURN(double rate, RunPeer(options, file_list, spec));
+      ASSIGN_OR_RETURN(double rate, RunPeer(options, files.list_path, spec));
       peer.push_back(rate);
     }
     if (has_baseline) {
-      opencv.push_back(MeasureRate(files, baseline, pipeline.output_bytes(), 1, options.seconds));
+      opencv.push_back(
+          MeasureRate(files.bytes, baseline, pipeline.output_bytes(), 1, options.seconds));
     }
   }
-  std::filesystem::remove(file_list);
-  std::filesystem::remove(file_list + ".peer.json");
   const double one_core = Median(ours);
   report.set_heterodl_images_per_sec_per_core(one_core);
   if (!peer.empty()) {
@@ -248,17 +252,48 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
     report.set_opencv_images_per_sec_per_core(Median(opencv));
     report.set_ratio_vs_opencv(one_core / Median(opencv));
   }
+  return absl::OkStatus();
+}
+
+void MeasureScaling(const AugmentBenchOptions& options, const Pipeline& pipeline,
+                    const BenchFiles& files, v1::AugmentBenchReport& report) {
+  const double one_core = report.heterodl_images_per_sec_per_core();
   const int max_threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   for (int threads = 1; threads <= max_threads; ++threads) {
     const double rate = threads == 1 ? one_core
-                                     : MeasureRate(files, heterodl_worker, pipeline.output_bytes(),
-                                                   threads, options.seconds);
+                                     : MeasureRate(files.bytes, PipelineWorker(pipeline),
+                                                   pipeline.output_bytes(), threads,
+                                                   options.seconds);
     v1::ThreadScaling* row = report.add_scaling();
     row->set_threads(threads);
     row->set_images_per_sec(rate);
     row->set_efficiency(rate / (threads * one_core));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) {
+  RunPipelinesOnCallerThreadsOnly();
+  ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset));
+  const std::string spec =
+      options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline;
+  ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(spec));
+  ASSIGN_OR_RETURN(const BenchFiles files, LoadFiles(dataset, options));
+  v1::AugmentBenchReport report;
+  report.set_dataset(options.dataset);
+  report.set_files(static_cast<uint32_t>(files.bytes.size()));
+  report.set_mean_width(files.mean_width);
+  report.set_mean_height(files.mean_height);
+  report.set_pipeline(pipeline.CanonicalSpec());
+  report.set_seconds_per_run(options.seconds);
+  report.set_rounds(options.rounds);
+  const absl::Status measured = MeasureOneCore(options, spec, pipeline, files, report);
+  std::filesystem::remove(files.list_path);
+  std::filesystem::remove(files.list_path + ".peer.json");
+  RETURN_IF_ERROR(measured);
+  MeasureScaling(options, pipeline, files, report);
   if (!options.json) return FormatTable(report);
   return ToJson(report);
 }

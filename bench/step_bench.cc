@@ -223,13 +223,17 @@ absl::Status WriteReport(const v1::StepBenchReport& report, const Workload& work
 
 }  // namespace
 
-absl::StatusOr<std::string> RunStepBench(const StepBenchOptions& options) {
+namespace {
+
+// The CPUs this process may use: at least one for the trainer, one for a
+// data server; and taskset to pin them.
+absl::StatusOr<std::vector<int>> CheckPrerequisites(const StepBenchOptions& options) {
   if (options.dataset.empty()) return absl::InvalidArgumentError("bench step needs --dataset");
   std::error_code exists_error;
   if (!std::filesystem::exists(kTaskset, exists_error)) {
     return absl::FailedPreconditionError("bench step pins processes with taskset (util-linux)");
   }
-  const std::vector<int> cpus = AllowedCpus();
+  std::vector<int> cpus = AllowedCpus();
   if (cpus.size() < 2) {
     return absl::FailedPreconditionError(
         "bench step needs at least 2 CPUs: one for the trainer, one for a data server");
@@ -237,75 +241,72 @@ absl::StatusOr<std::string> RunStepBench(const StepBenchOptions& options) {
   if (options.warmup_steps >= options.steps) {
     return absl::InvalidArgumentError("--steps must exceed the warm-up steps");
   }
-  ASSIGN_OR_RETURN(const PriceTable prices, PriceTable::Load(options.prices));
-  ASSIGN_OR_RETURN(const v1::InstanceType gpu_type, prices.Find(options.gpu_instance));
-  ASSIGN_OR_RETURN(const v1::InstanceType data_type, prices.Find(options.data_instance));
-  const std::filesystem::path work =
-      std::filesystem::temp_directory_path() / absl::StrCat("heterodl-step-", getpid());
-  std::filesystem::create_directories(work);
-  StepBench bench(options, work);
-  const int trainer_cpu = cpus[0];
-  const int max_servers = std::min<int>(options.max_data_servers > 0 ? options.max_data_servers : 8,
-                                        static_cast<int>(cpus.size()) - 1);
+  return cpus;
+}
 
-  v1::StepBenchReport report;
-  report.set_model(options.model);
-  report.set_batch_size(static_cast<uint32_t>(options.batch_size));
-  report.set_pipeline(options.pipeline);
-  report.set_gpu_instance(gpu_type.name());
-  report.set_data_instance(data_type.name());
-
-  // 1. What one core decodes: a trainer that does nothing, one server.
-  LogInfo("bench step: measuring decode + augment on one core");
-  ASSIGN_OR_RETURN(RunResult decode, bench.Run(trainer_cpu, {cpus[1]}, false, 0.01));
-  const double rate = options.batch_size * 1000.0 / decode.step_ms;
-  report.set_images_per_sec_per_core(rate);
-
-  // 2. The accelerator's step.
-  double device_step_ms = options.device_step_ms;
-  if (device_step_ms > 0) {
+// 2. The accelerator's step: the one given, or the model's real LibTorch CPU
+// step on synthetic data. Says which in the report.
+absl::StatusOr<double> MeasureDeviceStep(const StepBenchOptions& options, StepBench& bench,
+                                         int trainer_cpu, int server_cpu,
+                                         v1::StepBenchReport& report) {
+  if (options.device_step_ms > 0) {
     report.set_accelerator(absl::StrFormat(
         "modelled: each step waits %.1f ms instead of running the model, with the trainer's CPU "
         "free, as while a GPU computes; the model is not run",
-        device_step_ms));
-  } else {
-    LogInfo("bench step: measuring the LibTorch CPU step alone (synthetic data)");
-    ASSIGN_OR_RETURN(RunResult compute, bench.Run(trainer_cpu, {cpus[1]}, true, 0));
-    device_step_ms = compute.step_ms;
-    report.set_accelerator(absl::StrFormat(
-        "measured: a real LibTorch step of %s on CPU %d stands for the GPU (%.1f ms alone); "
-        "unlike a GPU it needs the host CPU, so homogeneous decoding takes turns with it",
-        options.model, trainer_cpu, device_step_ms));
+        options.device_step_ms));
+    return options.device_step_ms;
   }
-  report.set_device_step_ms(device_step_ms);
+  LogInfo("bench step: measuring the LibTorch CPU step alone (synthetic data)");
+  ASSIGN_OR_RETURN(RunResult compute, bench.Run(trainer_cpu, {server_cpu}, true, 0));
+  report.set_accelerator(absl::StrFormat(
+      "measured: a real LibTorch step of %s on CPU %d stands for the GPU (%.1f ms alone); "
+      "unlike a GPU it needs the host CPU, so homogeneous decoding takes turns with it",
+      options.model, trainer_cpu, compute.step_ms));
+  return compute.step_ms;
+}
 
+// This machine as the planner sees it: the trainer's core as the GPU
+// instance, one core per data server, loopback between them.
+struct LocalShape {
   Workload workload;
-  workload.device_step_ms = device_step_ms;
-  workload.batch_per_gpu = options.batch_size;
-  workload.images_per_sec_per_core = rate;
-  workload.trainer_vcpus_per_gpu = 0;
-  workload.device_uses_host_cpu = options.device_step_ms <= 0;
-  // This machine as the instances: the trainer's core and one core per server.
-  v1::InstanceType local_gpu = gpu_type;
-  local_gpu.set_vcpus(1);
-  local_gpu.set_gpus(1);
-  local_gpu.set_network_gbps(1000);  // loopback
-  v1::InstanceType local_data = data_type;
-  local_data.set_vcpus(1);
-  local_data.set_network_gbps(1000);
+  v1::InstanceType gpu;
+  v1::InstanceType data;
+};
 
-  // 3. Homogeneous, then 1..max_servers data servers.
+LocalShape LocalShapeOf(const StepBenchOptions& options, double device_step_ms,
+                        double images_per_sec_per_core, const v1::InstanceType& gpu_type,
+                        const v1::InstanceType& data_type) {
+  LocalShape shape;
+  shape.workload.device_step_ms = device_step_ms;
+  shape.workload.batch_per_gpu = options.batch_size;
+  shape.workload.images_per_sec_per_core = images_per_sec_per_core;
+  shape.workload.trainer_vcpus_per_gpu = 0;
+  shape.workload.device_uses_host_cpu = options.device_step_ms <= 0;
+  shape.gpu = gpu_type;
+  shape.gpu.set_vcpus(1);
+  shape.gpu.set_gpus(1);
+  shape.gpu.set_network_gbps(1000);
+  shape.data = data_type;
+  shape.data.set_vcpus(1);
+  shape.data.set_network_gbps(1000);
+  return shape;
+}
+
+// 3. Homogeneous (a server on the trainer's core), then 1..max_servers data
+// servers on the other cores: measured, predicted and priced.
+absl::Status RunConfigurations(const StepBenchOptions& options, StepBench& bench,
+                               const std::vector<int>& cpus, int max_servers,
+                               const LocalShape& shape, const v1::InstanceType& gpu_type,
+                               const v1::InstanceType& data_type, v1::StepBenchReport& report) {
+  const int trainer_cpu = cpus[0];
   double homogeneous_usd_per_step = 0;
   for (int servers = 0; servers <= max_servers; ++servers) {
     LogInfo("bench step: %s run",
             servers == 0 ? std::string("homogeneous")
                          : absl::StrCat("heterogeneous, ", servers, " data server(s)"));
-    std::vector<int> server_cpus;
-    if (servers == 0) {
-      server_cpus = {trainer_cpu};
-    } else {
-      server_cpus.assign(cpus.begin() + 1, cpus.begin() + 1 + servers);
-    }
+    const std::vector<int> server_cpus =
+        servers == 0 ? std::vector<int>{trainer_cpu}
+                     : std::vector<int>(cpus.begin() + 1, cpus.begin() + 1 + servers);
     ASSIGN_OR_RETURN(RunResult run,
                      bench.Run(trainer_cpu, server_cpus, false, options.device_step_ms));
     v1::StepBenchRun* row = report.add_runs();
@@ -315,14 +316,20 @@ absl::StatusOr<std::string> RunStepBench(const StepBenchOptions& options) {
     row->set_server_cpus(absl::StrJoin(server_cpus, ","));
     row->set_measured_step_ms(run.step_ms);
     row->set_data_stall_percent(100.0 * run.data_wait_ms / run.step_ms);
-    row->set_predicted_step_ms(
-        Estimate(workload, local_gpu, servers == 0 ? nullptr : &local_data, servers).step_ms());
+    const v1::InstanceType* data = servers == 0 ? nullptr : &shape.data;
+    row->set_predicted_step_ms(Estimate(shape.workload, shape.gpu, data, servers).step_ms());
     *row->mutable_priced() =
         PriceMeasured(gpu_type, servers == 0 ? nullptr : &data_type, servers, run.step_ms);
     if (servers == 0) homogeneous_usd_per_step = row->priced().usd_per_step();
     row->mutable_priced()->set_price_performance_improvement(1.0 - row->priced().usd_per_step() /
                                                                        homogeneous_usd_per_step);
   }
+  return absl::OkStatus();
+}
+
+// The headline: the first heterogeneous configuration against its
+// prediction and the homogeneous price.
+void Summarize(v1::StepBenchReport& report) {
   const v1::StepBenchRun& heterogeneous = report.runs(1);
   report.set_predicted_step_ms(heterogeneous.predicted_step_ms());
   report.set_measured_step_ms(heterogeneous.measured_step_ms());
@@ -330,10 +337,44 @@ absl::StatusOr<std::string> RunStepBench(const StepBenchOptions& options) {
       std::abs(heterogeneous.predicted_step_ms() - heterogeneous.measured_step_ms()) /
       heterogeneous.measured_step_ms());
   report.set_price_performance_improvement(heterogeneous.priced().price_performance_improvement());
-  std::filesystem::remove_all(work, exists_error);
+}
 
+}  // namespace
+
+absl::StatusOr<std::string> RunStepBench(const StepBenchOptions& options) {
+  ASSIGN_OR_RETURN(const std::vector<int> cpus, CheckPrerequisites(options));
+  ASSIGN_OR_RETURN(const PriceTable prices, PriceTable::Load(options.prices));
+  ASSIGN_OR_RETURN(const v1::InstanceType gpu_type, prices.Find(options.gpu_instance));
+  ASSIGN_OR_RETURN(const v1::InstanceType data_type, prices.Find(options.data_instance));
+  const std::filesystem::path work =
+      std::filesystem::temp_directory_path() / absl::StrCat("heterodl-step-", getpid());
+  std::filesystem::create_directories(work);
+  StepBench bench(options, work);
+  const int max_servers = std::min<int>(options.max_data_servers > 0 ? options.max_data_servers : 8,
+                                        static_cast<int>(cpus.size()) - 1);
+  v1::StepBenchReport report;
+  report.set_model(options.model);
+  report.set_batch_size(static_cast<uint32_t>(options.batch_size));
+  report.set_pipeline(options.pipeline);
+  report.set_gpu_instance(gpu_type.name());
+  report.set_data_instance(data_type.name());
+
+  // 1. What one core decodes: a trainer that does nothing, one server.
+  LogInfo("bench step: measuring decode + augment on one core");
+  ASSIGN_OR_RETURN(RunResult decode, bench.Run(cpus[0], {cpus[1]}, false, 0.01));
+  const double rate = options.batch_size * 1000.0 / decode.step_ms;
+  report.set_images_per_sec_per_core(rate);
+  ASSIGN_OR_RETURN(const double device_step_ms,
+                   MeasureDeviceStep(options, bench, cpus[0], cpus[1], report));
+  report.set_device_step_ms(device_step_ms);
+  const LocalShape shape = LocalShapeOf(options, device_step_ms, rate, gpu_type, data_type);
+  RETURN_IF_ERROR(
+      RunConfigurations(options, bench, cpus, max_servers, shape, gpu_type, data_type, report));
+  Summarize(report);
+  std::error_code error;
+  std::filesystem::remove_all(work, error);
   if (!options.report_dir.empty()) {
-    RETURN_IF_ERROR(WriteReport(report, workload, local_gpu, local_data, options.report_dir));
+    RETURN_IF_ERROR(WriteReport(report, shape.workload, shape.gpu, shape.data, options.report_dir));
     LogInfo("bench step: report written to %s/report.md", options.report_dir);
   }
   return options.json ? ToJson(report) : FormatTable(report);
