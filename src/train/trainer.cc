@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -159,18 +160,9 @@ class ProgressLine {
   bool printed_ = false;
 };
 
-absl::Status TrainRank(const TrainerOptions& options) {
-  torch::manual_seed(static_cast<uint64_t>(options.seed));
-  ASSIGN_OR_RETURN(const torch::Device device, ChooseDevice(options.device, options.local_rank));
-  ASSIGN_OR_RETURN(const bool bf16, UseBf16(options.precision, device));
-  ASSIGN_OR_RETURN(const LrSchedule::Kind schedule_kind, ParseLrScheduleKind(options.lr_schedule));
-  // CPU ranks share the host's cores with each other (and, locally, with the
-  // data servers): one intra-op thread each avoids oversubscription.
-  if (device.is_cpu()) torch::set_num_threads(1);
-  // A CUDA rank's current device is its own GPU, so allocations without an
-  // explicit device (NCCL's, autocast's) do not land on GPU 0.
-  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
-
+// The loader of one rank: its share of every epoch, pinned buffers on CUDA.
+absl::StatusOr<std::unique_ptr<RemoteLoader>> ConnectLoader(const TrainerOptions& options,
+                                                            const torch::Device& device) {
   RemoteLoaderOptions loader_options;
   loader_options.servers = options.data_servers;
   loader_options.batch_size = options.batch_size;
@@ -183,9 +175,11 @@ absl::Status TrainRank(const TrainerOptions& options) {
   loader_options.tls = options.tls;
   loader_options.pixel_channel = options.pixel_channel;
   if (device.is_cuda()) loader_options.pixel_allocator = PinnedHostAllocator();
-  ASSIGN_OR_RETURN(std::unique_ptr<RemoteLoader> loader, RemoteLoader::Connect(loader_options));
-  const int num_classes = static_cast<int>(loader->dataset().class_names.size());
+  return RemoteLoader::Connect(loader_options);
+}
 
+absl::StatusOr<std::unique_ptr<Communicator>> JoinRanks(const TrainerOptions& options,
+                                                       const torch::Device& device) {
   RendezvousOptions rendezvous;
   rendezvous.rank = static_cast<int>(options.rank);
   rendezvous.world_size = static_cast<int>(options.world_size);
@@ -194,173 +188,272 @@ absl::Status TrainRank(const TrainerOptions& options) {
   rendezvous.local_hostname = options.gloo_hostname;
   rendezvous.timeout = options.connect_timeout;
   rendezvous.use_nccl = device.is_cuda();
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator, CreateCommunicator(rendezvous));
+  return CreateCommunicator(rendezvous);
+}
 
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(options.model, num_classes));
-  model->To(device);
-  RETURN_IF_ERROR(SynchronizeModel(*model, *communicator));
-  ASSIGN_OR_RETURN(std::unique_ptr<torch::optim::Optimizer> optimizer,
-                   CreateOptimizer(options, model->Parameters()));
+// One rank's run: set up, train epoch after epoch, wind down. Every rank
+// runs the same collectives in the same order.
+class RankTrainer {
+ public:
+  explicit RankTrainer(const TrainerOptions& options) : options_(options) {}
 
-  TrainingState state;
-  if (options.resume && !options.checkpoint_dir.empty()) {
-    ASSIGN_OR_RETURN(std::optional<TrainingState> loaded,
-                     LoadCheckpoint(options.checkpoint_dir, *model, *optimizer));
-    if (loaded) {
-      state = *loaded;
-      if (options.rank == 0) {
-        LogInfo("resuming from %s/checkpoint.pt at step %d (epoch %d, batch %d)",
-                options.checkpoint_dir, state.step, state.epoch, state.next_batch);
-      }
-    }
-  }
-  RETURN_IF_ERROR(AgreeOnStart(state, *communicator, device));
+  absl::Status SetUp();
+  absl::Status Train();
+  // The last checkpoint and the final model, the run's summary, the process
+  // group ended in order.
+  absl::Status WindDown();
 
-  GradientReducer reducer(model->Parameters(), *communicator,
-                          static_cast<size_t>(options.bucket_bytes));
-  ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics,
-                   MetricsWriter::Open(options.metrics_file, options.rank, state.step > 0));
-  SampleLog sample_log;
-  RETURN_IF_ERROR(sample_log.Open(options.sample_log_dir, options.rank, state.step > 0));
+ private:
+  // A checkpoint was asked for (--resume): where it says training stands.
+  absl::Status Resume();
+  void PlanSteps();
+  absl::Status TrainEpoch(uint32_t epoch, BatchFeeder& feeder, ProgressLine& progress);
+  // Forward, backward (gradient buckets all-reducing meanwhile), update; or
+  // the modelled accelerator's time. Returns the loss, still on the device.
+  absl::StatusOr<torch::Tensor> Step(const DeviceBatch& batch, double lr);
+  // Whether any rank was asked to stop: all stop at the same step.
+  absl::StatusOr<bool> AnyRankStops();
+  void Record(uint32_t epoch, const DeviceBatch& batch, double lr, double loss,
+              absl::Duration step_time, double wait_ms, ProgressLine& progress);
+  absl::Status Save(const TrainingState& at);
+  absl::Status WriteSummary();
 
-  const int64_t steps_per_epoch = loader->size();
-  int epochs = options.epochs;
-  if (options.steps > 0) {
-    epochs = static_cast<int>((options.steps + steps_per_epoch - 1) / steps_per_epoch);
-  }
-  const int64_t total_steps = options.steps > 0 ? options.steps : steps_per_epoch * epochs;
-  const LrSchedule schedule{options.learning_rate, options.warmup_steps, total_steps,
-                            schedule_kind};
-  if (options.rank == 0) {
+  const TrainerOptions& options_;
+  torch::Device device_{torch::kCPU};
+  bool bf16_ = false;
+  std::unique_ptr<RemoteLoader> loader_;
+  std::unique_ptr<Communicator> communicator_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  // Refers to the model's parameters and the communicator: declared after
+  // them, destroyed before them.
+  std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  SampleLog sample_log_;
+  std::optional<LrSchedule> schedule_;
+  int64_t steps_per_epoch_ = 0;
+  int epochs_ = 0;
+  int64_t total_steps_ = 0;
+  TrainingState start_;     // where this run began
+  TrainingState position_;  // after the last trained batch
+  int64_t step_ = 0;
+  int64_t last_saved_step_ = 0;
+  bool stopped_ = false;
+  absl::Time run_start_;
+};
+
+absl::Status RankTrainer::SetUp() {
+  torch::manual_seed(static_cast<uint64_t>(options_.seed));
+  ASSIGN_OR_RETURN(device_, ChooseDevice(options_.device, options_.local_rank));
+  ASSIGN_OR_RETURN(bf16_, UseBf16(options_.precision, device_));
+  ASSIGN_OR_RETURN(const LrSchedule::Kind schedule_kind, ParseLrScheduleKind(options_.lr_schedule));
+  // CPU ranks share the host's cores with each other (and, locally, with the
+  // data servers): one intra-op thread each avoids oversubscription.
+  if (device_.is_cpu()) torch::set_num_threads(1);
+  // A CUDA rank's current device is its own GPU, so allocations without an
+  // explicit device (NCCL's, autocast's) do not land on GPU 0.
+  if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device_);
+  ASSIGN_OR_RETURN(loader_, ConnectLoader(options_, device_));
+  ASSIGN_OR_RETURN(communicator_, JoinRanks(options_, device_));
+  const int num_classes = static_cast<int>(loader_->dataset().class_names.size());
+  ASSIGN_OR_RETURN(model_, CreateModel(options_.model, num_classes));
+  model_->To(device_);
+  RETURN_IF_ERROR(SynchronizeModel(*model_, *communicator_));
+  ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(options_, model_->Parameters()));
+  RETURN_IF_ERROR(Resume());
+  reducer_ = std::make_unique<GradientReducer>(model_->Parameters(), *communicator_,
+                                               static_cast<size_t>(options_.bucket_bytes));
+  ASSIGN_OR_RETURN(metrics_,
+                   MetricsWriter::Open(options_.metrics_file, options_.rank, start_.step > 0));
+  RETURN_IF_ERROR(sample_log_.Open(options_.sample_log_dir, options_.rank, start_.step > 0));
+  PlanSteps();
+  schedule_.emplace(LrSchedule{options_.learning_rate, options_.warmup_steps, total_steps_,
+                               schedule_kind});
+  if (options_.rank == 0) {
     LogInfo(
         "training %s on %s (%s%s) over %s: %d samples, %d classes, %d ranks, batch %d, %d "
         "step(s) per epoch, %d step(s), %d gradient bucket(s)",
-        options.model, device.str(), bf16 ? "bf16 autocast" : "fp32",
-        device.is_cuda() ? ", pinned host buffers" : "", communicator->backend(),
-        loader->dataset().num_samples, num_classes, options.world_size, options.batch_size,
-        steps_per_epoch, total_steps, reducer.num_buckets());
+        options_.model, device_.str(), bf16_ ? "bf16 autocast" : "fp32",
+        device_.is_cuda() ? ", pinned host buffers" : "", communicator_->backend(),
+        loader_->dataset().num_samples, num_classes, options_.world_size, options_.batch_size,
+        steps_per_epoch_, total_steps_, reducer_->num_buckets());
   }
+  return absl::OkStatus();
+}
 
-  int64_t last_saved_step = state.step;
-  auto save = [&](const TrainingState& at) -> absl::Status {
-    last_saved_step = at.step;
-    if (options.rank != 0 || options.checkpoint_dir.empty()) return absl::OkStatus();
-    RETURN_IF_ERROR(SaveCheckpoint(options.checkpoint_dir, *model, *optimizer, at));
-    LogInfo("checkpoint at step %d written to %s/checkpoint.pt", at.step, options.checkpoint_dir);
-    return absl::OkStatus();
-  };
-
-  model->SetTraining(true);
-  BatchFeeder feeder(*loader, device, /*convert=*/options.device_step_ms <= 0);
-  ProgressLine progress(options.rank == 0);
-  const absl::Time run_start = absl::Now();
-  int64_t step = state.step;
-  bool stopped = false;
-  TrainingState position = state;  // after the last trained batch
-  for (uint32_t epoch = state.epoch; static_cast<int>(epoch) < epochs && !stopped; ++epoch) {
-    if (options.steps > 0 && step >= options.steps) break;
-    RETURN_IF_ERROR(feeder.StartEpoch(epoch, epoch == state.epoch ? state.next_batch : 0));
-    absl::Time step_start = absl::Now();
-    ASSIGN_OR_RETURN(std::optional<DeviceBatch> current, feeder.Next());
-    double wait_ms = feeder.last_wait_ms();
-    while (current) {
-      const double lr = schedule.At(step);
-      SetLearningRate(*optimizer, lr);
-      torch::Tensor loss;
-      if (options.device_step_ms > 0) {
-        // A modelled accelerator: busy for the step's time, the CPU idle.
-        absl::SleepFor(absl::Milliseconds(options.device_step_ms));
-        loss = torch::zeros({});
-      } else {
-        optimizer->zero_grad();
-        {
-          AutocastScope autocast(bf16, device);
-          loss =
-              torch::nn::functional::cross_entropy(model->Forward(current->input), current->labels);
-        }
-        loss.backward();  // gradient buckets start all-reducing during this
-        RETURN_IF_ERROR(reducer.FinishStep());
-        optimizer->step();
+absl::Status RankTrainer::Resume() {
+  if (options_.resume && !options_.checkpoint_dir.empty()) {
+    ASSIGN_OR_RETURN(std::optional<TrainingState> loaded,
+                     LoadCheckpoint(options_.checkpoint_dir, *model_, *optimizer_));
+    if (loaded) {
+      start_ = *loaded;
+      if (options_.rank == 0) {
+        LogInfo("resuming from %s/checkpoint.pt at step %d (epoch %d, batch %d)",
+                options_.checkpoint_dir, start_.step, start_.epoch, start_.next_batch);
       }
-      position = {step + 1, current->host.epoch, current->host.index + 1};
-
-      // On CUDA the step is still running: fetch and queue the next batch now.
-      const bool last = options.steps > 0 && step + 1 >= options.steps;
-      std::optional<DeviceBatch> next;
-      if (!last) {
-        ASSIGN_OR_RETURN(next, feeder.Next());
-        wait_ms += feeder.last_wait_ms();
-      }
-      // All ranks stop at the same step: the flag is summed across ranks.
-      torch::Tensor stop = torch::tensor({StopRequested(options) ? 1.0f : 0.0f}).to(device);
-      RETURN_IF_ERROR(communicator->AllReduceSum(stop));
-      const double loss_value = loss.item<double>();  // waits for the step
-      sample_log.Record(current->host);
-
-      const absl::Time now = absl::Now();
-      StepRecord record;
-      record.step = static_cast<uint64_t>(step);
-      record.epoch = epoch;
-      record.step_ms = absl::ToDoubleMilliseconds(now - step_start);
-      record.data_wait_ms = wait_ms;
-      record.loss = loss_value;
-      record.batch_size = static_cast<uint32_t>(current->host.size());
-      record.failed_samples = static_cast<uint32_t>(current->host.failed);
-      record.learning_rate = lr;
-      metrics->RecordStep(record);
-      progress.Show(absl::StrFormat(
-          "epoch %d step %d/%d  loss %.4f  lr %.4g  step %.1f ms  %.0f img/s  data wait %.1f ms "
-          "(%.0f%%)",
-          epoch, step + 1, total_steps, loss_value, lr, record.step_ms,
-          record.batch_size * options.world_size * 1000.0 / record.step_ms, wait_ms,
-          100.0 * wait_ms / record.step_ms));
-      ++step;
-      step_start = now;
-      wait_ms = 0;
-      current = std::move(next);
-
-      if (stop.cpu().item<float>() > 0) {
-        stopped = true;
-        RETURN_IF_ERROR(save(position));
-        break;
-      }
-      if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0) {
-        RETURN_IF_ERROR(save(position));
-      }
-      if (last) break;
     }
   }
-  if (!stopped && position.step != last_saved_step) RETURN_IF_ERROR(save(position));
-  if (options.rank == 0 && !options.final_model_dir.empty()) {
-    RETURN_IF_ERROR(SaveCheckpoint(options.final_model_dir, *model, *optimizer, position));
-    LogInfo("final model written to %s/checkpoint.pt", options.final_model_dir);
-  }
+  RETURN_IF_ERROR(AgreeOnStart(start_, *communicator_, device_));
+  position_ = start_;
+  step_ = start_.step;
+  last_saved_step_ = start_.step;
+  return absl::OkStatus();
+}
 
-  // Sum the totals of all ranks for the summary.
-  const RunTotals& mine = metrics->totals();
+void RankTrainer::PlanSteps() {
+  steps_per_epoch_ = loader_->size();
+  epochs_ = options_.epochs;
+  if (options_.steps > 0) {
+    epochs_ = static_cast<int>((options_.steps + steps_per_epoch_ - 1) / steps_per_epoch_);
+  }
+  total_steps_ = options_.steps > 0 ? options_.steps : steps_per_epoch_ * epochs_;
+}
+
+absl::Status RankTrainer::Train() {
+  model_->SetTraining(true);
+  BatchFeeder feeder(*loader_, device_, /*convert=*/options_.device_step_ms <= 0);
+  ProgressLine progress(options_.rank == 0);
+  run_start_ = absl::Now();
+  for (uint32_t epoch = start_.epoch; static_cast<int>(epoch) < epochs_ && !stopped_; ++epoch) {
+    if (options_.steps > 0 && step_ >= options_.steps) break;
+    RETURN_IF_ERROR(TrainEpoch(epoch, feeder, progress));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder,
+                                     ProgressLine& progress) {
+  RETURN_IF_ERROR(feeder.StartEpoch(epoch, epoch == start_.epoch ? start_.next_batch : 0));
+  absl::Time step_start = absl::Now();
+  ASSIGN_OR_RETURN(std::optional<DeviceBatch> current, feeder.Next());
+  double wait_ms = feeder.last_wait_ms();
+  while (current) {
+    const double lr = schedule_->At(step_);
+    ASSIGN_OR_RETURN(const torch::Tensor loss, Step(*current, lr));
+    position_ = {step_ + 1, current->host.epoch, current->host.index + 1};
+    // On CUDA the step is still running: fetch and queue the next batch now.
+    const bool last = options_.steps > 0 && step_ + 1 >= options_.steps;
+    std::optional<DeviceBatch> next;
+    if (!last) {
+      ASSIGN_OR_RETURN(next, feeder.Next());
+      wait_ms += feeder.last_wait_ms();
+    }
+    ASSIGN_OR_RETURN(const bool stop, AnyRankStops());
+    const double loss_value = loss.item<double>();  // waits for the step
+    sample_log_.Record(current->host);
+    const absl::Time now = absl::Now();
+    Record(epoch, *current, lr, loss_value, now - step_start, wait_ms, progress);
+    ++step_;
+    step_start = now;
+    wait_ms = 0;
+    current = std::move(next);
+    if (stop) {
+      stopped_ = true;
+      return Save(position_);
+    }
+    if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
+      RETURN_IF_ERROR(Save(position_));
+    }
+    if (last) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> RankTrainer::Step(const DeviceBatch& batch, double lr) {
+  SetLearningRate(*optimizer_, lr);
+  if (options_.device_step_ms > 0) {
+    // A modelled accelerator: busy for the step's time, the CPU idle.
+    absl::SleepFor(absl::Milliseconds(options_.device_step_ms));
+    return torch::zeros({});
+  }
+  optimizer_->zero_grad();
+  torch::Tensor loss;
+  {
+    AutocastScope autocast(bf16_, device_);
+    loss = torch::nn::functional::cross_entropy(model_->Forward(batch.input), batch.labels);
+  }
+  loss.backward();  // gradient buckets start all-reducing during this
+  RETURN_IF_ERROR(reducer_->FinishStep());
+  optimizer_->step();
+  return loss;
+}
+
+absl::StatusOr<bool> RankTrainer::AnyRankStops() {
+  torch::Tensor stop = torch::tensor({StopRequested(options_) ? 1.0f : 0.0f}).to(device_);
+  RETURN_IF_ERROR(communicator_->AllReduceSum(stop));
+  return stop.cpu().item<float>() > 0;
+}
+
+void RankTrainer::Record(uint32_t epoch, const DeviceBatch& batch, double lr, double loss,
+                         absl::Duration step_time, double wait_ms, ProgressLine& progress) {
+  StepRecord record;
+  record.step = static_cast<uint64_t>(step_);
+  record.epoch = epoch;
+  record.step_ms = absl::ToDoubleMilliseconds(step_time);
+  record.data_wait_ms = wait_ms;
+  record.loss = loss;
+  record.batch_size = static_cast<uint32_t>(batch.host.size());
+  record.failed_samples = static_cast<uint32_t>(batch.host.failed);
+  record.learning_rate = lr;
+  metrics_->RecordStep(record);
+  progress.Show(absl::StrFormat(
+      "epoch %d step %d/%d  loss %.4f  lr %.4g  step %.1f ms  %.0f img/s  data wait %.1f ms "
+      "(%.0f%%)",
+      epoch, step_ + 1, total_steps_, loss, lr, record.step_ms,
+      record.batch_size * options_.world_size * 1000.0 / record.step_ms, wait_ms,
+      100.0 * wait_ms / record.step_ms));
+}
+
+absl::Status RankTrainer::Save(const TrainingState& at) {
+  last_saved_step_ = at.step;
+  if (options_.rank != 0 || options_.checkpoint_dir.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(SaveCheckpoint(options_.checkpoint_dir, *model_, *optimizer_, at));
+  LogInfo("checkpoint at step %d written to %s/checkpoint.pt", at.step, options_.checkpoint_dir);
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::WindDown() {
+  if (!stopped_ && position_.step != last_saved_step_) RETURN_IF_ERROR(Save(position_));
+  if (options_.rank == 0 && !options_.final_model_dir.empty()) {
+    RETURN_IF_ERROR(SaveCheckpoint(options_.final_model_dir, *model_, *optimizer_, position_));
+    LogInfo("final model written to %s/checkpoint.pt", options_.final_model_dir);
+  }
+  RETURN_IF_ERROR(WriteSummary());
+  if (stopped_) LogInfo("rank %d stopped on request after step %d", options_.rank, step_);
+  return communicator_->Shutdown();
+}
+
+// Sums the totals of all ranks; rank 0 writes the summary.
+absl::Status RankTrainer::WriteSummary() {
+  const RunTotals& mine = metrics_->totals();
   torch::Tensor totals = torch::tensor(
       {static_cast<double>(mine.steps), static_cast<double>(mine.images), mine.step_ms,
        mine.data_wait_ms, mine.last_loss, static_cast<double>(mine.failed_samples)},
       torch::kFloat64);
   // NCCL reduces device tensors only.
-  totals = totals.to(device);
-  RETURN_IF_ERROR(communicator->AllReduceSum(totals));
+  totals = totals.to(device_);
+  RETURN_IF_ERROR(communicator_->AllReduceSum(totals));
   totals = totals.cpu();
-  if (options.rank == 0) {
-    auto value = totals.accessor<double, 1>();
-    RunTotals all;
-    all.steps = static_cast<uint64_t>(value[0]);
-    all.images = static_cast<uint64_t>(value[1]);
-    all.step_ms = value[2];
-    all.data_wait_ms = value[3];
-    all.last_loss = value[4] / options.world_size;
-    all.failed_samples = static_cast<uint64_t>(value[5]);
-    const std::string summary = metrics->WriteSummary(
-        all, options.world_size, absl::ToDoubleSeconds(absl::Now() - run_start));
-    LogInfo("summary %s", summary);
-  }
-  if (stopped) LogInfo("rank %d stopped on request after step %d", options.rank, step);
-  return communicator->Shutdown();
+  if (options_.rank != 0) return absl::OkStatus();
+  auto value = totals.accessor<double, 1>();
+  RunTotals all;
+  all.steps = static_cast<uint64_t>(value[0]);
+  all.images = static_cast<uint64_t>(value[1]);
+  all.step_ms = value[2];
+  all.data_wait_ms = value[3];
+  all.last_loss = value[4] / options_.world_size;
+  all.failed_samples = static_cast<uint64_t>(value[5]);
+  const std::string summary = metrics_->WriteSummary(
+      all, options_.world_size, absl::ToDoubleSeconds(absl::Now() - run_start_));
+  LogInfo("summary %s", summary);
+  return absl::OkStatus();
+}
+
+absl::Status TrainRank(const TrainerOptions& options) {
+  RankTrainer trainer(options);
+  RETURN_IF_ERROR(trainer.SetUp());
+  RETURN_IF_ERROR(trainer.Train());
+  return trainer.WindDown();
 }
 
 }  // namespace
