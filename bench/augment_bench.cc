@@ -24,7 +24,7 @@
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
-#include "src/common/child_process.h"
+#include "src/common/process/child_process.h"
 #include "src/common/counter_rng.h"
 #include "src/common/proto_json.h"
 #include "src/common/read_file.h"

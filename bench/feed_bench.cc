@@ -17,7 +17,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/bench.pb.h"
 #include "src/client/remote_loader.h"
-#include "src/common/child_process.h"
+#include "src/common/process/child_process.h"
 #include "src/common/proto_json.h"
 #include "src/common/read_file.h"
 #include "src/common/status_macros.h"

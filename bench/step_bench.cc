@@ -19,7 +19,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/metrics.pb.h"
 #include "heterodl/plan.pb.h"
-#include "src/common/child_process.h"
+#include "src/common/process/child_process.h"
 #include "src/common/log.h"
 #include "src/common/proto_json.h"
 #include "src/common/read_file.h"

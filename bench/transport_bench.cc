@@ -23,7 +23,7 @@
 #include "absl/time/clock.h"
 #include "heterodl/bench.pb.h"
 #include "src/client/remote_loader.h"
-#include "src/common/child_process.h"
+#include "src/common/process/child_process.h"
 #include "src/common/proto_json.h"
 #include "src/common/status_macros.h"
 

@@ -14,7 +14,7 @@
 #include "bench/transport_bench.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
-#include "src/common/child_process.h"
+#include "src/common/process/child_process.h"
 #include "src/common/log.h"
 
 ABSL_FLAG(bool, no_peer, false, "bench: skip the peer (torchvision) measurement");

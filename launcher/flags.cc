@@ -3,7 +3,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "src/common/auth_token.h"
+#include "src/common/net/auth_token.h"
 
 ABSL_FLAG(std::string, dataset, "",
           "dataset: an image folder (CLASS/IMAGE.jpg) or a file list (path<TAB>label)");

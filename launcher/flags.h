@@ -11,7 +11,7 @@
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "src/common/tls_config.h"
+#include "src/common/net/tls_config.h"
 
 // Data and pipeline.
 ABSL_DECLARE_FLAG(std::string, dataset);

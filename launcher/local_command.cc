@@ -17,8 +17,8 @@
 #include "absl/time/clock.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
-#include "src/common/child_process.h"
-#include "src/common/host_port.h"
+#include "src/common/process/child_process.h"
+#include "src/common/net/host_port.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 

@@ -15,8 +15,8 @@
 #include "launcher/flag_names.h"
 #include "launcher/stop_signal.h"
 #include "src/common/log.h"
-#include "src/common/malloc_tuning.h"
-#include "src/common/signal_watcher.h"
+#include "src/common/memory/malloc_tuning.h"
+#include "src/common/process/signal_watcher.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "launcher/commands.h"
 #include "launcher/flags.h"
 #include "src/client/shutdown.h"
-#include "src/common/child_process.h"
+#include "src/common/process/child_process.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 

@@ -8,8 +8,8 @@
 #include "launcher/flags.h"
 #include "launcher/stop_signal.h"
 #include "src/common/log.h"
-#include "src/common/malloc_tuning.h"
-#include "src/common/signal_watcher.h"
+#include "src/common/memory/malloc_tuning.h"
+#include "src/common/process/signal_watcher.h"
 #include "src/train/trainer.h"
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "src/common/buffer_pool.h"
+#include "src/common/memory/buffer_pool.h"
 
 namespace heterodl {
 

@@ -19,7 +19,7 @@
 #include "src/client/feed_schedule.h"
 #include "src/client/server_channel.h"
 #include "src/common/fingerprint.h"
-#include "src/common/host_port.h"
+#include "src/common/net/host_port.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/data/epoch_plan.h"

@@ -42,8 +42,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "src/client/batch.h"
-#include "src/common/buffer_pool.h"
-#include "src/common/tls_config.h"
+#include "src/common/memory/buffer_pool.h"
+#include "src/common/net/tls_config.h"
 
 namespace heterodl {
 

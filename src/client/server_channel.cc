@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "src/common/auth_token.h"
+#include "src/common/net/auth_token.h"
 #include "src/common/status_macros.h"
 #include "src/wire/credentials.h"
 

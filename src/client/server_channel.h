@@ -17,7 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "src/common/tls_config.h"
+#include "src/common/net/tls_config.h"
 
 namespace heterodl {
 

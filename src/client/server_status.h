@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "src/common/tls_config.h"
+#include "src/common/net/tls_config.h"
 
 namespace heterodl {
 

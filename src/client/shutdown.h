@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "src/common/tls_config.h"
+#include "src/common/net/tls_config.h"
 
 namespace heterodl {
 

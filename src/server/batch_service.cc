@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "src/common/fingerprint.h"
-#include "src/common/process_stats.h"
+#include "src/common/process/process_stats.h"
 #include "src/common/status_macros.h"
 #include "src/wire/plan_config.h"
 

@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 #include "augment/pipeline.h"
 #include "heterodl/data_service.pb.h"
-#include "src/common/buffer_pool.h"
+#include "src/common/memory/buffer_pool.h"
 #include "src/data/batch_assembler.h"
 #include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"

@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/client/remote_loader.h"
-#include "src/common/buffer_pool.h"
+#include "src/common/memory/buffer_pool.h"
 
 namespace heterodl {
 

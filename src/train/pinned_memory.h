@@ -5,7 +5,7 @@
 #ifndef HETERODL_SRC_TRAIN_PINNED_MEMORY_H_
 #define HETERODL_SRC_TRAIN_PINNED_MEMORY_H_
 
-#include "src/common/buffer_pool.h"
+#include "src/common/memory/buffer_pool.h"
 
 namespace heterodl {
 

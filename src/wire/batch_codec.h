@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "heterodl/data_service.pb.h"
-#include "src/common/buffer_pool.h"
+#include "src/common/memory/buffer_pool.h"
 #include "src/wire/outgoing_pixels.h"
 
 namespace heterodl {

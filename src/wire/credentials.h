@@ -1,4 +1,4 @@
-// gRPC credentials from a TlsConfig (src/common/tls_config.h): insecure when
+// gRPC credentials from a TlsConfig (src/common/net/tls_config.h): insecure when
 // it is empty, TLS (mutual with a CA on the server) otherwise. Errors name the
 // file that is missing or unreadable, or the half of a pair that is.
 #ifndef HETERODL_SRC_WIRE_CREDENTIALS_H_
@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "src/common/tls_config.h"
+#include "src/common/net/tls_config.h"
 
 namespace heterodl {
 

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "src/common/buffer_pool.h"
+#include "src/common/memory/buffer_pool.h"
 
 namespace heterodl {
 

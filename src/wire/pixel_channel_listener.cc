@@ -21,7 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "src/common/log.h"
-#include "src/common/unique_fd.h"
+#include "src/common/net/unique_fd.h"
 #include "src/wire/tcp_address.h"
 
 namespace heterodl {

@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "src/common/unique_fd.h"
+#include "src/common/net/unique_fd.h"
 #include "src/wire/pixel_channel.h"
 
 namespace heterodl {

@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "src/train/checkpoint.h"
-#include "src/common/host_port.h"
+#include "src/common/net/host_port.h"
 #include "src/train/communicator.h"
 #include "src/train/gradient_reducer.h"
 #include "src/train/lr_schedule.h"

@@ -1,6 +1,6 @@
 // "host:port" strings as the launcher, gRPC and the cluster view write them.
-#ifndef HETERODL_SRC_COMMON_HOST_PORT_H_
-#define HETERODL_SRC_COMMON_HOST_PORT_H_
+#ifndef HETERODL_SRC_COMMON_NET_HOST_PORT_H_
+#define HETERODL_SRC_COMMON_NET_HOST_PORT_H_
 
 #include <string>
 
@@ -26,4 +26,4 @@ absl::StatusOr<int> PickFreeLoopbackPort();
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_COMMON_HOST_PORT_H_
+#endif  // HETERODL_SRC_COMMON_NET_HOST_PORT_H_

@@ -1,4 +1,4 @@
-#include "src/common/host_port.h"
+#include "src/common/net/host_port.h"
 
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "src/common/child_process.h"
+#include "src/common/process/child_process.h"
 
 #include <signal.h>
 

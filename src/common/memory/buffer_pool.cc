@@ -1,4 +1,4 @@
-#include "src/common/buffer_pool.h"
+#include "src/common/memory/buffer_pool.h"
 
 #include <cstdlib>
 

@@ -1,6 +1,6 @@
 // What this process has used, as the kernel counts it.
-#ifndef HETERODL_SRC_COMMON_PROCESS_STATS_H_
-#define HETERODL_SRC_COMMON_PROCESS_STATS_H_
+#ifndef HETERODL_SRC_COMMON_PROCESS_PROCESS_STATS_H_
+#define HETERODL_SRC_COMMON_PROCESS_PROCESS_STATS_H_
 
 #include <cstdint>
 
@@ -12,4 +12,4 @@ uint64_t PeakRssBytes();
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_COMMON_PROCESS_STATS_H_
+#endif  // HETERODL_SRC_COMMON_PROCESS_PROCESS_STATS_H_

@@ -7,8 +7,8 @@
 // Construct it in main() before any other thread starts: it blocks the two
 // signals in the calling thread, and threads started later inherit the mask,
 // so only the watcher's sigwait() receives them.
-#ifndef HETERODL_SRC_COMMON_SIGNAL_WATCHER_H_
-#define HETERODL_SRC_COMMON_SIGNAL_WATCHER_H_
+#ifndef HETERODL_SRC_COMMON_PROCESS_SIGNAL_WATCHER_H_
+#define HETERODL_SRC_COMMON_PROCESS_SIGNAL_WATCHER_H_
 
 #include <functional>
 #include <thread>
@@ -31,4 +31,4 @@ class SignalWatcher {
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_COMMON_SIGNAL_WATCHER_H_
+#endif  // HETERODL_SRC_COMMON_PROCESS_SIGNAL_WATCHER_H_

@@ -1,4 +1,4 @@
-#include "src/common/auth_token.h"
+#include "src/common/net/auth_token.h"
 
 #include "gtest/gtest.h"
 #include "tests/testing/test_images.h"

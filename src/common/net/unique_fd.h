@@ -4,8 +4,8 @@
 //   UniqueFd socket(::socket(AF_INET, SOCK_STREAM, 0));
 //   if (!socket.valid()) return Error(errno);
 //   ... on every return path the socket is closed, unless released.
-#ifndef HETERODL_SRC_COMMON_UNIQUE_FD_H_
-#define HETERODL_SRC_COMMON_UNIQUE_FD_H_
+#ifndef HETERODL_SRC_COMMON_NET_UNIQUE_FD_H_
+#define HETERODL_SRC_COMMON_NET_UNIQUE_FD_H_
 
 #include <unistd.h>
 
@@ -43,4 +43,4 @@ class UniqueFd {
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_COMMON_UNIQUE_FD_H_
+#endif  // HETERODL_SRC_COMMON_NET_UNIQUE_FD_H_

@@ -1,7 +1,7 @@
 // The shared secret that data servers require of their clients
 // (--auth-token-file). It travels in the call metadata of every RPC.
-#ifndef HETERODL_SRC_COMMON_AUTH_TOKEN_H_
-#define HETERODL_SRC_COMMON_AUTH_TOKEN_H_
+#ifndef HETERODL_SRC_COMMON_NET_AUTH_TOKEN_H_
+#define HETERODL_SRC_COMMON_NET_AUTH_TOKEN_H_
 
 #include <string>
 
@@ -24,4 +24,4 @@ bool TokensEqual(absl::string_view expected, absl::string_view given);
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_COMMON_AUTH_TOKEN_H_
+#endif  // HETERODL_SRC_COMMON_NET_AUTH_TOKEN_H_

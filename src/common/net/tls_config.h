@@ -7,8 +7,8 @@
 // certificate it signed (mutual TLS). Client: TLS when a CA is given (the
 // server's certificate is verified against it); with cert + key it presents
 // them. Nothing given: plaintext, as before.
-#ifndef HETERODL_SRC_COMMON_TLS_CONFIG_H_
-#define HETERODL_SRC_COMMON_TLS_CONFIG_H_
+#ifndef HETERODL_SRC_COMMON_NET_TLS_CONFIG_H_
+#define HETERODL_SRC_COMMON_NET_TLS_CONFIG_H_
 
 #include <string>
 
@@ -27,4 +27,4 @@ struct TlsConfig {
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_COMMON_TLS_CONFIG_H_
+#endif  // HETERODL_SRC_COMMON_NET_TLS_CONFIG_H_

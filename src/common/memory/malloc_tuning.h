@@ -10,8 +10,8 @@
 //
 // Call once at the start of main() of heterodl's own executables; a library
 // (the Python module) leaves its host process's allocator alone.
-#ifndef HETERODL_SRC_COMMON_MALLOC_TUNING_H_
-#define HETERODL_SRC_COMMON_MALLOC_TUNING_H_
+#ifndef HETERODL_SRC_COMMON_MEMORY_MALLOC_TUNING_H_
+#define HETERODL_SRC_COMMON_MEMORY_MALLOC_TUNING_H_
 
 namespace heterodl {
 
@@ -19,4 +19,4 @@ void KeepFreedHeapMemory();
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_COMMON_MALLOC_TUNING_H_
+#endif  // HETERODL_SRC_COMMON_MEMORY_MALLOC_TUNING_H_

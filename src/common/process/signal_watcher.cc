@@ -1,4 +1,4 @@
-#include "src/common/signal_watcher.h"
+#include "src/common/process/signal_watcher.h"
 
 #include <pthread.h>
 #include <signal.h>

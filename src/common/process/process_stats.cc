@@ -1,4 +1,4 @@
-#include "src/common/process_stats.h"
+#include "src/common/process/process_stats.h"
 
 #include <fstream>
 #include <string>

@@ -1,4 +1,4 @@
-#include "src/common/host_port.h"
+#include "src/common/net/host_port.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "src/common/unique_fd.h"
+#include "src/common/net/unique_fd.h"
 
 namespace heterodl {
 

@@ -11,8 +11,8 @@
 //   Fill(buffer.data(), buffer.size());
 //   // ~PooledBuffer returns the memory to the pool, which may outlive its
 //   // creator: every buffer holds a reference to it.
-#ifndef HETERODL_SRC_COMMON_BUFFER_POOL_H_
-#define HETERODL_SRC_COMMON_BUFFER_POOL_H_
+#ifndef HETERODL_SRC_COMMON_MEMORY_BUFFER_POOL_H_
+#define HETERODL_SRC_COMMON_MEMORY_BUFFER_POOL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -103,4 +103,4 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_COMMON_BUFFER_POOL_H_
+#endif  // HETERODL_SRC_COMMON_MEMORY_BUFFER_POOL_H_

@@ -1,4 +1,4 @@
-#include "src/common/malloc_tuning.h"
+#include "src/common/memory/malloc_tuning.h"
 
 #include <malloc.h>
 
@@ -11,7 +11,7 @@ void KeepFreedHeapMemory() {
   // every decode's row buffers and every 224 x 224 x 3 image were mmapped
   // and faulted in afresh (page faults: ~4% of a data server's CPU, perf).
   // Up to 32 MiB (glibc's maximum) they now come from the heap and are
-  // reused; batch buffers are pooled (src/common/buffer_pool.h).
+  // reused; batch buffers are pooled (src/common/memory/buffer_pool.h).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
 }
 

@@ -1,4 +1,4 @@
-#include "src/common/auth_token.h"
+#include "src/common/net/auth_token.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"

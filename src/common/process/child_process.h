@@ -8,8 +8,8 @@
 //
 // The destructor kills (SIGKILL) and reaps a child that is still running, so
 // an error path never leaves orphans behind.
-#ifndef HETERODL_SRC_COMMON_CHILD_PROCESS_H_
-#define HETERODL_SRC_COMMON_CHILD_PROCESS_H_
+#ifndef HETERODL_SRC_COMMON_PROCESS_CHILD_PROCESS_H_
+#define HETERODL_SRC_COMMON_PROCESS_CHILD_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -68,4 +68,4 @@ std::optional<int> AwaitPortFile(ChildProcess& server, const std::string& path,
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_COMMON_CHILD_PROCESS_H_
+#endif  // HETERODL_SRC_COMMON_PROCESS_CHILD_PROCESS_H_
