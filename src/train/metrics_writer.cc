@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "heterodl/metrics.pb.h"
+#include "src/common/log.h"
 #include "src/common/proto_json.h"
 
 namespace heterodl {
@@ -24,7 +25,7 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
           absl::StrCat("cannot create metrics file '", path, "': ", std::strerror(errno)));
     }
   }
-  return std::unique_ptr<MetricsWriter>(new MetricsWriter(file, rank));
+  return std::unique_ptr<MetricsWriter>(new MetricsWriter(file, path, rank));
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -51,9 +52,18 @@ void MetricsWriter::RecordStep(const StepRecord& record) {
   metrics.set_batch_size(record.batch_size);
   metrics.set_failed_samples(record.failed_samples);
   metrics.set_learning_rate(record.learning_rate);
-  const std::string line = ToJson(metrics) + "\n";
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fflush(file_);
+  WriteLine(ToJson(metrics) + "\n");
+}
+
+void MetricsWriter::WriteLine(const std::string& line) {
+  if (file_ == nullptr || failed_) return;
+  if (std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0) {
+    return;
+  }
+  // Training goes on without its metrics rather than stopping; once said.
+  failed_ = true;
+  LogWarning("metrics file '%s': write failed (%s); no more metrics are written to it", path_,
+             std::strerror(errno));
 }
 
 std::string MetricsWriter::WriteSummary(const RunTotals& all_ranks, uint32_t world_size,
@@ -72,11 +82,7 @@ std::string MetricsWriter::WriteSummary(const RunTotals& all_ranks, uint32_t wor
   summary.set_final_loss(all_ranks.last_loss);
   summary.set_failed_samples(all_ranks.failed_samples);
   std::string json = ToJson(summary);
-  if (file_ != nullptr) {
-    const std::string line = absl::StrCat("{\"summary\":", json, "}\n");
-    std::fwrite(line.data(), 1, line.size(), file_);
-    std::fflush(file_);
-  }
+  WriteLine(absl::StrCat("{\"summary\":", json, "}\n"));
   return json;
 }
 

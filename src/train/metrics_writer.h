@@ -1,12 +1,15 @@
-// Step metrics of a training run: a JSON line per step (--metrics-file), a
-// live progress line, and an end-of-run summary with the data stall share.
+// Step metrics of a training run: a JSON line per step (--metrics-file) and
+// an end-of-run summary with the data stall share.
 //
 // Free of torch (and compiled without its include path, which ships its own
 // protobuf headers), so it may use protobuf's JSON printer.
 //
 //   ASSIGN_OR_RETURN(auto writer, MetricsWriter::Open(path, rank));
 //   writer->RecordStep(step);
-//   RunSummary summary = writer->Summarize(world_size);
+//   std::string summary = writer->WriteSummary(all_ranks, world_size, seconds);
+//
+// A write that fails (a full disk) is logged once and ends the file's
+// metrics; training goes on.
 #ifndef HETERODL_SRC_TRAIN_METRICS_WRITER_H_
 #define HETERODL_SRC_TRAIN_METRICS_WRITER_H_
 
@@ -14,6 +17,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -55,11 +59,15 @@ class MetricsWriter {
   std::string WriteSummary(const RunTotals& all_ranks, uint32_t world_size, double wall_seconds);
 
  private:
-  MetricsWriter(std::FILE* file, uint32_t rank) : file_(file), rank_(rank) {}
+  MetricsWriter(std::FILE* file, std::string path, uint32_t rank)
+      : file_(file), path_(std::move(path)), rank_(rank) {}
+  void WriteLine(const std::string& line);
 
   std::FILE* file_;
+  const std::string path_;
   uint32_t rank_;
   RunTotals totals_;
+  bool failed_ = false;
 };
 
 }  // namespace heterodl

@@ -13,6 +13,7 @@
 #include "src/train/communicator.h"
 #include "src/train/gradient_reducer.h"
 #include "src/train/lr_schedule.h"
+#include "src/train/metrics_writer.h"
 #include "src/train/models.h"
 
 namespace heterodl {
@@ -227,6 +228,28 @@ TEST(CheckpointTest, RestoresModelOptimizerAndPosition) {
       LoadCheckpoint(dir, *other, other_optimizer);
   EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(mismatch.status().message().find("shape"), std::string::npos);
+}
+
+TEST(MetricsWriterTest, AWriteThatFailsIsSaidOnceAndTrainingGoesOn) {
+  // /dev/full accepts the open and refuses every write (ENOSPC).
+  absl::StatusOr<std::unique_ptr<MetricsWriter>> writer = MetricsWriter::Open("/dev/full", 0);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  StepRecord record;
+  record.batch_size = 8;
+  record.step_ms = 10;
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) (*writer)->RecordStep(record);
+  EXPECT_FALSE((*writer)->WriteSummary((*writer)->totals(), 1, 1.0).empty());
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ((*writer)->totals().steps, 3u);  // still counted
+  EXPECT_EQ((*writer)->totals().images, 24u);
+  size_t times = 0;
+  for (size_t at = said.find("write failed"); at != std::string::npos;
+       at = said.find("write failed", at + 1)) {
+    ++times;
+  }
+  EXPECT_EQ(times, 1u) << said;
+  EXPECT_NE(said.find("/dev/full"), std::string::npos) << said;
 }
 
 }  // namespace
