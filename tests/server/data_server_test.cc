@@ -1,14 +1,10 @@
-// The data server and the remote loader together, in-process on loopback.
+// The data server as a client sees it, in-process on loopback: requests a
+// well-behaved loader never sends, its limits, its tokens and how it stops.
 #include "src/server/data_server.h"
 
-#include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <functional>
 #include <set>
 #include <thread>
 
@@ -18,377 +14,23 @@
 #include "gtest/gtest.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/client/remote_loader.h"
-#include "src/client/shutdown.h"
 #include "src/client/server_status.h"
+#include "src/client/shutdown.h"
 #include "src/data/dataset.h"
 #include "src/wire/byte_stream.h"
-#include "src/wire/pixel_channel_reader.h"
-#include "tests/testing/test_images.h"
+#include "src/wire/pixel_channel.h"
+#include "tests/testing/served_dataset.h"
 
 namespace heterodl {
 namespace {
 
-constexpr char kPipeline[] = "random_resized_crop(32)|hflip(0.5)";
+using testing::kTestPipeline;
+using testing::RunningServer;
 
-// A server running in this process, stopped and joined on destruction. One
-// that cannot start fails the test with the reason (and serves nothing: its
-// address() refuses connections).
-class RunningServer {
- public:
-  explicit RunningServer(const std::string& dataset, const std::string& address = "127.0.0.1:0",
-                         const std::string& auth_token = "", int pixel_port = 0) {
-    DataServerOptions options;
-    options.auth_token = auth_token;
-    options.pixel_port = pixel_port;
-    options.dataset = dataset;
-    options.pipeline = kPipeline;
-    options.address = address;
-    options.threads = 2;
-    options.drain_timeout = absl::Milliseconds(200);
-    absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
-    if (!server.ok()) {
-      ADD_FAILURE() << "the data server did not start: " << server.status();
-      address_ = "127.0.0.1:1";
-      return;
-    }
-    server_ = *std::move(server);
-    address_ = absl::StrCat("127.0.0.1:", server_->port());
-    waiter_ = std::thread([this] { ended_ = server_->Wait(); });
-  }
-  ~RunningServer() { Stop(); }
-
-  void Stop() {
-    if (!waiter_.joinable()) return;
-    server_->RequestStop("test");
-    waiter_.join();
-  }
-  // Joins after a Shutdown RPC.
-  void Join() {
-    if (waiter_.joinable()) waiter_.join();
-  }
-
-  const std::string& address() const { return address_; }
-
- private:
-  std::unique_ptr<DataServer> server_;
-  std::string address_;
-  std::thread waiter_;
-  absl::Status ended_;
-};
-
-class DataServerTest : public ::testing::Test {
- protected:
-  // Once per process: the suites derived from this one run it again.
-  static void SetUpTestSuite() {
-    if (dataset_ == nullptr) {
-      dataset_ = new std::string(testing::MakeImageFolder("server", 3, 20).string());
-    }
-  }
-  RemoteLoaderOptions LoaderOptions(std::vector<std::string> servers, uint32_t rank,
-                                    uint32_t world_size) {
-    RemoteLoaderOptions options;
-    options.servers = std::move(servers);
-    options.batch_size = 7;
-    options.rank = rank;
-    options.world_size = world_size;
-    options.seed = 11;
-    options.connect_timeout = absl::Seconds(10);
-    options.stall_timeout = absl::Seconds(10);
-    return options;
-  }
-  static std::vector<Batch> ReadEpoch(RemoteLoader& loader, uint32_t epoch) {
-    EXPECT_TRUE(loader.SetEpoch(epoch).ok());
-    std::vector<Batch> batches;
-    while (true) {
-      absl::StatusOr<std::optional<Batch>> batch = loader.Next();
-      EXPECT_TRUE(batch.ok()) << batch.status();
-      if (!batch.ok() || !batch->has_value()) break;
-      batches.push_back(std::move(**batch));
-    }
-    return batches;
-  }
-
-  static std::string* dataset_;
-};
-std::string* DataServerTest::dataset_ = nullptr;
+class DataServerTest : public testing::ServedDatasetTest {};
 
 TEST_F(DataServerTest, AServerThatCannotStartFailsTheTestWithItsReason) {
   EXPECT_NONFATAL_FAILURE(RunningServer("/no/such/dataset"), "/no/such/dataset");
-}
-
-TEST_F(DataServerTest, EverySampleReachesExactlyOneRankInOrder) {
-  RunningServer a(*dataset_), b(*dataset_);
-  std::multiset<int64_t> seen;
-  for (uint32_t rank = 0; rank < 3; ++rank) {
-    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader =
-        RemoteLoader::Connect(LoaderOptions({a.address(), b.address()}, rank, 3));
-    ASSERT_TRUE(loader.ok()) << loader.status();
-    EXPECT_EQ((*loader)->dataset().num_samples, 60u);
-    EXPECT_EQ((*loader)->size(), 3);  // 20 samples per rank in batches of 7
-    std::vector<Batch> batches = ReadEpoch(**loader, 0);
-    ASSERT_EQ(batches.size(), 3u);
-    for (size_t k = 0; k < batches.size(); ++k) {
-      EXPECT_EQ(batches[k].index, static_cast<int64_t>(k));
-      EXPECT_EQ(batches[k].height, 32);
-      EXPECT_EQ(batches[k].images.size(), static_cast<size_t>(batches[k].size()) * 32 * 32 * 3);
-      seen.insert(batches[k].indices.begin(), batches[k].indices.end());
-    }
-    EXPECT_EQ(batches.back().size(), 6);
-  }
-  ASSERT_EQ(seen.size(), 60u);
-  for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
-  // Both servers report per-stage times for what they served.
-  uint64_t samples = 0;
-  for (const std::string& address : {a.address(), b.address()}) {
-    absl::StatusOr<ServerStatus> status = FetchServerStatus(address, absl::Seconds(5));
-    ASSERT_TRUE(status.ok()) << status.status();
-    samples += status->samples_sent;
-    if (status->batches_sent > 0) {
-      EXPECT_GT(status->read_seconds, 0);
-      EXPECT_GT(status->decode_seconds, 0);
-      EXPECT_GT(status->send_seconds, 0);
-      EXPECT_GT(status->peak_rss_bytes, 0u);
-    }
-  }
-  // At least the epoch: the loaders fetched ahead into the next ones too.
-  EXPECT_GE(samples, 60u);
-}
-
-TEST_F(DataServerTest, AnyServerBuildsTheSameBatchBitForBit) {
-  RunningServer a(*dataset_), b(*dataset_);
-  auto from_a = RemoteLoader::Connect(LoaderOptions({a.address()}, 1, 2));
-  auto from_b = RemoteLoader::Connect(LoaderOptions({b.address()}, 1, 2));
-  ASSERT_TRUE(from_a.ok() && from_b.ok());
-  std::vector<Batch> batches_a = ReadEpoch(**from_a, 2);
-  std::vector<Batch> batches_b = ReadEpoch(**from_b, 2);
-  ASSERT_EQ(batches_a.size(), batches_b.size());
-  for (size_t k = 0; k < batches_a.size(); ++k) {
-    EXPECT_EQ(batches_a[k].images.view(), batches_b[k].images.view()) << k;
-    EXPECT_EQ(batches_a[k].labels, batches_b[k].labels);
-    EXPECT_EQ(batches_a[k].indices, batches_b[k].indices);
-  }
-}
-
-TEST_F(DataServerTest, ResumesAtAGivenBatch) {
-  RunningServer a(*dataset_);
-  auto loader = RemoteLoader::Connect(LoaderOptions({a.address()}, 0, 1));
-  ASSERT_TRUE(loader.ok());
-  std::vector<Batch> all = ReadEpoch(**loader, 1);
-  ASSERT_TRUE((*loader)->SetEpoch(1, 5).ok());
-  absl::StatusOr<std::optional<Batch>> resumed = (*loader)->Next();
-  ASSERT_TRUE(resumed.ok() && resumed->has_value());
-  EXPECT_EQ((*resumed)->index, 5);
-  EXPECT_EQ((*resumed)->images.view(), all[5].images.view());
-  EXPECT_EQ((*loader)->position().next_batch, 6);
-}
-
-// Two servers, A and B, serving one rank 30 batches of 2 (each connection
-// keeps at least two requested, so A holds work when something happens to
-// it).
-class FailoverTest : public DataServerTest {
- protected:
-  std::unique_ptr<RemoteLoader> Connect(const std::vector<std::string>& servers) {
-    RemoteLoaderOptions options = LoaderOptions(servers, 0, 1);
-    options.batch_size = 2;
-    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
-    EXPECT_TRUE(loader.ok()) << loader.status();
-    return loader.ok() ? *std::move(loader) : nullptr;
-  }
-  // Reads `epoch` in order, calling `after(k)` after the k-th batch (from 1),
-  // and checks every sample arrived exactly once.
-  static void ReadEpochChecked(RemoteLoader& loader, uint32_t epoch,
-                               const std::function<void(int64_t)>& after) {
-    ASSERT_TRUE(loader.SetEpoch(epoch).ok());
-    std::multiset<int64_t> seen;
-    int64_t k = 0;
-    while (true) {
-      absl::StatusOr<std::optional<Batch>> batch = loader.Next();
-      ASSERT_TRUE(batch.ok()) << batch.status();
-      if (!batch->has_value()) break;
-      EXPECT_EQ((*batch)->epoch, epoch);
-      EXPECT_EQ((*batch)->index, k);  // in order
-      seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
-      after(++k);
-    }
-    EXPECT_EQ(k, 30);
-    ASSERT_EQ(seen.size(), 60u);
-    for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
-  }
-  void ReadEpochChecked(const std::vector<std::string>& servers,
-                        const std::function<void(int64_t)>& after) {
-    std::unique_ptr<RemoteLoader> loader = Connect(servers);
-    ASSERT_NE(loader, nullptr);
-    ReadEpochChecked(*loader, 0, after);
-  }
-};
-
-// Polls `loader` until it has received more than `batches` (it fetched
-// ahead), for up to 10 s; false if it never did.
-bool AwaitReceived(const RemoteLoader& loader, int64_t batches) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (loader.stats().received <= batches) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
-
-TEST_F(FailoverTest, AServerLostAtAnEpochBoundaryLosesNothing) {
-  auto a = std::make_unique<RunningServer>(*dataset_);
-  RunningServer b(*dataset_);
-  std::unique_ptr<RemoteLoader> loader = Connect({a->address(), b.address()});
-  ASSERT_NE(loader, nullptr);
-  // A goes away as the trainer takes the epoch's last batches, while the
-  // loader fetches the next epoch's first ones from both servers.
-  ReadEpochChecked(*loader, 0, [&](int64_t k) {
-    if (k == 29) a.reset();
-  });
-  ReadEpochChecked(*loader, 1, [](int64_t) {});
-  // Then a server lost between two epochs, once the next one is fetched.
-  auto c = std::make_unique<RunningServer>(*dataset_);
-  std::unique_ptr<RemoteLoader> second = Connect({c->address(), b.address()});
-  ASSERT_NE(second, nullptr);
-  ReadEpochChecked(*second, 4, [](int64_t) {});
-  ASSERT_TRUE(AwaitReceived(*second, 30));
-  c.reset();
-  ReadEpochChecked(*second, 5, [](int64_t) {});
-  EXPECT_EQ(second->stats().dropped, 0);
-}
-
-TEST_F(DataServerTest, BatchesFetchedAheadAreKeptAtTheBoundaryAndDroppedElsewhere) {
-  RunningServer server(*dataset_);
-  auto loader = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
-  auto fresh = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
-  ASSERT_TRUE(loader.ok() && fresh.ok());
-  ASSERT_EQ((*loader)->size(), 9);
-  ReadEpoch(**loader, 0);
-  // While the trainer does something else, the next epoch arrives.
-  ASSERT_TRUE(AwaitReceived(**loader, 9));
-  const std::vector<Batch> next = ReadEpoch(**loader, 1);
-  const std::vector<Batch> expected = ReadEpoch(**fresh, 1);
-  ASSERT_EQ(next.size(), expected.size());
-  for (size_t k = 0; k < next.size(); ++k) {
-    EXPECT_EQ(next[k].indices, expected[k].indices);
-    EXPECT_EQ(next[k].images.view(), expected[k].images.view());
-  }
-  EXPECT_EQ((*loader)->stats().dropped, 0);
-  // Epoch 2 arrives ahead too; the trainer resumes elsewhere instead.
-  ASSERT_TRUE(AwaitReceived(**loader, 18));
-  ASSERT_TRUE((*loader)->SetEpoch(5, 3).ok());
-  ASSERT_TRUE((*fresh)->SetEpoch(5, 3).ok());
-  for (int64_t k = 3; k < 9; ++k) {
-    absl::StatusOr<std::optional<Batch>> got = (*loader)->Next();
-    absl::StatusOr<std::optional<Batch>> want = (*fresh)->Next();
-    ASSERT_TRUE(got.ok() && got->has_value() && want.ok() && want->has_value());
-    EXPECT_EQ((*got)->epoch, 5u);
-    EXPECT_EQ((*got)->index, k);
-    EXPECT_EQ((*got)->indices, (*want)->indices);
-  }
-  EXPECT_GT((*loader)->stats().dropped, 0);
-}
-
-TEST_F(DataServerTest, ASequentialLoaderReadsTheDatasetInOrder) {
-  RunningServer server(*dataset_);
-  for (const uint32_t world_size : {1u, 3u}) {
-    RemoteLoaderOptions options = LoaderOptions({server.address()}, world_size - 1, world_size);
-    options.shuffle = false;
-    auto loader = RemoteLoader::Connect(options);
-    ASSERT_TRUE(loader.ok()) << loader.status();
-    for (const uint32_t epoch : {0u, 3u}) {
-      std::vector<int64_t> indices;
-      for (const Batch& batch : ReadEpoch(**loader, epoch)) {
-        indices.insert(indices.end(), batch.indices.begin(), batch.indices.end());
-      }
-      // DistributedSampler's split of 0..59 without shuffling.
-      std::vector<int64_t> expected;
-      for (int64_t i = world_size - 1; i < 60; i += world_size) expected.push_back(i);
-      EXPECT_EQ(indices, expected) << "world " << world_size << " epoch " << epoch;
-    }
-  }
-  // The default shuffles.
-  auto shuffled = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
-  ASSERT_TRUE(shuffled.ok());
-  std::vector<int64_t> indices;
-  for (const Batch& batch : ReadEpoch(**shuffled, 0)) {
-    indices.insert(indices.end(), batch.indices.begin(), batch.indices.end());
-  }
-  EXPECT_FALSE(std::is_sorted(indices.begin(), indices.end()));
-}
-
-TEST_F(FailoverTest, ServerFailureMidEpochLosesNothing) {
-  auto a = std::make_unique<RunningServer>(*dataset_);
-  RunningServer b(*dataset_);
-  ReadEpochChecked({a->address(), b.address()}, [&](int64_t k) {
-    if (k == 5) a.reset();  // server A goes away with batches in flight
-  });
-}
-
-TEST_F(FailoverTest, AServerThatComesBackIsUsedAgain) {
-  auto a = std::make_unique<RunningServer>(*dataset_);
-  const std::string address_a = a->address();
-  RunningServer b(*dataset_);
-  std::unique_ptr<RemoteLoader> loader = Connect({address_a, b.address()});
-  ASSERT_NE(loader, nullptr);
-  const auto served_by_a = [&] {
-    absl::StatusOr<ServerStatus> status = FetchServerStatus(address_a, absl::Seconds(5));
-    EXPECT_TRUE(status.ok()) << status.status();
-    return status.ok() ? status->batches_sent : 0;
-  };
-  ReadEpochChecked(*loader, 0, [&](int64_t k) {
-    if (k == 3) a.reset();  // A goes away
-    if (k == 6) {
-      // And comes back; the trainer waits until the loader is there again
-      // (its backoff, gRPC's reconnection).
-      a = std::make_unique<RunningServer>(*dataset_, address_a);
-      const absl::Time give_up = absl::Now() + absl::Seconds(30);
-      while (absl::Now() < give_up) {
-        absl::StatusOr<ServerStatus> status = FetchServerStatus(address_a, absl::Seconds(5));
-        if (status.ok() && status->active_streams > 0) break;
-        absl::SleepFor(absl::Milliseconds(50));
-      }
-    }
-  });
-  // B fetched far ahead meanwhile (these batches are tiny): A is asked again
-  // as the trainer moves on and the window's end reaches past what B holds.
-  for (uint32_t epoch = 1; epoch < 30 && served_by_a() == 0; ++epoch) {
-    ReadEpochChecked(*loader, epoch, [](int64_t) {});
-  }
-  EXPECT_GT(served_by_a(), 0u);  // the new server at A's address served batches
-}
-
-TEST_F(DataServerTest, ASlowTrainerIsNotAStall) {
-  RunningServer a(*dataset_);
-  RemoteLoaderOptions options = LoaderOptions({a.address()}, 0, 1);
-  options.stall_timeout = absl::Milliseconds(500);
-  auto loader = RemoteLoader::Connect(options);
-  ASSERT_TRUE(loader.ok());
-  ASSERT_TRUE((*loader)->SetEpoch(0).ok());
-  int delivered = 0;
-  while (true) {
-    absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
-    ASSERT_TRUE(batch.ok()) << batch.status();
-    if (!batch->has_value()) break;
-    if (++delivered <= 2) absl::SleepFor(absl::Milliseconds(800));  // a long training step
-  }
-  EXPECT_EQ(delivered, 9);
-}
-
-TEST_F(DataServerTest, DatasetMismatchNamesBothServers) {
-  RunningServer a(*dataset_);
-  RunningServer other(testing::MakeImageFolder("server_other", 2, 5).string());
-  auto loader = RemoteLoader::Connect(LoaderOptions({a.address(), other.address()}, 0, 1));
-  ASSERT_FALSE(loader.ok());
-  EXPECT_TRUE(absl::IsFailedPrecondition(loader.status()));
-  EXPECT_NE(loader.status().message().find(a.address()), std::string::npos) << loader.status();
-  EXPECT_NE(loader.status().message().find(other.address()), std::string::npos);
-}
-
-TEST_F(DataServerTest, UnreachableServersAreNamed) {
-  RemoteLoaderOptions options = LoaderOptions({"127.0.0.1:1"}, 0, 1);
-  options.connect_timeout = absl::Milliseconds(300);
-  auto loader = RemoteLoader::Connect(options);
-  ASSERT_FALSE(loader.ok());
-  EXPECT_NE(loader.status().message().find("127.0.0.1:1"), std::string::npos) << loader.status();
 }
 
 // Raw requests that a well-behaved loader never sends.
@@ -480,7 +122,7 @@ TEST_F(RawStreamTest, BytesThatAreNoRequestGetInvalidArgument) {
 TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
   DataServerOptions options;
   options.dataset = *dataset_;
-  options.pipeline = kPipeline;
+  options.pipeline = kTestPipeline;
   options.address = "127.0.0.1:0";
   options.threads = 2;
   options.max_streams = 2;
@@ -623,12 +265,11 @@ TEST_F(RawStreamTest, WrongFingerprintIsFailedPrecondition) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("dataset mismatch"), std::string::npos);
 }
-
 TEST_F(DataServerTest, ServersLeaveOnTheirOwnWhenNoClientComesOrAllHaveGone) {
   for (const bool client_comes : {false, true}) {
     DataServerOptions options;
     options.dataset = *dataset_;
-    options.pipeline = kPipeline;
+    options.pipeline = kTestPipeline;
     options.address = "127.0.0.1:0";
     options.threads = 1;
     options.startup_timeout = absl::Milliseconds(600);
@@ -693,156 +334,6 @@ TEST_F(DataServerTest, ShutdownRpcStopsTheServer) {
   absl::Status again = ShutdownDataServers({server.address()}, "again", absl::Milliseconds(300));
   EXPECT_FALSE(again.ok());
   EXPECT_NE(again.message().find(server.address()), std::string::npos);
-}
-
-// Forwards TCP connections from 127.0.0.2:port() to a target port on
-// 127.0.0.1, byte for byte: a server reached through it has its gRPC service
-// at 127.0.0.2 but nothing else there, as behind a firewall that opens only
-// the service's port.
-class TcpForwarder {
- public:
-  explicit TcpForwarder(int target_port) : target_port_(target_port) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address = Loopback(2, 0);
-    socklen_t length = sizeof(address);
-    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), length), 0);
-    EXPECT_EQ(::listen(listener_, 16), 0);
-    getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    acceptor_ = std::thread([this] { AcceptLoop(); });
-  }
-  ~TcpForwarder() {
-    ::shutdown(listener_, SHUT_RDWR);
-    acceptor_.join();
-    ::close(listener_);
-    {
-      absl::MutexLock lock(&mu_);
-      for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
-    }
-    for (std::thread& pump : pumps_) pump.join();
-    for (int fd : sockets_) ::close(fd);
-  }
-  std::string address() const { return absl::StrCat("127.0.0.2:", port_); }
-
- private:
-  static sockaddr_in Loopback(int last_byte, int port) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    address.sin_addr.s_addr = htonl(0x7f000000 | last_byte);
-    return address;
-  }
-  void AcceptLoop() {
-    while (true) {
-      const int client = ::accept(listener_, nullptr, nullptr);
-      if (client < 0) return;
-      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in target = Loopback(1, target_port_);
-      if (::connect(server, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
-        ::close(client);
-        ::close(server);
-        continue;
-      }
-      absl::MutexLock lock(&mu_);
-      sockets_.insert(sockets_.end(), {client, server});
-      pumps_.emplace_back([client, server] { Pump(client, server); });
-      pumps_.emplace_back([client, server] { Pump(server, client); });
-    }
-  }
-  static void Pump(int from, int to) {
-    char buffer[1 << 16];
-    while (true) {
-      const ssize_t n = ::recv(from, buffer, sizeof(buffer), 0);
-      if (n <= 0 || ::send(to, buffer, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
-    }
-    ::shutdown(to, SHUT_WR);
-  }
-
-  const int target_port_;
-  int listener_ = -1;
-  int port_ = 0;
-  std::thread acceptor_;
-  absl::Mutex mu_;
-  std::vector<int> sockets_;  // guarded by mu_ until the acceptor is joined
-  std::vector<std::thread> pumps_;
-};
-
-int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
-
-// Reads one batch, then returns the server's count of pixel channel streams
-// (the loader's streams are open then).
-// The batches of an epoch of the 60-sample test dataset for one rank hold
-// every sample exactly once.
-void ExpectEverySampleOnce(const std::vector<Batch>& batches) {
-  std::multiset<int64_t> seen;
-  for (const Batch& batch : batches) seen.insert(batch.indices.begin(), batch.indices.end());
-  EXPECT_EQ(seen.size(), 60u);
-  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 60u);
-}
-
-// The server's count of open streams with a pixel channel once `loader` has
-// read a batch, polled until it is `expected` (streams open and close on
-// their own threads) or 10 s have passed.
-uint32_t PixelChannelStreamsWhileReading(RemoteLoader& loader, const std::string& server,
-                                         uint32_t expected) {
-  EXPECT_TRUE(loader.SetEpoch(0).ok());
-  absl::StatusOr<std::optional<Batch>> batch = loader.Next();
-  EXPECT_TRUE(batch.ok() && batch->has_value());
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (true) {
-    absl::StatusOr<ServerStatus> status = FetchServerStatus(server, absl::Seconds(5));
-    EXPECT_TRUE(status.ok()) << status.status();
-    if (!status.ok()) return 0;
-    if (status->pixel_channel_streams == expected || absl::Now() > give_up) {
-      return status->pixel_channel_streams;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-}
-
-TEST_F(DataServerTest, PixelChannelsAndGrpcCarryTheSameBatches) {
-  RunningServer server(*dataset_);
-  RemoteLoaderOptions options = LoaderOptions({server.address()}, 1, 2);
-  auto with_channel = RemoteLoader::Connect(options);
-  options.pixel_channel = false;
-  auto grpc_only = RemoteLoader::Connect(options);
-  ASSERT_TRUE(with_channel.ok() && grpc_only.ok());
-  // Each of the loader's two connections has its channel; gRPC only has none.
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**with_channel, server.address(), 2), 2u);
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**grpc_only, server.address(), 2), 2u);
-  with_channel->reset();
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**grpc_only, server.address(), 0), 0u);
-
-  with_channel = RemoteLoader::Connect(LoaderOptions({server.address()}, 1, 2));
-  ASSERT_TRUE(with_channel.ok());
-  const std::vector<Batch> a = ReadEpoch(**with_channel, 3);
-  const std::vector<Batch> b = ReadEpoch(**grpc_only, 3);
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  for (size_t k = 0; k < a.size(); ++k) {
-    EXPECT_EQ(a[k].indices, b[k].indices);
-    EXPECT_EQ(a[k].labels, b[k].labels);
-    EXPECT_EQ(a[k].images.view(), b[k].images.view()) << "batch " << k;
-  }
-}
-
-TEST_F(DataServerTest, AServerWithoutPixelChannelsServesThroughGrpc) {
-  RunningServer server(*dataset_, "127.0.0.1:0", "", /*pixel_port=*/-1);
-  auto loader = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
-  ASSERT_TRUE(loader.ok()) << loader.status();
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address(), 0), 0u);
-  ExpectEverySampleOnce(ReadEpoch(**loader, 1));
-}
-
-TEST_F(DataServerTest, AnUnreachablePixelPortFallsBackToGrpc) {
-  RunningServer server(*dataset_);
-  TcpForwarder forwarder(PortOf(server.address()));
-  // Through the forwarder the service answers, but the pixel port (bound on
-  // 127.0.0.1) refuses: the loader warns and carries the pixels in gRPC.
-  auto loader = RemoteLoader::Connect(LoaderOptions({forwarder.address()}, 0, 1));
-  ASSERT_TRUE(loader.ok()) << loader.status();
-  EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address(), 0), 0u);
-  ExpectEverySampleOnce(ReadEpoch(**loader, 1));
 }
 
 TEST_F(RawStreamTest, ATicketWithoutItsConnectionEndsTheStream) {

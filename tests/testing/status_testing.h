@@ -2,6 +2,7 @@
 // the status's message, never crashes the suite by reading a missing value.
 //
 //   ASSERT_OK(server->Start());
+//   EXPECT_OK(loader->SetEpoch(3));
 //   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Listener> listener, Listen());
 #ifndef HETERODL_TESTS_TESTING_STATUS_TESTING_H_
 #define HETERODL_TESTS_TESTING_STATUS_TESTING_H_
@@ -17,6 +18,12 @@
   do {                                              \
     const ::absl::Status heterodl_status_ = (expr); \
     ASSERT_TRUE(heterodl_status_.ok()) << heterodl_status_; \
+  } while (false)
+
+#define EXPECT_OK(expr)                             \
+  do {                                              \
+    const ::absl::Status heterodl_status_ = (expr); \
+    EXPECT_TRUE(heterodl_status_.ok()) << heterodl_status_; \
   } while (false)
 
 #define ASSERT_OK_AND_ASSIGN(lhs, expr) \

@@ -1,0 +1,176 @@
+// How the remote loader's pixels travel: on a pixel channel beside gRPC, or
+// inside gRPC when the server offers no channel or its port cannot be
+// reached; the batches are the same either way.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "src/client/remote_loader.h"
+#include "src/client/server_status.h"
+#include "tests/testing/served_dataset.h"
+
+namespace heterodl {
+namespace {
+
+using testing::RunningServer;
+
+class PixelTransportTest : public testing::ServedDatasetTest {};
+
+// Forwards TCP connections from 127.0.0.2:port() to a target port on
+// 127.0.0.1, byte for byte: a server reached through it has its gRPC service
+// at 127.0.0.2 but nothing else there, as behind a firewall that opens only
+// the service's port.
+class TcpForwarder {
+ public:
+  explicit TcpForwarder(int target_port) : target_port_(target_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address = Loopback(2, 0);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(::listen(listener_, 16), 0);
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    acceptor_ = std::thread([this] { AcceptLoop(); });
+  }
+  ~TcpForwarder() {
+    ::shutdown(listener_, SHUT_RDWR);
+    acceptor_.join();
+    ::close(listener_);
+    {
+      absl::MutexLock lock(&mu_);
+      for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
+    }
+    for (std::thread& pump : pumps_) pump.join();
+    for (int fd : sockets_) ::close(fd);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.2:", port_); }
+
+ private:
+  static sockaddr_in Loopback(int last_byte, int port) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(0x7f000000 | last_byte);
+    return address;
+  }
+  void AcceptLoop() {
+    while (true) {
+      const int client = ::accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in target = Loopback(1, target_port_);
+      if (::connect(server, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
+        ::close(client);
+        ::close(server);
+        continue;
+      }
+      absl::MutexLock lock(&mu_);
+      sockets_.insert(sockets_.end(), {client, server});
+      pumps_.emplace_back([client, server] { Pump(client, server); });
+      pumps_.emplace_back([client, server] { Pump(server, client); });
+    }
+  }
+  static void Pump(int from, int to) {
+    char buffer[1 << 16];
+    while (true) {
+      const ssize_t n = ::recv(from, buffer, sizeof(buffer), 0);
+      if (n <= 0 || ::send(to, buffer, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+    }
+    ::shutdown(to, SHUT_WR);
+  }
+
+  const int target_port_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  absl::Mutex mu_;
+  std::vector<int> sockets_;  // guarded by mu_ until the acceptor is joined
+  std::vector<std::thread> pumps_;
+};
+
+int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
+
+// The batches of an epoch of the 60-sample test dataset for one rank hold
+// every sample exactly once.
+void ExpectEverySampleOnce(const std::vector<Batch>& batches) {
+  std::multiset<int64_t> seen;
+  for (const Batch& batch : batches) seen.insert(batch.indices.begin(), batch.indices.end());
+  EXPECT_EQ(seen.size(), 60u);
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 60u);
+}
+
+// The server's count of open streams with a pixel channel once `loader` has
+// read a batch, polled until it is `expected` (streams open and close on
+// their own threads) or 10 s have passed.
+uint32_t PixelChannelStreamsWhileReading(RemoteLoader& loader, const std::string& server,
+                                         uint32_t expected) {
+  EXPECT_TRUE(loader.SetEpoch(0).ok());
+  absl::StatusOr<std::optional<Batch>> batch = loader.Next();
+  EXPECT_TRUE(batch.ok() && batch->has_value());
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (true) {
+    absl::StatusOr<ServerStatus> status = FetchServerStatus(server, absl::Seconds(5));
+    EXPECT_TRUE(status.ok()) << status.status();
+    if (!status.ok()) return 0;
+    if (status->pixel_channel_streams == expected || absl::Now() > give_up) {
+      return status->pixel_channel_streams;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+TEST_F(PixelTransportTest, PixelChannelsAndGrpcCarryTheSameBatches) {
+  RunningServer server(*dataset_);
+  RemoteLoaderOptions options = LoaderOptions({server.address()}, 1, 2);
+  auto with_channel = RemoteLoader::Connect(options);
+  options.pixel_channel = false;
+  auto grpc_only = RemoteLoader::Connect(options);
+  ASSERT_TRUE(with_channel.ok() && grpc_only.ok());
+  // Each of the loader's two connections has its channel; gRPC only has none.
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**with_channel, server.address(), 2), 2u);
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**grpc_only, server.address(), 2), 2u);
+  with_channel->reset();
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**grpc_only, server.address(), 0), 0u);
+
+  with_channel = RemoteLoader::Connect(LoaderOptions({server.address()}, 1, 2));
+  ASSERT_TRUE(with_channel.ok());
+  const std::vector<Batch> a = ReadEpoch(**with_channel, 3);
+  const std::vector<Batch> b = ReadEpoch(**grpc_only, 3);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].indices, b[k].indices);
+    EXPECT_EQ(a[k].labels, b[k].labels);
+    EXPECT_EQ(a[k].images.view(), b[k].images.view()) << "batch " << k;
+  }
+}
+
+TEST_F(PixelTransportTest, AServerWithoutPixelChannelsServesThroughGrpc) {
+  RunningServer server(*dataset_, "127.0.0.1:0", "", /*pixel_port=*/-1);
+  auto loader = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address(), 0), 0u);
+  ExpectEverySampleOnce(ReadEpoch(**loader, 1));
+}
+
+TEST_F(PixelTransportTest, AnUnreachablePixelPortFallsBackToGrpc) {
+  RunningServer server(*dataset_);
+  TcpForwarder forwarder(PortOf(server.address()));
+  // Through the forwarder the service answers, but the pixel port (bound on
+  // 127.0.0.1) refuses: the loader warns and carries the pixels in gRPC.
+  auto loader = RemoteLoader::Connect(LoaderOptions({forwarder.address()}, 0, 1));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address(), 0), 0u);
+  ExpectEverySampleOnce(ReadEpoch(**loader, 1));
+}
+
+}  // namespace
+}  // namespace heterodl

@@ -1,0 +1,282 @@
+#include "src/server/batch_service.h"
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "src/data/epoch_plan.h"
+#include "src/wire/plan_config.h"
+#include "tests/testing/status_testing.h"
+#include "tests/testing/test_images.h"
+
+namespace heterodl {
+namespace {
+
+constexpr char kPipeline[] = "resize(40)|center_crop(32)";
+
+// What one BuildAsync handed to its `done`, waited for.
+class BuildResult {
+ public:
+  std::function<void(absl::StatusOr<BuiltBatch>)> Callback() {
+    return [this](absl::StatusOr<BuiltBatch> batch) {
+      absl::MutexLock lock(&mu_);
+      ++calls_;
+      result_ = std::move(batch);
+    };
+  }
+  // Waits up to 20 s for the callback; then it must have run exactly once.
+  absl::StatusOr<BuiltBatch> Await() {
+    absl::MutexLock lock(&mu_);
+    auto called = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_ > 0; };
+    mu_.AwaitWithTimeout(absl::Condition(&called), absl::Seconds(20));
+    EXPECT_EQ(calls_, 1);
+    if (!result_.has_value()) return absl::DeadlineExceededError("done never ran");
+    return *result_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::StatusOr<BuiltBatch>> result_ ABSL_GUARDED_BY(mu_);
+};
+
+class BatchServiceTest : public ::testing::Test {
+ protected:
+  // 2 classes x 10 JPEGs, and one file that is no image in class1.
+  static void SetUpTestSuite() {
+    folder_ = new std::string(testing::MakeImageFolder("batch_service", 2, 10).string());
+    testing::WriteFile(std::filesystem::path(*folder_) / "class1" / "broken.jpg", "no jpeg");
+  }
+
+  static std::unique_ptr<BatchService> MakeService(int threads, RequestLimits limits = {}) {
+    absl::StatusOr<Dataset> dataset = Dataset::Open(*folder_);
+    absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(kPipeline);
+    EXPECT_TRUE(dataset.ok() && pipeline.ok());
+    return std::make_unique<BatchService>(*std::move(dataset), *std::move(pipeline), threads,
+                                          limits);
+  }
+  static v1::PlanConfig Config(const BatchService& service, uint32_t batch_size = 4,
+                               uint32_t world_size = 2) {
+    v1::PlanConfig config;
+    config.set_dataset_fingerprint(service.Info().fingerprint());
+    config.set_seed(5);
+    config.set_batch_size(batch_size);
+    config.set_world_size(world_size);
+    return config;
+  }
+  static v1::BatchId Id(uint32_t epoch, uint32_t rank, uint32_t index) {
+    v1::BatchId id;
+    id.set_epoch(epoch);
+    id.set_rank(rank);
+    id.set_index(index);
+    return id;
+  }
+  static absl::StatusOr<BuiltBatch> Build(BatchService& service,
+                                          const std::shared_ptr<const StreamPlan>& stream,
+                                          const v1::BatchId& id) {
+    BuildResult result;
+    service.BuildAsync(stream, id, result.Callback());
+    return result.Await();
+  }
+
+  static std::string* folder_;
+};
+std::string* BatchServiceTest::folder_ = nullptr;
+
+TEST_F(BatchServiceTest, InfoDescribesTheDatasetAndTheDefaultPipeline) {
+  std::unique_ptr<BatchService> service = MakeService(1);
+  const v1::DatasetInfo info = service->Info();
+  EXPECT_EQ(info.num_samples(), 21u);
+  EXPECT_EQ(info.class_names_size(), 2);
+  EXPECT_EQ(info.height(), 32u);
+  EXPECT_EQ(info.width(), 32u);
+  EXPECT_NE(info.default_pipeline().find("center_crop"), std::string::npos);
+}
+
+TEST_F(BatchServiceTest, AStreamIsRefusedWhatItMayNotAsk) {
+  RequestLimits limits;
+  limits.max_batch_size = 16;
+  limits.max_batch_bytes = 8 * 32 * 32 * 3;
+  std::unique_ptr<BatchService> service = MakeService(1, limits);
+  ASSERT_OK(service->OpenStream(Config(*service)).status());
+
+  v1::PlanConfig config = Config(*service);
+  config.set_dataset_fingerprint(config.dataset_fingerprint() ^ 1);
+  absl::Status status = service->OpenStream(config).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_NE(status.message().find("dataset mismatch"), std::string::npos) << status;
+
+  for (const uint32_t batch_size : {0u, 17u}) {
+    status = service->OpenStream(Config(*service, batch_size)).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << batch_size << ": " << status;
+  }
+  // Within the batch size limit, over the byte limit.
+  status = service->OpenStream(Config(*service, 9)).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("bytes"), std::string::npos) << status;
+
+  status = service->OpenStream(Config(*service, 4, 0)).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+
+  config = Config(*service);
+  config.set_pipeline("resize(40)|blur(3)");
+  status = service->OpenStream(config).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("blur"), std::string::npos) << status;
+
+  status = service->OpenStream(Config(*service), std::string(65, 'c')).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+}
+
+TEST_F(BatchServiceTest, DistinctPipelinesAreBounded) {
+  std::unique_ptr<BatchService> service = MakeService(1);
+  v1::PlanConfig config = Config(*service);
+  absl::Status status;
+  int opened = 0;
+  for (int side = 8; side < 48 && status.ok(); ++side) {
+    config.set_pipeline("center_crop(" + std::to_string(side) + ")");
+    status = service->OpenStream(config).status();
+    if (status.ok()) ++opened;
+  }
+  EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
+  EXPECT_GE(opened, 1);
+  // A pipeline already known is still served.
+  config.set_pipeline("center_crop(8)");
+  EXPECT_OK(service->OpenStream(config).status());
+}
+
+TEST_F(BatchServiceTest, OnlyBatchesOfTheStreamsPlanAreValid) {
+  std::unique_ptr<BatchService> service = MakeService(1);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream,
+                       service->OpenStream(Config(*service)));
+  // 21 samples over 2 ranks: 11 per rank (padded), 3 batches of 4.
+  EXPECT_OK(service->ValidateBatchId(*stream, Id(0, 1, 2)));
+  EXPECT_TRUE(absl::IsInvalidArgument(service->ValidateBatchId(*stream, Id(0, 2, 0))));
+  EXPECT_TRUE(absl::IsInvalidArgument(service->ValidateBatchId(*stream, Id(0, 0, 3))));
+  EXPECT_TRUE(absl::IsInvalidArgument(service->ValidateBatchId(*stream, Id(kMaxEpoch + 1, 0, 0))));
+}
+
+TEST_F(BatchServiceTest, ABatchHoldsThePlansSamplesAndIsTheSameWhoeverBuildsIt) {
+  std::unique_ptr<BatchService> one_thread = MakeService(1);
+  std::unique_ptr<BatchService> three_threads = MakeService(3);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> a,
+                       one_thread->OpenStream(Config(*one_thread)));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> b,
+                       three_threads->OpenStream(Config(*three_threads)));
+  ASSERT_OK_AND_ASSIGN(EpochPlan plan, EpochPlan::Create(a->params, 3));
+  for (uint32_t index = 0; index < 3; ++index) {
+    ASSERT_OK_AND_ASSIGN(BuiltBatch from_a, Build(*one_thread, a, Id(3, 1, index)));
+    ASSERT_OK_AND_ASSIGN(BuiltBatch from_b, Build(*three_threads, b, Id(3, 1, index)));
+    const std::vector<int64_t> planned = plan.BatchIndices(1, index);
+    const v1::Batch& header = from_a.header;
+    EXPECT_EQ(std::vector<int64_t>(header.indices().begin(), header.indices().end()), planned);
+    EXPECT_EQ(header.labels_size(), static_cast<int>(planned.size()));
+    EXPECT_EQ(header.height(), 32u);
+    EXPECT_EQ(header.channels(), 3u);
+    EXPECT_TRUE(header.images().empty());  // the pixels travel beside the header
+    ASSERT_EQ(from_a.pixels.size, planned.size() * 32 * 32 * 3);
+    ASSERT_EQ(from_b.pixels.size, from_a.pixels.size);
+    EXPECT_EQ(std::memcmp(from_a.pixels.data, from_b.pixels.data, from_a.pixels.size), 0) << index;
+    EXPECT_GE(header.queue_seconds(), 0);
+    EXPECT_GT(header.build_seconds(), 0);
+  }
+  const v1::ServerStats stats = three_threads->Stats();
+  EXPECT_EQ(stats.batches_sent(), 3u);
+  EXPECT_EQ(stats.samples_sent(), 11u);
+  EXPECT_EQ(stats.worker_threads(), 3u);
+  EXPECT_GT(stats.decode_seconds(), 0);
+}
+
+TEST_F(BatchServiceTest, AFileThatIsNoImageIsReplacedAndCounted) {
+  std::unique_ptr<BatchService> service = MakeService(2);
+  // One rank, one batch of the whole dataset: the broken file is in it.
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream,
+                       service->OpenStream(Config(*service, 21, 1)));
+  ASSERT_OK_AND_ASSIGN(BuiltBatch batch, Build(*service, stream, Id(0, 0, 0)));
+  EXPECT_EQ(batch.header.failed(), 1u);
+  int replaced = 0;
+  for (int status : batch.header.status()) replaced += status == v1::SAMPLE_REPLACED;
+  EXPECT_EQ(replaced, 1);
+  EXPECT_EQ(service->Stats().samples_failed(), 1u);
+}
+
+TEST_F(BatchServiceTest, ASequentialStreamServesTheDatasetInOrder) {
+  std::unique_ptr<BatchService> service = MakeService(2);
+  v1::PlanConfig config = Config(*service, 4, 1);
+  config.set_sequential(true);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream, service->OpenStream(config));
+  ASSERT_OK_AND_ASSIGN(BuiltBatch batch, Build(*service, stream, Id(7, 0, 1)));
+  EXPECT_EQ(std::vector<int64_t>(batch.header.indices().begin(), batch.header.indices().end()),
+            (std::vector<int64_t>{4, 5, 6, 7}));
+}
+
+TEST_F(BatchServiceTest, BuildsNotStartedWhenTheStreamClosesAreCancelled) {
+  std::unique_ptr<BatchService> service = MakeService(1);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream,
+                       service->OpenStream(Config(*service)));
+  // The first build's `done` holds the only worker, so the next ones cannot
+  // start before the stream closes.
+  absl::Notification holding, release;
+  service->BuildAsync(stream, Id(0, 0, 0), [&](absl::StatusOr<BuiltBatch> batch) {
+    EXPECT_TRUE(batch.ok()) << batch.status();
+    holding.Notify();
+    release.WaitForNotification();
+  });
+  ASSERT_TRUE(holding.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  BuildResult queued;
+  service->BuildAsync(stream, Id(0, 0, 1), queued.Callback());
+  service->CloseStream(*stream);
+  service->CloseStream(*stream);  // idempotent
+  BuildResult after_close;
+  service->BuildAsync(stream, Id(0, 0, 2), after_close.Callback());
+  release.Notify();
+  EXPECT_TRUE(absl::IsCancelled(queued.Await().status()));
+  EXPECT_TRUE(absl::IsCancelled(after_close.Await().status()));
+  // Another stream is served as before.
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> other,
+                       service->OpenStream(Config(*service)));
+  EXPECT_OK(Build(*service, other, Id(0, 0, 1)).status());
+}
+
+TEST_F(BatchServiceTest, StreamsOfOneClientShareAQueueUntilTheLastCloses) {
+  std::unique_ptr<BatchService> service = MakeService(1);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> first,
+                       service->OpenStream(Config(*service), "loader-a"));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> second,
+                       service->OpenStream(Config(*service), "loader-a"));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stranger,
+                       service->OpenStream(Config(*service), "loader-b"));
+  EXPECT_EQ(first->work_queue, second->work_queue);
+  EXPECT_NE(first->work_queue, stranger->work_queue);
+  // Closing one of the client's streams leaves the other's builds alone.
+  service->CloseStream(*first);
+  EXPECT_OK(Build(*service, second, Id(0, 1, 0)).status());
+  EXPECT_TRUE(absl::IsCancelled(Build(*service, first, Id(0, 1, 0)).status()));
+  service->CloseStream(*second);
+  EXPECT_TRUE(absl::IsCancelled(Build(*service, second, Id(0, 1, 0)).status()));
+  EXPECT_OK(Build(*service, stranger, Id(0, 1, 0)).status());
+}
+
+TEST_F(BatchServiceTest, ASyntheticDatasetsBatchesShareTheirPixels) {
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(kPipeline);
+  ASSERT_OK(pipeline.status());
+  BatchService service(Dataset::Synthetic(64, 4), *std::move(pipeline), 2);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream,
+                       service.OpenStream(Config(service, 8, 1)));
+  ASSERT_OK_AND_ASSIGN(BuiltBatch first, Build(service, stream, Id(0, 0, 0)));
+  ASSERT_OK_AND_ASSIGN(BuiltBatch second, Build(service, stream, Id(0, 0, 1)));
+  EXPECT_EQ(first.pixels.size, 8u * 32 * 32 * 3);
+  EXPECT_EQ(first.pixels.data, second.pixels.data);
+  EXPECT_EQ(first.header.labels_size(), 8);
+  EXPECT_EQ(first.header.failed(), 0u);
+}
+
+}  // namespace
+}  // namespace heterodl
