@@ -308,9 +308,35 @@ std::string FormatTable(const v1::FeedBenchReport& report) {
   return text;
 }
 
-}  // namespace
+// What the rounds measured, each figure once per round.
+struct Rounds {
+  std::vector<double> engine_rates, efficiencies, one_batch_ratios;
+  std::vector<v1::FeedRun> long_runs, one_batch_runs, no_prefetch_runs;
 
-absl::StatusOr<std::string> RunFeedBench(const FeedBenchOptions& options) {
+  // Ratios are taken within a round, against the engine's rate averaged
+  // from the measurements before and after it.
+  void Add(double engine, v1::FeedRun long_run, v1::FeedRun one_batch, v1::FeedRun no_prefetch) {
+    engine_rates.push_back(engine);
+    if (engine > 0) efficiencies.push_back(long_run.images_per_sec() / engine);
+    if (long_run.images_per_sec() > 0) {
+      one_batch_ratios.push_back(one_batch.images_per_sec() / long_run.images_per_sec());
+    }
+    long_runs.push_back(std::move(long_run));
+    one_batch_runs.push_back(std::move(one_batch));
+    no_prefetch_runs.push_back(std::move(no_prefetch));
+  }
+  // The medians over rounds.
+  void Report(v1::FeedBenchReport& report) const {
+    report.set_engine_images_per_sec(Median(engine_rates));
+    *report.mutable_long_epochs() = MedianRun(long_runs);
+    *report.mutable_one_batch_epochs() = MedianRun(one_batch_runs);
+    *report.mutable_without_cross_epoch_prefetch() = MedianRun(no_prefetch_runs);
+    report.set_pipeline_efficiency(Median(efficiencies));
+    report.set_one_batch_ratio(Median(one_batch_ratios));
+  }
+};
+
+v1::FeedBenchReport NewReport(const FeedBenchOptions& options, uint32_t files) {
   v1::FeedBenchReport report;
   report.set_dataset(options.dataset);
   report.set_pipeline(options.pipeline);
@@ -318,59 +344,55 @@ absl::StatusOr<std::string> RunFeedBench(const FeedBenchOptions& options) {
   report.set_batch_size(static_cast<uint32_t>(options.batch_size));
   report.set_device_step_ms(options.device_step_ms);
   report.set_rounds(static_cast<uint32_t>(std::max(1, options.rounds)));
+  report.set_files(files);
+  return report;
+}
+
+// This machine's speed drifts (shared hosts do): each round's loader runs sit
+// between two measurements of the engine, which runs while the server idles
+// (no client). `one_batch_world` ranks make every epoch one batch.
+absl::Status RunRounds(const FeedBenchOptions& options, const std::string& server,
+                       uint32_t one_batch_world, Rounds& rounds) {
+  // Warm-up: the server's first allocations, the files into the page cache.
+  FeedBenchOptions warm_up = options;
+  warm_up.seconds = 1;
+  RETURN_IF_ERROR(DriveLoader(warm_up, server, 1, true).status());
+  const auto engine_rate = [&] {
+    return MeasureEngineRate(options.dataset, options.pipeline, Threads(options),
+                             std::min(options.seconds, 3.0));
+  };
+  ASSIGN_OR_RETURN(double engine_before, engine_rate());
+  for (int round = 0; round < std::max(1, options.rounds); ++round) {
+    ASSIGN_OR_RETURN(v1::FeedRun long_run, DriveLoader(options, server, 1, true));
+    ASSIGN_OR_RETURN(v1::FeedRun one_batch, DriveLoader(options, server, one_batch_world, true));
+    ASSIGN_OR_RETURN(v1::FeedRun no_prefetch, DriveLoader(options, server, 1, false));
+    ASSIGN_OR_RETURN(const double engine_after, engine_rate());
+    rounds.Add((engine_before + engine_after) / 2, std::move(long_run), std::move(one_batch),
+               std::move(no_prefetch));
+    engine_before = engine_after;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunFeedBench(const FeedBenchOptions& options) {
   uint32_t files = 0;
   ASSIGN_OR_RETURN(const std::string file_list, WriteFileList(options, &files));
-  report.set_files(files);
+  v1::FeedBenchReport report = NewReport(options, files);
   const uint32_t one_batch_world =
       std::max<uint32_t>(1, files / static_cast<uint32_t>(options.batch_size));
 
   ASSIGN_OR_RETURN(FeedServer server, FeedServer::Start(options));
-  // This machine's speed drifts (shared hosts do): each round's runs sit
-  // between two engine measurements, ratios are taken within a round, and
-  // the medians over rounds reported. The engine runs while the server idles
-  // (no client).
-  std::vector<double> engine_rates, efficiencies, one_batch_ratios;
-  std::vector<v1::FeedRun> long_runs, one_batch_runs, no_prefetch_runs;
-  absl::Status status = [&]() -> absl::Status {
-    // Warm-up: the server's first allocations, the files into the page cache.
-    FeedBenchOptions warm_up = options;
-    warm_up.seconds = 1;
-    RETURN_IF_ERROR(DriveLoader(warm_up, server.address(), 1, true).status());
-    const double engine_seconds = std::min(options.seconds, 3.0);
-    ASSIGN_OR_RETURN(double engine_before,
-                     MeasureEngineRate(options.dataset, options.pipeline, Threads(options),
-                                       engine_seconds));
-    for (int round = 0; round < std::max(1, options.rounds); ++round) {
-      ASSIGN_OR_RETURN(v1::FeedRun long_run, DriveLoader(options, server.address(), 1, true));
-      ASSIGN_OR_RETURN(v1::FeedRun one_batch,
-                       DriveLoader(options, server.address(), one_batch_world, true));
-      ASSIGN_OR_RETURN(v1::FeedRun no_prefetch, DriveLoader(options, server.address(), 1, false));
-      ASSIGN_OR_RETURN(const double engine_after,
-                       MeasureEngineRate(options.dataset, options.pipeline, Threads(options),
-                                         engine_seconds));
-      const double engine = (engine_before + engine_after) / 2;
-      engine_before = engine_after;
-      engine_rates.push_back(engine);
-      if (engine > 0) efficiencies.push_back(long_run.images_per_sec() / engine);
-      if (long_run.images_per_sec() > 0) {
-        one_batch_ratios.push_back(one_batch.images_per_sec() / long_run.images_per_sec());
-      }
-      long_runs.push_back(std::move(long_run));
-      one_batch_runs.push_back(std::move(one_batch));
-      no_prefetch_runs.push_back(std::move(no_prefetch));
-    }
-    if (options.peers) RETURN_IF_ERROR(RunPeers(options, server.address(), file_list, report));
-    return absl::OkStatus();
-  }();
+  Rounds rounds;
+  absl::Status status = RunRounds(options, server.address(), one_batch_world, rounds);
+  if (status.ok() && options.peers) {
+    status = RunPeers(options, server.address(), file_list, report);
+  }
   server.Stop();
   std::filesystem::remove(file_list);
   RETURN_IF_ERROR(status);
-  report.set_engine_images_per_sec(Median(engine_rates));
-  *report.mutable_long_epochs() = MedianRun(long_runs);
-  *report.mutable_one_batch_epochs() = MedianRun(one_batch_runs);
-  *report.mutable_without_cross_epoch_prefetch() = MedianRun(no_prefetch_runs);
-  report.set_pipeline_efficiency(Median(efficiencies));
-  report.set_one_batch_ratio(Median(one_batch_ratios));
+  rounds.Report(report);
   if (!options.json) return FormatTable(report);
   return ToJson(report);
 }

@@ -9,6 +9,7 @@
 #include "launcher/commands.h"
 #include "launcher/flags.h"
 #include "src/common/log.h"
+#include "src/common/status_macros.h"
 #include "src/server/data_server.h"
 
 namespace heterodl {
@@ -27,54 +28,48 @@ bool WritePortFile(const std::string& path, int port) {
   return !error;
 }
 
-}  // namespace
-
-int RunServeCommand(StopSignal& stop) {
+// The server's options from its flags; INVALID_ARGUMENT names a missing or
+// out-of-range flag (a usage error).
+absl::StatusOr<DataServerOptions> OptionsFromFlags() {
   DataServerOptions options;
   options.dataset = absl::GetFlag(FLAGS_dataset);
   options.synthetic_samples = absl::GetFlag(FLAGS_synthetic);
   if (options.dataset.empty() && options.synthetic_samples <= 0) {
-    LogError("serve needs --dataset DIR (an image folder or a file list)");
-    return kExitUsage;
+    return absl::InvalidArgumentError(
+        "serve needs --dataset DIR (an image folder or a file list)");
   }
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.worker_nice = absl::GetFlag(FLAGS_worker_nice);
   if (options.worker_nice < 0 || options.worker_nice > 19) {
-    LogError("serve: --worker-nice must be in [0, 19], got %d", options.worker_nice);
-    return kExitUsage;
+    return absl::InvalidArgumentError(
+        absl::StrCat("serve: --worker-nice must be in [0, 19], got ", options.worker_nice));
   }
   options.max_pixels = absl::GetFlag(FLAGS_max_pixels);
-  absl::StatusOr<std::string> token = AuthTokenFromFlags();
-  if (!token.ok()) {
-    LogError("%s", token.status().ToString());
-    return kExitUsage;
-  }
-  options.auth_token = *token;
+  if (options.max_pixels < 1) return absl::InvalidArgumentError("--max-pixels must be >= 1");
+  ASSIGN_OR_RETURN(options.auth_token, AuthTokenFromFlags());
   options.tls = TlsFromFlags();
   options.max_streams = absl::GetFlag(FLAGS_max_streams);
-  options.pixel_port = absl::GetFlag(FLAGS_pixel_port);
-  if (options.pixel_port < -1 || options.pixel_port > 65535) {
-    LogError("serve: --pixel-port must be -1 (off), 0 (any free port) or a port, got %d",
-             options.pixel_port);
-    return kExitUsage;
-  }
+  if (options.max_streams < 1) return absl::InvalidArgumentError("--max-streams must be >= 1");
   options.max_stream_bytes =
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_stream_mb))) << 20;
-  if (options.max_streams < 1) {
-    LogError("--max-streams must be >= 1");
-    return kExitUsage;
-  }
-  if (options.max_pixels < 1) {
-    LogError("--max-pixels must be >= 1");
-    return kExitUsage;
+  options.pixel_port = absl::GetFlag(FLAGS_pixel_port);
+  if (options.pixel_port < -1 || options.pixel_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "serve: --pixel-port must be -1 (off), 0 (any free port) or a port, got ",
+        options.pixel_port));
   }
   options.idle_timeout = absl::GetFlag(FLAGS_idle_timeout);
   options.startup_timeout = absl::GetFlag(FLAGS_startup_timeout);
   const int port = absl::GetFlag(FLAGS_port) >= 0 ? absl::GetFlag(FLAGS_port) : 50051;
   options.address = absl::GetFlag(FLAGS_address).empty() ? absl::StrCat("0.0.0.0:", port)
                                                          : absl::GetFlag(FLAGS_address);
+  return options;
+}
 
+// Runs the server until it stops: on a signal, a Shutdown RPC or its own
+// timeouts.
+int Serve(const DataServerOptions& options, StopSignal& stop) {
   absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
   if (!server.ok()) {
     LogError("cannot start the data server: %s", server.status().ToString());
@@ -97,6 +92,17 @@ int RunServeCommand(StopSignal& stop) {
     return kExitFailure;
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int RunServeCommand(StopSignal& stop) {
+  absl::StatusOr<DataServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    LogError("%s", std::string(options.status().message()));
+    return kExitUsage;
+  }
+  return Serve(*options, stop);
 }
 
 }  // namespace heterodl
