@@ -81,10 +81,12 @@ class BasicBlockImpl : public nn::Module {
   }
 
  private:
+  // Two 3x3 convolutions, each followed by its batch norm.
   nn::Conv2d conv1_;
   nn::BatchNorm2d bn1_;
   nn::Conv2d conv2_;
   nn::BatchNorm2d bn2_;
+  // Matches the shortcut to the output's shape when the block changes it.
   nn::Sequential downsample_{nullptr};
 };
 TORCH_MODULE(BasicBlock);
@@ -114,6 +116,8 @@ class BottleneckImpl : public nn::Module {
   }
 
  private:
+  // 1x1 to `planes`, 3x3 (strided), 1x1 out to planes x 4, each followed by
+  // its batch norm.
   nn::Conv2d conv1_;
   nn::BatchNorm2d bn1_;
   nn::Conv2d conv2_;
