@@ -17,6 +17,7 @@
 #include "src/common/log.h"
 #include "src/common/memory/malloc_tuning.h"
 #include "src/common/process/signal_watcher.h"
+#include "src/wire/grpc_lifetime.h"
 
 namespace {
 
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
   // thread created after it, so only it receives them.
   heterodl::StopSignal stop;
   heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
+  heterodl::KeepGrpcUntilExit();
   absl::SetProgramUsageMessage(kUsage);
   std::string command = "launch";
   std::vector<std::string> arguments(argv, argv + argc);

@@ -11,11 +11,13 @@
 #include "src/common/memory/malloc_tuning.h"
 #include "src/common/process/signal_watcher.h"
 #include "src/train/trainer.h"
+#include "src/wire/grpc_lifetime.h"
 
 int main(int argc, char** argv) {
   heterodl::KeepFreedHeapMemory();
   heterodl::StopSignal stop;
   heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
+  heterodl::KeepGrpcUntilExit();
   absl::ParseCommandLine(argc, argv);
 
   heterodl::TrainerOptions options;

@@ -29,6 +29,18 @@ using testing::RunningServer;
 
 class DataServerTest : public testing::ServedDatasetTest {};
 
+// Polls the server at `address` until it has `streams` streams open, for up
+// to 10 s; false if it never had.
+bool AwaitActiveStreams(const std::string& address, uint32_t streams) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < give_up) {
+    absl::StatusOr<ServerStatus> status = FetchServerStatus(address, absl::Seconds(5));
+    if (status.ok() && status->active_streams == streams) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
 TEST_F(DataServerTest, AServerThatCannotStartFailsTheTestWithItsReason) {
   EXPECT_NONFATAL_FAILURE(RunningServer("/no/such/dataset"), "/no/such/dataset");
 }
@@ -174,6 +186,10 @@ TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
     stream->WritesDone();
     EXPECT_TRUE(stream->Finish().ok());
   }
+  // A stream's status reaches the client before the server has let go of
+  // the stream: wait until it has, or the next one would still be one too
+  // many.
+  ASSERT_TRUE(AwaitActiveStreams(address, 0));
 
   // A client that asks and never reads: past three batches in flight it is
   // refused. It asks for the whole epoch (15 batches) at once, far faster
@@ -189,7 +205,8 @@ TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
   const grpc::Status greedy_status = greedy->Finish();
   EXPECT_EQ(greedy_status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << greedy_status.error_message();
-  EXPECT_NE(greedy_status.error_message().find("memory limit"), std::string::npos);
+  EXPECT_NE(greedy_status.error_message().find("memory limit"), std::string::npos)
+      << greedy_status.error_message();
 
   // An oversized request never reaches the service.
   grpc::ClientContext big_context;

@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "src/wire/grpc_lifetime.h"
 #include "tests/testing/test_images.h"
 
 namespace heterodl::testing {
@@ -46,6 +47,8 @@ void RunningServer::Join() {
 std::string* ServedDatasetTest::dataset_ = nullptr;
 
 void ServedDatasetTest::SetUpTestSuite() {
+  // As the programs do: no server's destructor waits for gRPC's shutdown.
+  KeepGrpcUntilExit();
   if (dataset_ == nullptr) {
     dataset_ = new std::string(MakeImageFolder("server", 3, 20).string());
   }
