@@ -11,6 +11,7 @@
 
 #include "src/client/remote_loader.h"
 #include "src/train/pinned_memory.h"
+#include "src/wire/grpc_lifetime.h"
 
 namespace heterodl {
 namespace {
@@ -170,6 +171,9 @@ PYBIND11_MODULE(_heterodl, m) {
   using heterodl::PyBatch;
   using heterodl::PyRemoteDataLoader;
   m.doc() = "heterodl remote data loader (see heterodl/__init__.py)";
+  // A loader destroyed as the interpreter exits must not wait on gRPC's own
+  // shutdown.
+  heterodl::KeepGrpcUntilExit();
 
   py::class_<PyBatch>(m, "Batch", "One batch: uint8 NHWC images, int64 labels and indices.")
       .def_readonly("images", &PyBatch::images, "torch.uint8 [B, H, W, 3], RGB")
