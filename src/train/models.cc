@@ -5,6 +5,8 @@
 
 #include <array>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -60,73 +62,74 @@ nn::Sequential Downsample(int in_channels, int out_channels, int stride) {
   return downsample;
 }
 
-class BasicBlockImpl : public nn::Module {
+// One convolution of a residual block.
+struct BlockLayer {
+  int kernel;  // 1 or 3; padded to keep the size
+  int out_channels;
+  int stride;
+};
+
+// A residual block as torchvision builds both kinds: convolutions conv1,
+// conv2, ... each followed by its batch norm (bn1, bn2, ...) and, but for
+// the last, a ReLU; plus the shortcut, x itself or, when the block changes
+// resolution or width, x through `downsample`; then the sum's ReLU.
+// Modules are registered in torchvision's order, so parameters line up.
+class ResidualBlockImpl : public nn::Module {
  public:
+  ResidualBlockImpl(int in_channels, const std::vector<BlockLayer>& layers) {
+    int channels = in_channels;
+    int stride = 1;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const BlockLayer& layer = layers[i];
+      const std::string number = std::to_string(i + 1);
+      convs_.push_back(register_module(
+          "conv" + number,
+          Conv(channels, layer.out_channels, layer.kernel, layer.stride, layer.kernel / 2)));
+      norms_.push_back(register_module("bn" + number, nn::BatchNorm2d(layer.out_channels)));
+      channels = layer.out_channels;
+      stride *= layer.stride;
+    }
+    if (stride != 1 || in_channels != channels) {
+      downsample_ = register_module("downsample", Downsample(in_channels, channels, stride));
+    }
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor out = x;
+    for (size_t i = 0; i < convs_.size(); ++i) {
+      out = norms_[i]->forward(convs_[i]->forward(out));
+      if (i + 1 < convs_.size()) out = torch::relu(out);
+    }
+    out += downsample_ ? downsample_->forward(x) : x;
+    return torch::relu(out);
+  }
+
+ private:
+  std::vector<nn::Conv2d> convs_;
+  std::vector<nn::BatchNorm2d> norms_;
+  nn::Sequential downsample_{nullptr};
+};
+TORCH_MODULE(ResidualBlock);
+
+// ResNet-18's block: two 3x3 convolutions, the first strided.
+struct BasicBlock {
   static constexpr int kExpansion = 1;
-  BasicBlockImpl(int in_channels, int planes, int stride)
-      : conv1_(register_module("conv1", Conv(in_channels, planes, 3, stride, 1))),
-        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
-        conv2_(register_module("conv2", Conv(planes, planes, 3, 1, 1))),
-        bn2_(register_module("bn2", nn::BatchNorm2d(planes))) {
-    if (stride != 1 || in_channels != planes) {
-      downsample_ = register_module("downsample", Downsample(in_channels, planes, stride));
-    }
+  static ResidualBlock Make(int in_channels, int planes, int stride) {
+    return ResidualBlock(in_channels,
+                         std::vector<BlockLayer>{{3, planes, stride}, {3, planes, 1}});
   }
-
-  torch::Tensor forward(torch::Tensor x) {
-    torch::Tensor out = torch::relu(bn1_->forward(conv1_->forward(x)));
-    out = bn2_->forward(conv2_->forward(out));
-    out += downsample_ ? downsample_->forward(x) : x;
-    return torch::relu(out);
-  }
-
- private:
-  // Two 3x3 convolutions, each followed by its batch norm.
-  nn::Conv2d conv1_;
-  nn::BatchNorm2d bn1_;
-  nn::Conv2d conv2_;
-  nn::BatchNorm2d bn2_;
-  // Matches the shortcut to the output's shape when the block changes it.
-  nn::Sequential downsample_{nullptr};
 };
-TORCH_MODULE(BasicBlock);
 
-class BottleneckImpl : public nn::Module {
- public:
+// ResNet-50's: 1x1 down to `planes`, 3x3 (strided there, as torchvision
+// does), 1x1 up to planes x 4.
+struct Bottleneck {
   static constexpr int kExpansion = 4;
-  BottleneckImpl(int in_channels, int planes, int stride)
-      : conv1_(register_module("conv1", Conv(in_channels, planes, 1, 1, 0))),
-        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
-        conv2_(register_module("conv2", Conv(planes, planes, 3, stride, 1))),
-        bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
-        conv3_(register_module("conv3", Conv(planes, planes * kExpansion, 1, 1, 0))),
-        bn3_(register_module("bn3", nn::BatchNorm2d(planes * kExpansion))) {
-    if (stride != 1 || in_channels != planes * kExpansion) {
-      downsample_ =
-          register_module("downsample", Downsample(in_channels, planes * kExpansion, stride));
-    }
+  static ResidualBlock Make(int in_channels, int planes, int stride) {
+    return ResidualBlock(in_channels, std::vector<BlockLayer>{{1, planes, 1},
+                                                              {3, planes, stride},
+                                                              {1, planes * kExpansion, 1}});
   }
-
-  torch::Tensor forward(torch::Tensor x) {
-    torch::Tensor out = torch::relu(bn1_->forward(conv1_->forward(x)));
-    out = torch::relu(bn2_->forward(conv2_->forward(out)));
-    out = bn3_->forward(conv3_->forward(out));
-    out += downsample_ ? downsample_->forward(x) : x;
-    return torch::relu(out);
-  }
-
- private:
-  // 1x1 to `planes`, 3x3 (strided), 1x1 out to planes x 4, each followed by
-  // its batch norm.
-  nn::Conv2d conv1_;
-  nn::BatchNorm2d bn1_;
-  nn::Conv2d conv2_;
-  nn::BatchNorm2d bn2_;
-  nn::Conv2d conv3_;
-  nn::BatchNorm2d bn3_;
-  nn::Sequential downsample_{nullptr};
 };
-TORCH_MODULE(Bottleneck);
 
 template <typename Block>
 class ResNetImpl : public nn::Module {
@@ -138,7 +141,7 @@ class ResNetImpl : public nn::Module {
         layer2_(register_module("layer2", MakeLayer(128, blocks[1], 2))),
         layer3_(register_module("layer3", MakeLayer(256, blocks[2], 2))),
         layer4_(register_module("layer4", MakeLayer(512, blocks[3], 2))),
-        fc_(register_module("fc", nn::Linear(512 * Block::Impl::kExpansion, num_classes))) {
+        fc_(register_module("fc", nn::Linear(512 * Block::kExpansion, num_classes))) {
     // torchvision's initialization: He (fan out) for convolutions, batch
     // norm as identity; the linear layer keeps its default.
     for (auto& module : modules(/*include_self=*/false)) {
@@ -161,9 +164,9 @@ class ResNetImpl : public nn::Module {
  private:
   nn::Sequential MakeLayer(int planes, int blocks, int stride) {
     nn::Sequential layer;
-    layer->push_back(Block(in_channels_, planes, stride));
-    in_channels_ = planes * Block::Impl::kExpansion;
-    for (int i = 1; i < blocks; ++i) layer->push_back(Block(in_channels_, planes, 1));
+    layer->push_back(Block::Make(in_channels_, planes, stride));
+    in_channels_ = planes * Block::kExpansion;
+    for (int i = 1; i < blocks; ++i) layer->push_back(Block::Make(in_channels_, planes, 1));
     return layer;
   }
 

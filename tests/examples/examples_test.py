@@ -16,7 +16,7 @@ import unittest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import start_server  # noqa: E402
+from processes import free_port, start_server  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 SOURCE_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else ".")
@@ -73,14 +73,14 @@ class ExamplesTest(unittest.TestCase):
         self.assertRegex(result.stdout, rf"eval: \d+/{self.samples} correct")
         # The same script data-parallel under torchrun (Gloo on CPU).
         torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-        result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", "29733",
+        result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()),
                                  script, "--servers", self.address, "--steps", "2",
                                  "--batch-size", "4", "--image-size", "64"],
                                 env=env, capture_output=True, text=True, timeout=600)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertIn("step 2 loss", result.stdout)
         # Two ranks, an odd dataset: padding repeats are not counted twice.
-        result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", "29734",
+        result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()),
                                  script, "--servers", self.address, "--steps", "1",
                                  "--batch-size", "7", "--image-size", "64", "--eval"],
                                 env=env, capture_output=True, text=True, timeout=600)
