@@ -546,17 +546,13 @@ absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
 // connections_per_server endpoints per address: the first connection to
 // every server, then the second to every server, and so on.
 absl::StatusOr<std::vector<ServerEndpoint>> MakeEndpoints(const RemoteLoaderOptions& options) {
-  ChannelSettings settings;
-  settings.tls = options.tls;
   // A batch with its header, on the gRPC path.
-  settings.max_receive_bytes = options.max_batch_bytes + (16 << 20);
+  ASSIGN_OR_RETURN(const ServerChannels channels,
+                   ServerChannels::Create(options.tls, options.max_batch_bytes + (16 << 20)));
   std::vector<ServerEndpoint> endpoints;
   for (int connection = 0; connection < options.connections_per_server; ++connection) {
-    settings.connection = connection;
     for (const std::string& address : options.servers) {
-      ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                       MakeServerChannel(address, settings));
-      endpoints.emplace_back(address, channel);
+      endpoints.emplace_back(address, channels.Open(address, connection));
     }
   }
   return endpoints;

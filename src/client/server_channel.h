@@ -1,10 +1,10 @@
-// How the dnn group's processes reach a data server: one gRPC channel per
-// connection, with TLS, message limits and the shared token applied the same
-// way by the loader, shutdown signalling and status queries.
+// How the dnn group's processes reach data servers: gRPC channels with TLS,
+// message limits and the shared token applied the same way by the loader,
+// shutdown signalling and status queries. The credentials are made once (TLS
+// files read and checked then) and shared by every channel opened with them.
 //
-//   ChannelSettings settings;
-//   settings.tls = options.tls;
-//   ASSIGN_OR_RETURN(auto channel, MakeServerChannel("algo-2:50051", settings));
+//   ASSIGN_OR_RETURN(ServerChannels channels, ServerChannels::Create(options.tls));
+//   std::shared_ptr<grpc::Channel> channel = channels.Open("algo-2:50051");
 //   grpc::ClientContext context;
 //   AddAuthToken(context, token);
 #ifndef HETERODL_SRC_CLIENT_SERVER_CHANNEL_H_
@@ -21,21 +21,28 @@
 
 namespace heterodl {
 
-struct ChannelSettings {
-  TlsConfig tls;
-  // The largest message accepted from the server (a batch with its header,
-  // on the gRPC path); gRPC refuses larger ones before buffering them.
-  uint64_t max_receive_bytes = 4 << 20;
-  // Channels with different numbers get their own subchannel, so their own
+class ServerChannels {
+ public:
+  // `max_receive_bytes`: the largest message accepted from a server (a batch
+  // with its header, on the gRPC path); gRPC refuses larger ones before
+  // buffering them. Errors name the TLS file that cannot be read.
+  static absl::StatusOr<ServerChannels> Create(const TlsConfig& tls,
+                                               uint64_t max_receive_bytes = 4 << 20);
+
+  // A channel to `address` (host:port or any gRPC target). Channels with
+  // different `connection` numbers get their own subchannel, so their own
   // TCP connection: gRPC would otherwise share one among channels to the
   // same address.
-  int connection = 0;
-};
+  std::shared_ptr<grpc::Channel> Open(const std::string& address, int connection = 0) const;
 
-// A channel to `address` (host:port or any gRPC target). Errors name the TLS
-// file that cannot be read.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeServerChannel(const std::string& address,
-                                                                 const ChannelSettings& settings);
+ private:
+  ServerChannels(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                 grpc::ChannelArguments arguments)
+      : credentials_(std::move(credentials)), arguments_(std::move(arguments)) {}
+
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  grpc::ChannelArguments arguments_;
+};
 
 // Every call to a server carries the token when the servers require one
 // (empty: none).

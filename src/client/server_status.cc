@@ -14,11 +14,8 @@ namespace heterodl {
 absl::StatusOr<ServerStatus> FetchServerStatus(const std::string& address, absl::Duration timeout,
                                                const std::string& auth_token,
                                                const TlsConfig& tls) {
-  ChannelSettings settings;
-  settings.tls = tls;
-  ASSIGN_OR_RETURN(const std::shared_ptr<grpc::Channel> channel,
-                   MakeServerChannel(address, settings));
-  auto stub = v1::DataService::NewStub(channel);
+  ASSIGN_OR_RETURN(const ServerChannels channels, ServerChannels::Create(tls));
+  auto stub = v1::DataService::NewStub(channels.Open(address));
   grpc::ClientContext context;
   AddAuthToken(context, auth_token);
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));

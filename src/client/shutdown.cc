@@ -19,12 +19,10 @@ namespace {
 
 // Asks one server until it accepts, with backoff, or `give_up` passes; the
 // last refusal otherwise.
-absl::Status AskToShutDown(const std::string& address, const ChannelSettings& settings,
+absl::Status AskToShutDown(const std::string& address, const ServerChannels& channels,
                            const std::string& reason, const std::string& auth_token,
                            absl::Time give_up) {
-  ASSIGN_OR_RETURN(const std::shared_ptr<grpc::Channel> channel,
-                   MakeServerChannel(address, settings));
-  auto stub = v1::DataService::NewStub(channel);
+  auto stub = v1::DataService::NewStub(channels.Open(address));
   v1::ShutdownRequest request;
   request.set_reason(reason);
   absl::Duration backoff = absl::Milliseconds(100);
@@ -46,14 +44,13 @@ absl::Status AskToShutDown(const std::string& address, const ChannelSettings& se
 absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
                                  absl::Duration deadline, const std::string& auth_token,
                                  const TlsConfig& tls) {
-  ChannelSettings settings;
-  settings.tls = tls;
+  ASSIGN_OR_RETURN(const ServerChannels channels, ServerChannels::Create(tls));
   const absl::Time give_up = absl::Now() + deadline;
   std::vector<absl::Status> results(servers.size());
   std::vector<std::thread> senders;
   for (size_t i = 0; i < servers.size(); ++i) {
     senders.emplace_back([&, i] {
-      results[i] = AskToShutDown(servers[i], settings, reason, auth_token, give_up);
+      results[i] = AskToShutDown(servers[i], channels, reason, auth_token, give_up);
     });
   }
   for (std::thread& sender : senders) sender.join();
