@@ -11,7 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "launcher/commands.h"
-#include "launcher/flag_names.h"
+#include "launcher/command_line.h"
+#include "launcher/flag_checks.h"
 #include "launcher/flags.h"
 #include "src/common/log.h"
 
@@ -93,11 +94,26 @@ bool ResolvesBeyondLoopback(const std::string& host) {
 int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop) {
   if (!arguments.empty()) {
     // `launch -- ARGS`: the arguments after `--` are trainer flags.
-    std::vector<std::string> normalized = arguments;
+    std::vector<std::string> normalized = {"heterodl"};
+    normalized.insert(normalized.end(), arguments.begin(), arguments.end());
     NormalizeFlagNames(normalized);
-    std::vector<char*> argv = {const_cast<char*>("heterodl")};
-    for (std::string& argument : normalized) argv.push_back(argument.data());
-    absl::ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+    absl::StatusOr<std::vector<std::string>> expanded = ExpandFlagFiles(normalized);
+    absl::Status checked = expanded.ok() ? CheckFlagArguments(*expanded) : expanded.status();
+    if (checked.ok()) {
+      std::vector<char*> argv;
+      for (std::string& argument : *expanded) argv.push_back(argument.data());
+      const std::vector<char*> rest =
+          absl::ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+      if (rest.size() > 1) {
+        checked = absl::InvalidArgumentError(
+            absl::StrCat("launch: '", rest[1], "' after -- is not a flag"));
+      }
+    }
+    if (checked.ok()) checked = CheckFlagValues();
+    if (!checked.ok()) {
+      LogError("%s", checked.message());
+      return kExitUsage;
+    }
   }
   absl::StatusOr<ClusterView> view =
       ResolveClusterView(ClusterSettingsFromFlags(), CurrentEnvironment());
@@ -131,7 +147,7 @@ int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop
         // No data group: decode on this host, as `local` does.
         SetLogTag("local");
         if (absl::GetFlag(FLAGS_ranks) <= 0) absl::SetFlag(&FLAGS_ranks, view->ranks_per_host);
-        absl::SetFlag(&FLAGS_data_servers, std::string("1"));
+        absl::SetFlag(&FLAGS_servers, 1);
         return RunLocalCommand(stop);
       }
       SetLogTag("train");

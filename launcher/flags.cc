@@ -23,6 +23,9 @@ ABSL_FLAG(int32_t, worker_nice, 10,
           "trainer sharing the host keeps its cores");
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "serve: refuse (and replace) images whose header claims more pixels");
+ABSL_FLAG(bool, strict_dataset, false,
+          "serve: refuse to start when the dataset's file list names files that do not exist "
+          "(default: report them and replace their samples)");
 ABSL_FLAG(int64_t, synthetic, 0,
           "serve: serve this many synthetic samples (no files, no decoding) instead of --dataset, "
           "to measure the transport");
@@ -78,6 +81,7 @@ ABSL_FLAG(bool, resume, false, "train: continue from --checkpoint-dir/checkpoint
 ABSL_FLAG(std::string, model_dir, "", "train: write the final weights to DIR/checkpoint.pt");
 ABSL_FLAG(int32_t, local_rank, 0, "train: this rank's GPU on its host (internal)");
 ABSL_FLAG(int32_t, ranks, 0, "train/local: trainer ranks (processes) on this host");
+ABSL_FLAG(int32_t, servers, 2, "local: how many data servers to start (1-64)");
 ABSL_FLAG(int32_t, rank, -1, "train: run only this global rank (internal; set by the launcher)");
 ABSL_FLAG(int32_t, world_size, 0, "train: total ranks (internal; set by the launcher)");
 ABSL_FLAG(std::string, master_addr, "", "train: rendezvous host (default: the cluster's leader)");
@@ -89,7 +93,7 @@ ABSL_FLAG(std::string, sample_log_dir, "",
 
 ABSL_FLAG(std::string, role, "", "cluster: data | dnn | local (default: detected)");
 ABSL_FLAG(std::string, data_servers, "",
-          "train/cluster: data servers, host:port,...; local: how many to start (default 2)");
+          "train/cluster: the data servers, host:port,... (hostlist patterns as host[1-4]:port)");
 ABSL_FLAG(std::string, dnn_hosts, "", "cluster: dnn hosts, host,...");
 ABSL_FLAG(std::string, current_host, "", "cluster: this host's name in the host lists");
 ABSL_FLAG(int32_t, ranks_per_host, 0, "cluster: trainer ranks per dnn host (default: GPUs, or 1)");
@@ -110,6 +114,10 @@ ABSL_FLAG(std::vector<std::string>, data_instance, {},
           "plan: data instance types to consider (default: every CPU-only type in the table); "
           "bench step: the type each data server is priced as (default ml.c5.9xlarge)");
 ABSL_FLAG(int32_t, images, 512, "dataset sample: number of images");
+ABSL_FLAG(bool, overwrite, false,
+          "dataset sample: replace what the target directory holds instead of refusing");
+ABSL_FLAG(std::string, log_level, "info",
+          "the least severe log lines printed: debug, info, warning or error");
 
 namespace heterodl {
 

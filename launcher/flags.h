@@ -25,6 +25,7 @@ ABSL_DECLARE_FLAG(std::string, port_file);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(int32_t, worker_nice);
 ABSL_DECLARE_FLAG(int64_t, max_pixels);
+ABSL_DECLARE_FLAG(bool, strict_dataset);
 ABSL_DECLARE_FLAG(int64_t, synthetic);
 ABSL_DECLARE_FLAG(std::string, auth_token_file);
 ABSL_DECLARE_FLAG(int32_t, max_streams);
@@ -56,6 +57,7 @@ ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(std::string, model_dir);
 ABSL_DECLARE_FLAG(int32_t, local_rank);
 ABSL_DECLARE_FLAG(int32_t, ranks);
+ABSL_DECLARE_FLAG(int32_t, servers);
 ABSL_DECLARE_FLAG(int32_t, rank);
 ABSL_DECLARE_FLAG(int32_t, world_size);
 ABSL_DECLARE_FLAG(std::string, master_addr);
@@ -79,6 +81,8 @@ ABSL_DECLARE_FLAG(std::string, prices);
 ABSL_DECLARE_FLAG(std::string, gpu_instance);
 ABSL_DECLARE_FLAG(std::vector<std::string>, data_instance);
 ABSL_DECLARE_FLAG(int32_t, images);
+ABSL_DECLARE_FLAG(bool, overwrite);
+ABSL_DECLARE_FLAG(std::string, log_level);
 
 namespace heterodl {
 

@@ -46,13 +46,13 @@ std::optional<LocalRun> PlanLocalRun() {
     LogError("local needs --dataset DIR (e.g. one written by 'heterodl dataset sample DIR')");
     return std::nullopt;
   }
-  const std::string servers_flag = absl::GetFlag(FLAGS_data_servers);
-  if (!servers_flag.empty() &&
-      (!absl::SimpleAtoi(servers_flag, &run.servers) || run.servers < 1 || run.servers > 64)) {
-    LogError("local: --data_servers is the number of servers to start (1-64), got '%s'",
-             servers_flag);
+  if (!absl::GetFlag(FLAGS_data_servers).empty()) {
+    LogError(
+        "local starts its own data servers: --servers N says how many (--data-servers is "
+        "train's list of addresses)");
     return std::nullopt;
   }
+  run.servers = absl::GetFlag(FLAGS_servers);
   if (absl::GetFlag(FLAGS_ranks) > 0) run.ranks = absl::GetFlag(FLAGS_ranks);
   // Each server takes an equal share of the cores; the ranks take the rest
   // of the time slices.
@@ -156,16 +156,30 @@ int RunLocalCommand(StopSignal& stop) {
     LogError("%s", trainer.status().ToString());
     return kExitFailure;
   }
-  // Signals go to every child: the trainer stops and shuts the servers down;
-  // the servers stop on their own too.
+  // A signal goes to the trainer: its ranks stop after the same step (and
+  // checkpoint), and its leader shuts the servers down, which still serve
+  // that step's batches. A second signal stops the servers too. (Ctrl-C in
+  // a terminal reaches every child at once anyway: they share its group.)
+  int signals_seen = 0;  // only touched by the subscription's callback
   const StopSignal::Subscription forward_signals = stop.Subscribe([&](int signal) {
     trainer->Signal(signal);
-    for (ChildProcess& server : servers) server.Signal(signal);
+    if (++signals_seen > 1) {
+      for (ChildProcess& server : servers) server.Signal(signal);
+    }
   });
   const int trainer_code = trainer->Wait();
   const bool servers_ended = ServersEndedInOrder(servers);
   const int result = trainer_code == 0 && servers_ended ? kExitOk : kExitFailure;
   std::filesystem::remove_all(run->run_dir, error);
+  if (stop.stopped().load() && result == kExitOk) {
+    const std::string checkpoints = absl::GetFlag(FLAGS_checkpoint_dir);
+    LogInfo("local run interrupted: every rank stopped after the same step; %s",
+            checkpoints.empty()
+                ? "nothing was saved (with --checkpoint-dir DIR a run can be resumed)"
+                : absl::StrCat("to continue, run the same command with --resume (checkpoint in ",
+                               checkpoints, ")"));
+    return result;
+  }
   LogInfo("local run %s (trainer exit %d)", result == kExitOk ? "finished" : "FAILED",
           trainer_code);
   return result;

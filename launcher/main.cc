@@ -3,6 +3,7 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -10,9 +11,14 @@
 #include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "launcher/commands.h"
-#include "launcher/flag_names.h"
+#include "launcher/command_line.h"
+#include "launcher/command_table.h"
+#include "launcher/flag_checks.h"
+#include "launcher/flags.h"
 #include "launcher/stop_signal.h"
 #include "src/common/log.h"
 #include "src/common/memory/malloc_tuning.h"
@@ -20,26 +26,6 @@
 #include "src/wire/grpc_lifetime.h"
 
 namespace {
-
-constexpr char kUsage[] = R"(heterogeneous data-parallel training
-
-usage: heterodl [COMMAND] [FLAGS] [ARGS]
-
-commands:
-  launch [-- ARGS]     (default) read the cluster environment, become serve or train
-  serve                data-group server: decode, augment, stream batches over gRPC
-  train                dnn-group trainer: N ranks fed by the remote loader
-  local                a whole heterogeneous job on this machine (servers + ranks)
-  cluster [--json]     print the resolved cluster view
-  dataset sample DIR   write the built-in sample dataset (--images N --seed S)
-  status HOST:PORT...  live statistics of data servers
-  bench augment        decode + augment images/s per core vs torchvision and OpenCV
-  bench transport      data service GB/s on loopback vs a raw TCP pump
-  bench step           homogeneous vs heterogeneous step time and cost, here
-  bench feed           delivered images/s as a trainer sees them vs the decode engine
-  plan                 which data instances to add to a GPU instance, and why
-
-Run 'heterodl --helpfull' for every flag.)";
 
 // What --version prints: the project's version and how it was built.
 std::string VersionText() {
@@ -51,9 +37,27 @@ std::string VersionText() {
   return absl::StrCat("heterodl ", HETERODL_VERSION, " (", kBuild, " build)\n");
 }
 
-// --help, --helpfull and --version end here with exit code 0; Abseil's own
-// handling would exit 1 for help and print no version of ours.
-std::optional<int> HandleHelpAndVersion(const std::vector<std::string>& arguments) {
+// `heterodl help [COMMAND]`: stdout and 0, or 2 for a command that is not one.
+int PrintHelp(const std::string& name) {
+  if (name.empty()) {
+    std::printf("%s\n", heterodl::ProgramUsage().c_str());
+    return heterodl::kExitOk;
+  }
+  const heterodl::CommandInfo* command = heterodl::FindCommand(name);
+  if (command == nullptr) {
+    std::fprintf(stderr, "heterodl: no command '%s'%s\n\n%s\n", name.c_str(),
+                 heterodl::SuggestCommand(name).c_str(), heterodl::ProgramUsage().c_str());
+    return heterodl::kExitUsage;
+  }
+  std::fputs(heterodl::CommandHelp(*command).c_str(), stdout);
+  return heterodl::kExitOk;
+}
+
+// --help, --helpfull and --version end here with exit code 0 (Abseil's own
+// handling would exit 1 for help and print no version of ours). `command` is
+// the one named on the command line, or "".
+std::optional<int> HandleHelpAndVersion(const std::vector<std::string>& arguments,
+                                        const std::string& command) {
   for (size_t i = 1; i < arguments.size(); ++i) {
     const std::string& argument = arguments[i];
     if (argument == "--") break;
@@ -63,27 +67,32 @@ std::optional<int> HandleHelpAndVersion(const std::vector<std::string>& argument
     }
     if (argument == "--help" || argument == "-help" || argument == "-h" ||
         argument == "--helpshort") {
-      std::printf("%s\n", kUsage);
-      return heterodl::kExitOk;
+      return PrintHelp(command);
     }
     if (argument == "--helpfull") {
       // Every flag with its default and help (Abseil's formatter; the public
       // API only reaches it through ParseCommandLine's exit).
       absl::flags_internal::FlagsHelp(std::cout, "", absl::flags_internal::HelpFormat::kHumanReadable,
-                                      kUsage);
+                                      heterodl::ProgramUsage());
       return heterodl::kExitOk;
     }
   }
   return std::nullopt;
 }
 
-bool IsCommand(const char* word) {
-  static constexpr const char* kCommands[] = {"launch",  "serve",  "train", "local", "cluster",
-                                              "dataset", "status", "bench", "plan"};
-  for (const char* command : kCommands) {
-    if (std::strcmp(word, command) == 0) return true;
-  }
-  return false;
+// Whether a cluster environment (SageMaker, Slurm, HETERODL_* variables)
+// names this host's role; without one, a bare `heterodl` has nothing to do.
+bool InClusterEnvironment() {
+  absl::StatusOr<heterodl::ClusterView> view =
+      heterodl::ResolveClusterView(heterodl::ClusterSettingsFromFlags(),
+                                   heterodl::CurrentEnvironment());
+  return !view.ok() || view->source != "local";
+}
+
+// A usage error: stderr, exit code 2.
+int UsageError(const std::string& command, absl::string_view message) {
+  std::fprintf(stderr, "heterodl %s: %s\n", command.c_str(), std::string(message).c_str());
+  return heterodl::kExitUsage;
 }
 
 }  // namespace
@@ -95,33 +104,67 @@ int main(int argc, char** argv) {
   heterodl::StopSignal stop;
   heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
   heterodl::KeepGrpcUntilExit();
-  absl::SetProgramUsageMessage(kUsage);
-  std::string command = "launch";
-  std::vector<std::string> arguments(argv, argv + argc);
-  heterodl::NormalizeFlagNames(arguments);
+  absl::SetProgramUsageMessage(heterodl::ProgramUsage());
   absl::flags_internal::SetProgramInvocationName(argv[0]);
-  if (const std::optional<int> done = HandleHelpAndVersion(arguments)) return *done;
-  std::vector<char*> args;
-  for (std::string& argument : arguments) args.push_back(argument.data());
-  if (argc > 1 && argv[1][0] != '-') {
-    if (!IsCommand(argv[1])) {
-      std::fprintf(stderr, "heterodl: unknown command '%s'\n\n%s\n", argv[1], kUsage);
+
+  std::vector<std::string> arguments(argv, argv + argc);
+  std::string command;  // as named on the command line
+  if (arguments.size() > 1 && !arguments[1].empty() && arguments[1][0] != '-') {
+    if (arguments[1] == "help") return PrintHelp(arguments.size() > 2 ? arguments[2] : "");
+    if (heterodl::FindCommand(arguments[1]) == nullptr) {
+      std::fprintf(stderr, "heterodl: unknown command '%s'%s\n\n%s\n", argv[1],
+                   heterodl::SuggestCommand(arguments[1]).c_str(),
+                   heterodl::ProgramUsage().c_str());
       return heterodl::kExitUsage;
     }
-    command = argv[1];
-    args.erase(args.begin() + 1);
+    command = arguments[1];
+    arguments.erase(arguments.begin() + 1);
   }
+  const std::string name = command.empty() ? "launch" : command;
+  heterodl::NormalizeFlagNames(arguments);
+  absl::StatusOr<std::vector<std::string>> expanded = heterodl::ExpandFlagFiles(arguments);
+  if (!expanded.ok()) return UsageError(name, expanded.status().message());
+  if (const std::optional<int> done = HandleHelpAndVersion(*expanded, command)) return *done;
+  std::set<std::string> given;
+  if (absl::Status checked = heterodl::CheckFlagArguments(*expanded, &given); !checked.ok()) {
+    return UsageError(name, checked.message());
+  }
+  std::vector<char*> args;
+  for (std::string& argument : *expanded) args.push_back(argument.data());
   std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   std::vector<std::string> positional(rest.begin() + 1, rest.end());
-  heterodl::SetLogTag(command);
+  heterodl::SetLogTag(name);
+  if (absl::Status valid = heterodl::CheckFlagValues(); !valid.ok()) {
+    return UsageError(name, valid.message());
+  }
+  heterodl::SetMinLogLevel(*heterodl::ParseLogLevel(absl::GetFlag(FLAGS_log_level)));
+  const heterodl::CommandInfo& info = *heterodl::FindCommand(name);
+  if (name != "launch") {
+    for (const std::string& flag : given) {
+      if (!heterodl::CommandTakesFlag(info, flag)) {
+        heterodl::LogWarning("--%s does nothing for '%s' ('heterodl help %s' lists its flags)",
+                             absl::StrReplaceAll(flag, {{"_", "-"}}), name, name);
+      }
+    }
+  }
+  if (info.arguments[0] == '\0' && !positional.empty()) {
+    return UsageError(name, absl::StrCat("takes no arguments, got '", positional.front(),
+                                         "' (flags are written --name VALUE)"));
+  }
+  if (argc == 1 && !InClusterEnvironment()) {
+    std::printf("%s\n\nNo cluster environment here (SageMaker, Slurm or HETERODL_ROLE): name a "
+                "command, e.g. 'heterodl local --dataset DIR'.\n",
+                heterodl::ProgramUsage().c_str());
+    return heterodl::kExitUsage;
+  }
 
-  if (command == "serve") return heterodl::RunServeCommand(stop);
-  if (command == "train") return heterodl::RunTrainCommand(stop);
-  if (command == "local") return heterodl::RunLocalCommand(stop);
-  if (command == "cluster") return heterodl::RunClusterCommand();
-  if (command == "dataset") return heterodl::RunDatasetCommand(positional);
-  if (command == "status") return heterodl::RunStatusCommand(positional);
-  if (command == "bench") return heterodl::RunBenchCommand(positional);
-  if (command == "plan") return heterodl::RunPlanCommand();
+  if (name == "serve") return heterodl::RunServeCommand(stop);
+  if (name == "train") return heterodl::RunTrainCommand(stop);
+  if (name == "local") return heterodl::RunLocalCommand(stop);
+  if (name == "cluster") return heterodl::RunClusterCommand();
+  if (name == "dataset") return heterodl::RunDatasetCommand(positional);
+  if (name == "status") return heterodl::RunStatusCommand(positional);
+  if (name == "bench") return heterodl::RunBenchCommand(positional);
+  if (name == "plan") return heterodl::RunPlanCommand();
   return heterodl::RunLaunchCommand(positional, stop);
 }

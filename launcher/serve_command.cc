@@ -47,6 +47,7 @@ absl::StatusOr<DataServerOptions> OptionsFromFlags() {
   }
   options.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   if (options.max_pixels < 1) return absl::InvalidArgumentError("--max-pixels must be >= 1");
+  options.strict_dataset = absl::GetFlag(FLAGS_strict_dataset);
   ASSIGN_OR_RETURN(options.auth_token, AuthTokenFromFlags());
   options.tls = TlsFromFlags();
   options.max_streams = absl::GetFlag(FLAGS_max_streams);

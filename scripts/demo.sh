@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 ./build/heterodl dataset sample data/sample --images 512
-./build/heterodl local --dataset data/sample --data-servers 2 --ranks 2 --epochs 1 \
+./build/heterodl local --dataset data/sample --servers 2 --ranks 2 --epochs 1 \
   --batch-size 32 --metrics-file data/metrics.jsonl "$@"

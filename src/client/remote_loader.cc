@@ -3,11 +3,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <map>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -64,6 +66,12 @@ struct ServerEndpoint {
 // How long a stream waits for its pixel channel connection, and how long an
 // endpoint goes without after that failed.
 constexpr absl::Duration kPixelChannelConnectTimeout = absl::Seconds(5);
+// Connect(): how long one attempt to reach a server may take (a refused
+// connection fails at once), the pause between attempts, and how often a
+// wait asks the caller whether it was interrupted.
+constexpr absl::Duration kConnectAttempt = absl::Seconds(2);
+constexpr absl::Duration kConnectRetryPause = absl::Milliseconds(250);
+constexpr absl::Duration kInterruptPoll = absl::Milliseconds(200);
 constexpr absl::Duration kPixelChannelRetryAfter = absl::Minutes(10);
 // The loader's window, in batches, whatever the memory budget says.
 constexpr int kMinWindow = 2;
@@ -84,7 +92,13 @@ struct LiveStream {
   ByteStream* stream = nullptr;                 // once its open request is sent
   PixelChannelReader* pixel_channel = nullptr;  // of the open stream, if it has one
   StreamLimits limits;
-  std::string last_error;
+};
+
+// What the loader last said about a server (all its connections together):
+// a failure is logged when it first happens or changes, and once a minute
+// while it lasts, not at every retry.
+struct ServerHealth {
+  std::string last_error;  // empty: delivering
   absl::Time last_logged = absl::InfinitePast();
 };
 
@@ -163,7 +177,13 @@ class GrpcRemoteLoader final : public RemoteLoader {
         return StallErrorLocked();
       }
       mu_.AwaitWithTimeout(absl::Condition(this, &GrpcRemoteLoader::DeliverableLocked),
-                           absl::Milliseconds(200));
+                           kInterruptPoll);
+      if (options_.interrupt_next && !DeliverableLocked()) {
+        mu_.Unlock();  // the callback may take a while (Python's GIL)
+        const bool interrupted = options_.interrupt_next();
+        mu_.Lock();
+        if (interrupted) return absl::CancelledError("interrupted while waiting for a batch");
+      }
     }
   }
 
@@ -259,13 +279,15 @@ class GrpcRemoteLoader final : public RemoteLoader {
 
   absl::Status StallErrorLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::string> states;
-    for (size_t c = 0; c < servers_.size(); c += 1) {
-      states.push_back(absl::StrCat(servers_[c].address, " (",
-                                    streams_[c].last_error.empty() ? "connected, not sending"
-                                                                   : streams_[c].last_error,
+    for (size_t c = 0; c < options_.servers.size(); c += 1) {  // each server once
+      const std::string& address = options_.servers[c];
+      const auto it = health_.find(address);
+      const bool failing = it != health_.end() && !it->second.last_error.empty();
+      states.push_back(absl::StrCat(address, " (",
+                                    failing ? it->second.last_error : "connected, not sending",
                                     ")"));
     }
-    return absl::UnavailableError(absl::StrCat("no batch from any data server for ",
+    return absl::DeadlineExceededError(absl::StrCat("no batch from any data server for ",
                                                absl::FormatDuration(options_.stall_timeout), ": ",
                                                absl::StrJoin(states, ", ")));
   }
@@ -292,7 +314,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
         return;
       }
       if (delivered) backoff = absl::Milliseconds(200);
-      LogRetryLocked(c, status, backoff);
+      LogRetryLocked(c, status);
       mu_.AwaitWithTimeout(absl::Condition(
                                +[](bool* stopping) { return *stopping; }, &stopping_),
                            backoff);
@@ -300,19 +322,26 @@ class GrpcRemoteLoader final : public RemoteLoader {
     }
   }
 
-  // Says why a stream is retried: each new reason, and a still-failing
-  // server once a minute, not every few seconds.
-  void LogRetryLocked(size_t c, const absl::Status& status, absl::Duration backoff)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    LiveStream& live = streams_[c];
+  // Says why a server's streams are retried: each new reason, and a
+  // still-failing server once a minute, not every retry of every connection.
+  void LogRetryLocked(size_t c, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ServerHealth& health = health_[servers_[c].address];
     const std::string reason = status.ToString();
     const absl::Time now = absl::Now();
-    if (reason != live.last_error || now - live.last_logged > absl::Minutes(1)) {
-      LogWarning("data server %s: %s; retrying in %s", servers_[c].address, reason,
-                 absl::FormatDuration(backoff));
-      live.last_logged = now;
+    if (reason != health.last_error || now - health.last_logged > absl::Minutes(1)) {
+      LogWarning("data server %s: %s; retrying (every 5 s at most) while others take its batches",
+                 servers_[c].address, reason);
+      health.last_logged = now;
     }
-    live.last_error = reason;
+    health.last_error = reason;
+  }
+
+  // A batch arrived from connection c: a server that was failing is back.
+  void MarkDeliveringLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const auto it = health_.find(servers_[c].address);
+    if (it == health_.end() || it->second.last_error.empty()) return;
+    LogInfo("data server %s: delivering again", servers_[c].address);
+    it->second.last_error.clear();
   }
 
   // The server's limits for a stream, and the stream's pixel channel,
@@ -384,8 +413,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
     const absl::Status result = ReadBatches(c, stream, pixel_channel.get(), delivered);
     {
       absl::MutexLock lock(&mu_);
-      streams_[c] = LiveStream{nullptr, nullptr, nullptr, streams_[c].limits,
-                               streams_[c].last_error, streams_[c].last_logged};
+      streams_[c] = LiveStream{nullptr, nullptr, nullptr, streams_[c].limits};
     }
     if (absl::IsAborted(result)) {
       // The server ended the stream: its status says why (a refused plan is
@@ -431,7 +459,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
       schedule_.Receive(static_cast<int>(c), key, ToBatch(std::move(decoded)), TimingOf(header),
                         now);
       last_receipt_ = now;
-      streams_[c].last_error.clear();
+      MarkDeliveringLocked(c);
       delivered = true;
       DispatchLocked(c);
     }
@@ -506,6 +534,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
   mutable absl::Mutex mu_;
   FeedSchedule schedule_ ABSL_GUARDED_BY(mu_);
   std::vector<LiveStream> streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, ServerHealth> health_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
   uint64_t batch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_receipt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
@@ -515,17 +544,39 @@ class GrpcRemoteLoader final : public RemoteLoader {
   std::vector<std::thread> threads_;
 };
 
-// Waits for a server's DatasetInfo until `deadline`.
-absl::StatusOr<v1::DatasetInfo> FetchDatasetInfo(v1::DataService::Stub& stub, absl::Time deadline,
-                                                 const std::string& auth_token) {
-  grpc::ClientContext context;
-  AddAuthToken(context, auth_token);
-  context.set_deadline(absl::ToChronoTime(deadline));
-  context.set_wait_for_ready(true);
-  v1::DatasetInfo info;
-  grpc::Status status = stub.GetDatasetInfo(&context, v1::DatasetInfoRequest(), &info);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return info;
+// Asks a server for its DatasetInfo until it answers, `deadline` passes or
+// `abandon` is set: short attempts one after another (a refused connection
+// fails one at once), so why a server does not answer is known, and said once
+// per new reason, within seconds instead of at the deadline. UNAVAILABLE
+// with the last reason; errors no retry can fix (a wrong token, a pipeline
+// the server cannot parse) at once.
+absl::StatusOr<v1::DatasetInfo> AwaitDatasetInfo(ServerEndpoint& server, absl::Time deadline,
+                                                 absl::Duration timeout,
+                                                 const std::string& auth_token,
+                                                 const std::string& pipeline,
+                                                 const std::atomic<bool>& abandon) {
+  absl::Status last = absl::DeadlineExceededError("no answer");
+  while (!abandon.load()) {
+    grpc::ClientContext context;
+    AddAuthToken(context, auth_token);
+    context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + kConnectAttempt)));
+    v1::DatasetInfoRequest request;
+    request.set_pipeline(pipeline);
+    v1::DatasetInfo info;
+    const grpc::Status answer = server.stub->GetDatasetInfo(&context, request, &info);
+    if (answer.ok()) return info;
+    const absl::Status error = FromGrpcStatus(answer);
+    if (!absl::IsUnavailable(error) && !absl::IsDeadlineExceeded(error)) return error;
+    if (absl::IsUnavailable(error) && error.message() != last.message()) {
+      LogWarning("data server %s: %s; waiting up to %s for it", server.address, error.message(),
+                 absl::FormatDuration(timeout));
+    }
+    if (absl::IsUnavailable(error) || !absl::IsUnavailable(last)) last = error;
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(kConnectRetryPause);
+  }
+  if (abandon.load()) return absl::CancelledError("interrupted");
+  return absl::UnavailableError(last.message());
 }
 
 absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
@@ -539,6 +590,15 @@ absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
   }
   if (options.max_buffered_bytes == 0 || options.max_batch_bytes == 0) {
     return absl::InvalidArgumentError("max_buffered_bytes and max_batch_bytes must be > 0");
+  }
+  // A malformed address is a mistake to report now, not a server to wait for.
+  for (const std::string& address : options.servers) {
+    absl::StatusOr<HostPort> where = SplitHostPort(address);
+    if (!where.ok()) return where.status();
+    if (where->port == 0 || where->host.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", address, "' names no server (a host and a port in [1, 65535])"));
+    }
   }
   return absl::OkStatus();
 }
@@ -558,18 +618,49 @@ absl::StatusOr<std::vector<ServerEndpoint>> MakeEndpoints(const RemoteLoaderOpti
   return endpoints;
 }
 
-// The DatasetInfo of the first `count` endpoints (one per server), asked at
-// once, each waiting for its server to come up until `deadline`.
-std::vector<absl::StatusOr<v1::DatasetInfo>> AskServers(std::vector<ServerEndpoint>& servers,
-                                                        size_t count, absl::Time deadline,
-                                                        const std::string& auth_token) {
+// How many askers have their answer.
+struct AnswerCount {
+  explicit AnswerCount(size_t expected) : expected(expected) {}
+  bool AllAnswered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answered == expected; }
+
+  const size_t expected;
+  absl::Mutex mu;
+  size_t answered ABSL_GUARDED_BY(mu) = 0;
+};
+
+// Each of the first `count` endpoints' DatasetInfo (one per server), asked at
+// once; CANCELLED as soon as options.interrupt_connect says so.
+absl::StatusOr<std::vector<absl::StatusOr<v1::DatasetInfo>>> AskServers(
+    std::vector<ServerEndpoint>& servers, size_t count, const RemoteLoaderOptions& options) {
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
   std::vector<absl::StatusOr<v1::DatasetInfo>> infos(count, absl::UnknownError("not asked"));
+  std::atomic<bool> abandon{false};
+  AnswerCount answers(count);
   std::vector<std::thread> askers;
   for (size_t i = 0; i < count; ++i) {
-    askers.emplace_back(
-        [&, i] { infos[i] = FetchDatasetInfo(*servers[i].stub, deadline, auth_token); });
+    askers.emplace_back([&, i] {
+      infos[i] = AwaitDatasetInfo(servers[i], deadline, options.connect_timeout,
+                                  options.auth_token, options.pipeline, abandon);
+      absl::MutexLock lock(&answers.mu);
+      ++answers.answered;
+    });
   }
+  bool interrupted = false;
+  {
+    absl::MutexLock lock(&answers.mu);
+    while (!answers.AllAnswered()) {
+      answers.mu.AwaitWithTimeout(absl::Condition(&answers, &AnswerCount::AllAnswered),
+                                  kInterruptPoll);
+      if (answers.AllAnswered() || !options.interrupt_connect) continue;
+      answers.mu.Unlock();  // the callback may take a while (Python's GIL)
+      interrupted = options.interrupt_connect();
+      answers.mu.Lock();
+      if (interrupted) break;
+    }
+  }
+  abandon.store(interrupted);
   for (std::thread& asker : askers) asker.join();
+  if (interrupted) return absl::CancelledError("interrupted while waiting for data servers");
   return infos;
 }
 
@@ -582,6 +673,12 @@ absl::StatusOr<v1::DatasetInfo> AgreedDataset(
   std::optional<size_t> first;
   std::vector<std::string> unreachable;
   for (size_t i = 0; i < infos.size(); ++i) {
+    const absl::Status& refused = infos[i].status();
+    if (!refused.ok() && !absl::IsUnavailable(refused) && !absl::IsDeadlineExceeded(refused)) {
+      // No retry changes this answer (a wrong token, a bad pipeline).
+      return absl::Status(refused.code(), absl::StrCat("data server ", servers[i].address, ": ",
+                                                       refused.message()));
+    }
     if (!infos[i].ok()) {
       unreachable.push_back(
           absl::StrCat(servers[i].address, " (", infos[i].status().message(), ")"));
@@ -625,9 +722,8 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   RETURN_IF_ERROR(ValidateOptions(options));
   ASSIGN_OR_RETURN(std::vector<ServerEndpoint> endpoints, MakeEndpoints(options));
   // Each server's first connection answers for it.
-  const std::vector<absl::StatusOr<v1::DatasetInfo>> infos =
-      AskServers(endpoints, options.servers.size(), absl::Now() + options.connect_timeout,
-                 options.auth_token);
+  ASSIGN_OR_RETURN(const std::vector<absl::StatusOr<v1::DatasetInfo>> infos,
+                   AskServers(endpoints, options.servers.size(), options));
   ASSIGN_OR_RETURN(const v1::DatasetInfo info,
                    AgreedDataset(endpoints, infos, options.connect_timeout));
   PlanParams params;

@@ -34,6 +34,7 @@
 #define HETERODL_SRC_CLIENT_REMOTE_LOADER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,11 +82,21 @@ struct RemoteLoaderOptions {
   // the channel's port cannot be reached, pixels go through gRPC (with a
   // warning) and the port is tried again 10 minutes later.
   bool pixel_channel = true;
-  // How long Connect() waits for servers to answer.
+  // How long Connect() waits for servers to answer. A server that refuses
+  // connections or does not resolve is said at once (and once per new
+  // reason) while the wait goes on: clusters start servers and trainers in
+  // any order.
   absl::Duration connect_timeout = absl::Seconds(60);
+  // Polled about five times a second while Connect() waits for servers:
+  // true abandons it with CANCELLED (a launcher's Ctrl-C, Python's
+  // KeyboardInterrupt). Called without the loader's locks held.
+  std::function<bool()> interrupt_connect;
+  // The same while Next() waits for a batch; the loader stays usable and a
+  // later Next() goes on where this one stopped.
+  std::function<bool()> interrupt_next;
   // A server holding requested batches without sending one for half this
   // long loses them to the others; with no server delivering for this long,
-  // Next() fails.
+  // Next() fails with DEADLINE_EXCEEDED.
   absl::Duration stall_timeout = absl::Seconds(60);
   // The servers' shared token (their --auth-token-file); empty: none.
   std::string auth_token;
@@ -147,8 +158,9 @@ class RemoteLoader {
   // 1,000,000.
   virtual absl::Status SetEpoch(uint32_t epoch, int64_t start_batch = 0) = 0;
   // The next batch in order; nullopt at the end of the epoch. Fails when no
-  // server delivers within stall_timeout (naming each server's last error) or
-  // a server refuses the plan (e.g. a dataset mismatch).
+  // server delivers within stall_timeout (DEADLINE_EXCEEDED naming each
+  // server's last error), when a server refuses the plan (e.g. a dataset
+  // mismatch), or with CANCELLED when interrupt_next says so.
   virtual absl::StatusOr<std::optional<Batch>> Next() = 0;
   virtual LoaderPosition position() const = 0;
   virtual LoaderStats stats() const = 0;

@@ -17,8 +17,9 @@ namespace heterodl {
 
 // Tells every data server to shut down (with `auth_token` when the servers
 // require one) and waits for each to acknowledge, all at once, retrying
-// until `deadline`. Returns an error naming the servers that did not
-// acknowledge (already gone, or unreachable).
+// until `deadline`. A server whose port refuses connections has gone
+// already and counts as stopped. Returns an error naming the servers that
+// did not acknowledge (unreachable, or refusing the request).
 absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const std::string& reason,
                                  absl::Duration deadline, const std::string& auth_token = "",
                                  const TlsConfig& tls = {});

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/cluster.pb.h"
+#include "src/common/net/host_port.h"
 #include "src/common/proto_json.h"
 #include "src/common/read_file.h"
 #include "src/common/status_macros.h"
@@ -280,6 +281,12 @@ absl::StatusOr<std::vector<std::string>> ExpandDataServers(const std::string& da
     server = std::string(absl::StripAsciiWhitespace(server));
     if (server.empty()) continue;
     if (server.find(':') == std::string::npos) absl::StrAppend(&server, ":", default_port);
+    absl::StatusOr<HostPort> where = SplitHostPort(server);
+    if (!where.ok() || where->port == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data servers (--data-servers / HETERODL_DATA_SERVERS): '", server,
+          "' is not host:port with a port in [1, 65535]"));
+    }
     servers.push_back(std::move(server));
   }
   return servers;

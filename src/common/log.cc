@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include "absl/synchronization/mutex.h"
@@ -15,6 +16,7 @@ namespace {
 struct LogState {
   absl::Mutex mu;
   std::string tag ABSL_GUARDED_BY(mu) = "heterodl";
+  std::atomic<int> min_level{static_cast<int>(LogLevel::kInfo)};
 };
 
 LogState& State() {
@@ -24,6 +26,8 @@ LogState& State() {
 
 char LevelLetter(LogLevel level) {
   switch (level) {
+    case LogLevel::kDebug:
+      return 'D';
     case LogLevel::kInfo:
       return 'I';
     case LogLevel::kWarning:
@@ -41,7 +45,22 @@ void SetLogTag(absl::string_view tag) {
   State().tag = std::string(tag);
 }
 
+void SetMinLogLevel(LogLevel level) { State().min_level.store(static_cast<int>(level)); }
+
+std::optional<LogLevel> ParseLogLevel(absl::string_view name) {
+  if (name == "debug") return LogLevel::kDebug;
+  if (name == "info") return LogLevel::kInfo;
+  if (name == "warning") return LogLevel::kWarning;
+  if (name == "error") return LogLevel::kError;
+  return std::nullopt;
+}
+
+bool LogEnabled(LogLevel level) {
+  return static_cast<int>(level) >= State().min_level.load(std::memory_order_relaxed);
+}
+
 void LogLine(LogLevel level, absl::string_view message) {
+  if (!LogEnabled(level)) return;
   std::string tag;
   {
     absl::MutexLock lock(&State().mu);

@@ -8,6 +8,7 @@
 #ifndef HETERODL_SRC_COMMON_LOG_H_
 #define HETERODL_SRC_COMMON_LOG_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -15,13 +16,26 @@
 
 namespace heterodl {
 
-enum class LogLevel { kInfo, kWarning, kError };
+enum class LogLevel { kDebug, kInfo, kWarning, kError };
 
 // Sets the tag printed on every line of this process (e.g. "serve",
 // "train/1"). Call once from main() before starting threads.
 void SetLogTag(absl::string_view tag);
 
+// Lines less severe than `level` are dropped (default kInfo). Call from
+// main() with the --log-level flag.
+void SetMinLogLevel(LogLevel level);
+// "debug", "info", "warning" or "error"; nullopt for anything else.
+std::optional<LogLevel> ParseLogLevel(absl::string_view name);
+// Whether a line of `level` would be printed.
+bool LogEnabled(LogLevel level);
+
 void LogLine(LogLevel level, absl::string_view message);
+
+template <typename... Args>
+void LogDebug(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  if (LogEnabled(LogLevel::kDebug)) LogLine(LogLevel::kDebug, absl::StrFormat(format, args...));
+}
 
 template <typename... Args>
 void LogInfo(const absl::FormatSpec<Args...>& format, const Args&... args) {

@@ -175,6 +175,21 @@ absl::StatusOr<Dataset> Dataset::OpenTarShards(const std::string& path,
   return dataset;
 }
 
+Dataset::MissingFiles Dataset::FindMissingFiles(size_t keep) const {
+  MissingFiles missing;
+  if (synthetic_ || shards_ != nullptr) return missing;
+  for (const Sample& sample : samples_) {
+    const fs::path path = !sample.path.empty() && sample.path.front() == '/'
+                              ? fs::path(sample.path)
+                              : fs::path(root_) / sample.path;
+    std::error_code error;
+    if (fs::is_regular_file(path, error)) continue;
+    ++missing.count;
+    if (missing.first.size() < keep) missing.first.push_back(sample.path);
+  }
+  return missing;
+}
+
 absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
   if (synthetic_) {
     return absl::FailedPreconditionError("a synthetic dataset has no files to read");

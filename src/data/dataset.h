@@ -61,6 +61,15 @@ class Dataset {
   // The path given to Open().
   const std::string& source() const { return source_; }
 
+  // The samples of a file list whose files do not exist (an image folder
+  // and tar shards list only what exists): how many, and the first `keep`
+  // paths as the list names them. One stat per sample.
+  struct MissingFiles {
+    size_t count = 0;
+    std::vector<std::string> first;
+  };
+  MissingFiles FindMissingFiles(size_t keep = 5) const;
+
   // Reads sample `index`'s encoded bytes. NotFound / Unavailable with the
   // file's path when it cannot be read; OutOfRange for a bad index.
   absl::StatusOr<std::string> ReadSample(size_t index) const;

@@ -109,10 +109,19 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
       LogInfo("sample dataset in %s is up to date", options.output_dir);
       return absl::OkStatus();
     }
+  }
+  if (fs::exists(root) && !fs::is_empty(root, error)) {
+    if (!options.overwrite) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "'", options.output_dir, "' is not empty",
+          fs::exists(marker) ? " (a sample dataset written with other --images or --seed)" : "",
+          "; refusing to replace it (--overwrite replaces it)"));
+    }
     fs::remove_all(root, error);
-  } else if (fs::exists(root) && !fs::is_empty(root, error)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "'", options.output_dir, "' exists and is not a sample dataset; refusing to overwrite"));
+    if (error) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot remove '", options.output_dir, "': ", error.message()));
+    }
   }
 
   // Sources are 2-6k px wide; decoding at 1/2 scale keeps them far above the
@@ -130,6 +139,8 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
     return absl::FailedPreconditionError(
         absl::StrCat("no readable source photos under '", options.source_dir, "'"));
   }
+  // A class per image at most: no empty class folders.
+  if (photos.size() > static_cast<size_t>(options.num_images)) photos.resize(options.num_images);
   for (const SourcePhoto& photo : photos) {
     fs::create_directories(root / photo.class_name, error);
     if (error) {

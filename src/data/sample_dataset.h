@@ -26,11 +26,16 @@ struct SampleDatasetOptions {
   uint64_t seed = 0;
   // Folder searched (recursively) for source photos (*.jpg).
   std::string source_dir = "/usr/share/backgrounds/mate";
+  // Replace whatever output_dir holds. Without it, anything there but this
+  // very dataset (same options) is refused: a dataset is not silently lost.
+  bool overwrite = false;
 };
 
-// Writes the dataset. FailedPrecondition when no source photos are found
-// (install mate-backgrounds), AlreadyExists when output_dir is a non-empty
-// folder that is not a sample dataset written with the same options.
+// Writes the dataset, or does nothing when output_dir already holds it (same
+// options). FailedPrecondition when no source photos are found (install
+// mate-backgrounds); without `overwrite`, AlreadyExists when output_dir is a
+// non-empty folder holding anything else, another sample dataset included.
+// With fewer images than source photos, only as many classes as images.
 absl::Status WriteSampleDataset(const SampleDatasetOptions& options);
 
 }  // namespace heterodl

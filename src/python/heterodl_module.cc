@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "src/client/remote_loader.h"
+#include "src/client/shutdown.h"
+#include "src/common/log.h"
 #include "src/train/pinned_memory.h"
 #include "src/wire/grpc_lifetime.h"
 
@@ -51,8 +53,42 @@ PyBatch ToPython(Batch&& received) {
   return result;
 }
 
+// A failed status as the Python exception a Python user expects:
+// ValueError for a bad argument (a pipeline the servers cannot parse
+// included), TimeoutError when nothing came in time, ConnectionError when
+// servers cannot be reached, PermissionError for a refused token or
+// certificate, and a pending KeyboardInterrupt when a signal ended the wait.
 [[noreturn]] void Raise(const absl::Status& status) {
-  throw std::runtime_error(std::string(status.message()));
+  if (PyErr_Occurred() != nullptr) throw py::error_already_set();
+  const std::string message(status.message());
+  PyObject* type = PyExc_RuntimeError;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      type = PyExc_ValueError;
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      type = PyExc_TimeoutError;
+      break;
+    case absl::StatusCode::kUnavailable:
+      type = PyExc_ConnectionError;
+      break;
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      type = PyExc_PermissionError;
+      break;
+    default:
+      break;
+  }
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
+
+// Runs Python's signal handlers from a wait in C++ (called without the GIL):
+// true when one raised (Ctrl-C's KeyboardInterrupt), which stays pending for
+// Raise() to throw.
+bool PythonSignalRaised() {
+  py::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0;
 }
 
 // Python's view of a RemoteLoader: `for batch in loader` runs the epoch set
@@ -85,9 +121,11 @@ class PyRemoteDataLoader {
     options.tls.key_file = std::move(tls_key);
     options.tls.server_name = std::move(tls_server_name);
     options.pixel_channel = pixel_channel;
+    options.interrupt_connect = PythonSignalRaised;
+    options.interrupt_next = PythonSignalRaised;
     if (pin_memory.value_or(torch::cuda::is_available())) {
       if (!torch::cuda::is_available()) {
-        throw std::runtime_error("pin_memory=True needs CUDA, and torch sees no CUDA device");
+        throw py::value_error("pin_memory=True needs CUDA, and torch sees no CUDA device");
       }
       options.pixel_allocator = PinnedHostAllocator();
     }
@@ -174,6 +212,36 @@ PYBIND11_MODULE(_heterodl, m) {
   // A loader destroyed as the interpreter exits must not wait on gRPC's own
   // shutdown.
   heterodl::KeepGrpcUntilExit();
+
+  m.attr("__version__") = HETERODL_VERSION;
+  m.def(
+      "_shutdown_servers",
+      [](std::vector<std::string> servers, std::string reason, double timeout,
+         std::optional<std::string> auth_token, std::string tls_ca, std::string tls_cert,
+         std::string tls_key, std::string tls_server_name) {
+        heterodl::TlsConfig tls;
+        tls.ca_file = std::move(tls_ca);
+        tls.cert_file = std::move(tls_cert);
+        tls.key_file = std::move(tls_key);
+        tls.server_name = std::move(tls_server_name);
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          status = heterodl::ShutdownDataServers(servers, reason, absl::Seconds(timeout),
+                                                 auth_token.value_or(""), tls);
+        }
+        if (!status.ok()) heterodl::Raise(status);
+      },
+      py::arg("servers"), py::arg("reason"), py::arg("timeout"), py::arg("auth_token"),
+      py::arg("tls_ca"), py::arg("tls_cert"), py::arg("tls_key"), py::arg("tls_server_name"));
+  m.def(
+      "_set_log_level",
+      [](const std::string& name) {
+        const std::optional<heterodl::LogLevel> level = heterodl::ParseLogLevel(name);
+        if (!level) throw py::value_error("log level must be debug, info, warning or error");
+        heterodl::SetMinLogLevel(*level);
+      },
+      py::arg("level"));
 
   py::class_<PyBatch>(m, "Batch", "One batch: uint8 NHWC images, int64 labels and indices.")
       .def_readonly("images", &PyBatch::images, "torch.uint8 [B, H, W, 3], RGB")

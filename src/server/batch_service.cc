@@ -46,16 +46,34 @@ BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threa
 
 BatchService::~BatchService() = default;
 
-v1::DatasetInfo BatchService::Info() const {
+absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) {
+  ASSIGN_OR_RETURN(const BatchAssembler* assembler, AssemblerFor(pipeline));
   v1::DatasetInfo info;
   info.set_fingerprint(dataset_.fingerprint());
   info.set_num_samples(dataset_.size());
   for (const std::string& name : dataset_.class_names()) info.add_class_names(name);
   info.set_source(dataset_.source());
   info.set_default_pipeline(default_pipeline_.CanonicalSpec());
-  info.set_height(default_pipeline_.output_height());
-  info.set_width(default_pipeline_.output_width());
+  info.set_height(assembler->pipeline().output_height());
+  info.set_width(assembler->pipeline().output_width());
   return info;
+}
+
+absl::StatusOr<const BatchAssembler*> BatchService::AssemblerFor(const std::string& pipeline) {
+  if (pipeline.empty()) return &default_assembler_;
+  absl::MutexLock lock(&mu_);
+  auto it = pipelines_.find(pipeline);
+  if (it == pipelines_.end()) {
+    if (pipelines_.size() >= kMaxPipelines) {
+      return absl::ResourceExhaustedError("too many distinct pipelines on this server");
+    }
+    ASSIGN_OR_RETURN(Pipeline parsed, Pipeline::Parse(pipeline, pipeline_options_));
+    auto owned = std::make_unique<Pipeline>(std::move(parsed));
+    auto assembler = std::make_unique<BatchAssembler>(dataset_, *owned);
+    it = pipelines_.emplace(pipeline, std::make_pair(std::move(owned), std::move(assembler)))
+             .first;
+  }
+  return it->second.second.get();
 }
 
 absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
@@ -82,24 +100,7 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
   stream->params = FromPlanConfig(config, dataset_.size());
   RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
 
-  if (config.pipeline().empty()) {
-    stream->assembler = &default_assembler_;
-  } else {
-    absl::MutexLock lock(&mu_);
-    auto it = pipelines_.find(config.pipeline());
-    if (it == pipelines_.end()) {
-      if (pipelines_.size() >= kMaxPipelines) {
-        return absl::ResourceExhaustedError("too many distinct pipelines on this server");
-      }
-      ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(config.pipeline(), pipeline_options_));
-      auto owned = std::make_unique<Pipeline>(std::move(pipeline));
-      auto assembler = std::make_unique<BatchAssembler>(dataset_, *owned);
-      it = pipelines_
-               .emplace(config.pipeline(), std::make_pair(std::move(owned), std::move(assembler)))
-               .first;
-    }
-    stream->assembler = it->second.second.get();
-  }
+  ASSIGN_OR_RETURN(stream->assembler, AssemblerFor(config.pipeline()));
   const uint64_t batch_bytes =
       static_cast<uint64_t>(config.batch_size()) * stream->assembler->sample_bytes();
   if (batch_bytes > limits_.max_batch_bytes) {
@@ -283,7 +284,11 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
   }
   batch->set_failed(failed);
   batches_built_.fetch_add(1, std::memory_order_relaxed);
-  samples_built_.fetch_add(static_cast<uint64_t>(batch->labels_size()), std::memory_order_relaxed);
+  const uint64_t samples_so_far =
+      samples_built_.fetch_add(static_cast<uint64_t>(batch->labels_size()),
+                               std::memory_order_relaxed) +
+      static_cast<uint64_t>(batch->labels_size());
+  recent_samples_.Note(samples_so_far, absl::Now());
   samples_failed_.fetch_add(failed, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   read_seconds_ += seconds.read;
@@ -311,8 +316,13 @@ std::shared_ptr<const std::vector<uint8_t>> BatchService::SyntheticPixels(
   return pixels;
 }
 
-v1::ServerStats BatchService::Stats() const {
+v1::ServerStats BatchService::Stats() {
   v1::ServerStats stats;
+  stats.set_dataset(dataset_.source());
+  stats.set_num_samples(dataset_.size());
+  stats.set_default_pipeline(default_pipeline_.CanonicalSpec());
+  stats.set_recent_images_per_second(
+      recent_samples_.PerSecond(samples_built_.load(), absl::Now()));
   const double uptime = absl::ToDoubleSeconds(absl::Now() - start_time_);
   stats.set_uptime_seconds(uptime);
   stats.set_batches_sent(batches_built_.load());

@@ -28,6 +28,7 @@
 #include "heterodl/data_service.pb.h"
 #include "src/common/memory/buffer_pool.h"
 #include "src/data/batch_assembler.h"
+#include "src/server/recent_rate.h"
 #include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"
 #include "src/server/sample_pool.h"
@@ -72,7 +73,10 @@ class BatchService {
                PipelineOptions pipeline_options = {}, int worker_nice = 0);
   ~BatchService();
 
-  v1::DatasetInfo Info() const;
+  // The dataset, and `pipeline`'s output shape (the default pipeline's when
+  // empty). INVALID_ARGUMENT with the parser's message when `pipeline` does
+  // not parse.
+  absl::StatusOr<v1::DatasetInfo> Info(const std::string& pipeline = "") ABSL_LOCKS_EXCLUDED(mu_);
 
   // Validates a stream's PlanConfig: fingerprint (FAILED_PRECONDITION naming
   // both fingerprints on mismatch), sizes within limits, pipeline spec
@@ -98,7 +102,7 @@ class BatchService {
   void BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
                   std::function<void(absl::StatusOr<BuiltBatch>)> done);
 
-  v1::ServerStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  v1::ServerStats Stats() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // (seed, world_size, batch_size, drop_last, shuffle, epoch)
@@ -106,6 +110,10 @@ class BatchService {
 
   struct BatchJob;
 
+  // The assembler of `pipeline` (the default one when empty), parsed and
+  // kept on first use; at most kMaxPipelines distinct ones.
+  absl::StatusOr<const BatchAssembler*> AssemblerFor(const std::string& pipeline)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<const EpochPlan>> PlanFor(const PlanParams& params, uint32_t epoch)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Run by the job's first sample: the plan, the indices and the buffer.
@@ -147,6 +155,7 @@ class BatchService {
 
   std::atomic<uint64_t> batches_built_{0};
   std::atomic<uint64_t> samples_built_{0};
+  RecentRate recent_samples_{absl::Seconds(10)};
   std::atomic<uint64_t> samples_failed_{0};
 
   // Last member: destroyed first, so running builds finish while the rest of

@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "augment/pipeline.h"
@@ -24,6 +25,7 @@
 #include "src/wire/credentials.h"
 #include "src/wire/grpc_status.h"
 #include "src/wire/pixel_channel_listener.h"
+#include "src/wire/tcp_address.h"
 
 namespace heterodl {
 namespace {
@@ -386,12 +388,14 @@ class DataServiceImpl final : public DataServiceBase {
         request_stop_(std::move(request_stop)) {}
 
   grpc::ServerUnaryReactor* GetDatasetInfo(grpc::CallbackServerContext* context,
-                                           const v1::DatasetInfoRequest*,
+                                           const v1::DatasetInfoRequest* request,
                                            v1::DatasetInfo* info) override {
     grpc::Status status = Authorize(*context);
     if (status.ok()) {
       activity_.Touch();
-      *info = service_.Info();
+      absl::StatusOr<v1::DatasetInfo> described = service_.Info(request->pipeline());
+      if (!described.ok()) return Finished(context, ToGrpcStatus(described.status()));
+      *info = *std::move(described);
       if (pixel_listener_ != nullptr) info->set_pixel_port(pixel_listener_->port());
       info->set_max_stream_batches(kMaxInFlightPerStream);
       info->set_max_stream_bytes(max_stream_bytes_);
@@ -481,13 +485,23 @@ class GrpcDataServer final : public DataServer {
                      MakeServerCredentials(options_.tls));
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.address, credentials, &port_);
+    // gRPC sets SO_REUSEPORT by default: a second server on a busy port would
+    // then start too, and the kernel would split new connections between the
+    // two, handing loaders the other server's dataset.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.SetMaxReceiveMessageSize(4 << 20);
     builder.SetMaxSendMessageSize(-1);
     builder.RegisterService(&impl_);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
+      // gRPC says only that it failed; bind(2) says why.
+      std::string why = "invalid address";
+      if (absl::StatusOr<HostPort> where = SplitHostPort(options_.address); where.ok()) {
+        const absl::Status probe = ProbeTcpBind(where->host, where->port);
+        why = probe.ok() ? "gRPC refused it (see its log above)" : std::string(probe.message());
+      }
       return absl::UnavailableError(
-          absl::StrCat("cannot listen on ", options_.address, " (address in use or invalid?)"));
+          absl::StrCat("cannot listen on ", options_.address, ": ", why));
     }
     return absl::OkStatus();
   }
@@ -571,6 +585,16 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
           : Dataset::Open(options.dataset);
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
+  if (const Dataset::MissingFiles missing = dataset.FindMissingFiles(); missing.count > 0) {
+    const std::string what =
+        absl::StrCat(missing.count, " of the ", dataset.size(), " files ", dataset.source(),
+                     " lists do not exist: ", absl::StrJoin(missing.first, ", "),
+                     missing.count > missing.first.size() ? ", ..." : "");
+    if (options.strict_dataset) {
+      return absl::FailedPreconditionError(absl::StrCat(what, " (--strict-dataset)"));
+    }
+    LogWarning("%s; their samples will be replaced (--strict-dataset refuses to serve)", what);
+  }
   PipelineOptions pipeline_options;
   pipeline_options.max_pixels = options.max_pixels;
   ASSIGN_OR_RETURN(

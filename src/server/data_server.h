@@ -35,6 +35,10 @@ struct DataServerOptions {
   int worker_nice = 10;
   // Images whose header claims more pixels are refused (and replaced).
   int64_t max_pixels = 100'000'000;
+  // A file list naming files that do not exist: false logs how many (and the
+  // first few) and serves, replacing their samples as any unreadable one;
+  // true refuses to start (FAILED_PRECONDITION).
+  bool strict_dataset = false;
   // Non-empty: every RPC must carry this token (kAuthTokenMetadataKey), or
   // it is refused with UNAUTHENTICATED.
   std::string auth_token;

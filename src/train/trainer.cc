@@ -175,6 +175,9 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> ConnectLoader(const TrainerOptions
   loader_options.tls = options.tls;
   loader_options.pixel_channel = options.pixel_channel;
   if (device.is_cuda()) loader_options.pixel_allocator = PinnedHostAllocator();
+  // A signal while servers are awaited ends the wait; once training runs,
+  // a signal stops all ranks at the same step instead (AnyRankStops).
+  loader_options.interrupt_connect = [&options] { return StopRequested(options); };
   return RemoteLoader::Connect(loader_options);
 }
 
@@ -451,7 +454,14 @@ absl::Status RankTrainer::WriteSummary() {
 
 absl::Status TrainRank(const TrainerOptions& options) {
   RankTrainer trainer(options);
-  RETURN_IF_ERROR(trainer.SetUp());
+  if (absl::Status set_up = trainer.SetUp(); !set_up.ok()) {
+    if (absl::IsCancelled(set_up) && StopRequested(options)) {
+      LogInfo("rank %d stopped on request before training began (%s)", options.rank,
+              set_up.message());
+      return absl::OkStatus();
+    }
+    return set_up;
+  }
   RETURN_IF_ERROR(trainer.Train());
   return trainer.WindDown();
 }

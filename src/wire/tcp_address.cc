@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "src/common/net/unique_fd.h"
 
 namespace heterodl {
 
@@ -23,6 +24,22 @@ absl::StatusOr<AddressInfo> ResolveTcp(const std::string& host, int port, bool p
         absl::StrCat("cannot resolve '", host, "': ", gai_strerror(error)));
   }
   return AddressInfo(result);
+}
+
+absl::Status ProbeTcpBind(const std::string& host, int port) {
+  absl::StatusOr<AddressInfo> addresses = ResolveTcp(host, port, /*passive=*/true);
+  if (!addresses.ok()) return addresses.status();
+  for (const addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
+    UniqueFd socket(::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!socket.valid()) continue;
+    const int one = 1;
+    setsockopt(socket.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(socket.get(), a->ai_addr, a->ai_addrlen) != 0) {
+      const int error = errno;
+      return absl::UnavailableError(ErrnoText(error));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string ErrnoText(int error) {

@@ -1,5 +1,5 @@
-// What the pixel channel's two ends share of plain TCP: resolving a host and
-// port, and the text of an errno.
+// What the pixel channel's two ends and the server share of plain TCP:
+// resolving a host and port, probing a bind, and the text of an errno.
 #ifndef HETERODL_SRC_WIRE_TCP_ADDRESS_H_
 #define HETERODL_SRC_WIRE_TCP_ADDRESS_H_
 
@@ -22,6 +22,12 @@ using AddressInfo = std::unique_ptr<addrinfo, AddressInfoDeleter>;
 // every interface) and `port`. UNAVAILABLE naming the host when it does not
 // resolve.
 absl::StatusOr<AddressInfo> ResolveTcp(const std::string& host, int port, bool passive);
+
+// Why a TCP listener cannot bind `host`:`port` now, as bind(2) says it
+// ("Address already in use", "Cannot assign requested address"), or OK when
+// it could. For a diagnosis after a listener failed to start (gRPC says only
+// that it did): the socket is closed again at once.
+absl::Status ProbeTcpBind(const std::string& host, int port);
 
 // strerror's text of `error`.
 std::string ErrnoText(int error);

@@ -94,9 +94,9 @@ TEST_F(FailoverTest, AServerThatComesBackIsUsedAgain) {
   std::unique_ptr<RemoteLoader> loader = Connect({address_a, b.address()});
   ASSERT_NE(loader, nullptr);
   const auto served_by_a = [&] {
-    absl::StatusOr<ServerStatus> status = FetchServerStatus(address_a, absl::Seconds(5));
+    absl::StatusOr<v1::ServerStats> status = FetchServerStatus(address_a, absl::Seconds(5));
     EXPECT_TRUE(status.ok()) << status.status();
-    return status.ok() ? status->batches_sent : 0;
+    return status.ok() ? status->batches_sent() : 0;
   };
   ReadEpochChecked(*loader, 0, [&](int64_t k) {
     if (k == 3) a.reset();  // A goes away
@@ -106,8 +106,8 @@ TEST_F(FailoverTest, AServerThatComesBackIsUsedAgain) {
       a = std::make_unique<RunningServer>(*dataset_, address_a);
       const absl::Time give_up = absl::Now() + absl::Seconds(30);
       while (absl::Now() < give_up) {
-        absl::StatusOr<ServerStatus> status = FetchServerStatus(address_a, absl::Seconds(5));
-        if (status.ok() && status->active_streams > 0) break;
+        absl::StatusOr<v1::ServerStats> status = FetchServerStatus(address_a, absl::Seconds(5));
+        if (status.ok() && status->active_streams() > 0) break;
         absl::SleepFor(absl::Milliseconds(50));
       }
     }

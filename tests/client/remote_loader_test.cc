@@ -43,14 +43,14 @@ TEST_F(RemoteLoaderTest, EverySampleReachesExactlyOneRankInOrder) {
   // Both servers report per-stage times for what they served.
   uint64_t samples = 0;
   for (const std::string& address : {a.address(), b.address()}) {
-    absl::StatusOr<ServerStatus> status = FetchServerStatus(address, absl::Seconds(5));
+    absl::StatusOr<v1::ServerStats> status = FetchServerStatus(address, absl::Seconds(5));
     ASSERT_TRUE(status.ok()) << status.status();
-    samples += status->samples_sent;
-    if (status->batches_sent > 0) {
-      EXPECT_GT(status->read_seconds, 0);
-      EXPECT_GT(status->decode_seconds, 0);
-      EXPECT_GT(status->send_seconds, 0);
-      EXPECT_GT(status->peak_rss_bytes, 0u);
+    samples += status->samples_sent();
+    if (status->batches_sent() > 0) {
+      EXPECT_GT(status->read_seconds(), 0);
+      EXPECT_GT(status->decode_seconds(), 0);
+      EXPECT_GT(status->send_seconds(), 0);
+      EXPECT_GT(status->peak_rss_bytes(), 0u);
     }
   }
   // At least the epoch: the loaders fetched ahead into the next ones too.

@@ -117,11 +117,11 @@ uint32_t PixelChannelStreamsWhileReading(RemoteLoader& loader, const std::string
   EXPECT_TRUE(batch.ok() && batch->has_value());
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
   while (true) {
-    absl::StatusOr<ServerStatus> status = FetchServerStatus(server, absl::Seconds(5));
+    absl::StatusOr<v1::ServerStats> status = FetchServerStatus(server, absl::Seconds(5));
     EXPECT_TRUE(status.ok()) << status.status();
     if (!status.ok()) return 0;
-    if (status->pixel_channel_streams == expected || absl::Now() > give_up) {
-      return status->pixel_channel_streams;
+    if (status->pixel_channel_streams() == expected || absl::Now() > give_up) {
+      return status->pixel_channel_streams();
     }
     absl::SleepFor(absl::Milliseconds(20));
   }

@@ -42,6 +42,21 @@ TEST(DatasetTest, FileList) {
   EXPECT_TRUE(dataset->ReadSample(1).ok());
 }
 
+TEST(DatasetTest, FileListReportsItsMissingFiles) {
+  std::filesystem::path root = MakeImageFolder("holes", 1, 2);
+  std::string list = "class0/img0.jpg\t0\n";
+  for (int i = 0; i < 7; ++i) list += "gone/img" + std::to_string(i) + ".jpg\t1\n";
+  list += root.string() + "/class0/img1.jpg\t0\n";  // absolute paths count too
+  WriteFile(root / "train.tsv", list);
+  absl::StatusOr<Dataset> dataset = Dataset::Open((root / "train.tsv").string());
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  const Dataset::MissingFiles missing = dataset->FindMissingFiles(3);
+  EXPECT_EQ(missing.count, 7u);
+  EXPECT_EQ(missing.first,
+            (std::vector<std::string>{"gone/img0.jpg", "gone/img1.jpg", "gone/img2.jpg"}));
+  EXPECT_EQ(Dataset::Open(root.string())->FindMissingFiles().count, 0u);
+}
+
 TEST(DatasetTest, MalformedFileListNamesTheLine) {
   std::filesystem::path root = MakeTempDir("badlist");
   WriteFile(root / "train.tsv", "a.jpg\t1\nb.jpg no-tab\n");

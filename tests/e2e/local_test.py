@@ -62,7 +62,7 @@ class LocalRunTest(unittest.TestCase):
     def test_every_sample_reaches_exactly_one_rank_and_nothing_is_left_running(self):
         samples = os.path.join(self.tmp, "samples")
         metrics = os.path.join(self.tmp, "metrics.jsonl")
-        result = self.run_local("--data-servers", "2", "--ranks", "2", "--epochs", "1",
+        result = self.run_local("--servers", "2", "--ranks", "2", "--epochs", "1",
                                 "--batch-size", "8", "--sample-log-dir", samples,
                                 "--metrics-file", metrics)
         self.assertEqual(result.returncode, 0, result.stderr[-4000:])
@@ -92,7 +92,7 @@ class LocalRunTest(unittest.TestCase):
         token_file = os.path.join(self.tmp, "token")
         with open(token_file, "w") as f:
             f.write("e2e-secret\n")
-        result = self.run_local("--data-servers", "2", "--ranks", "2", "--steps", "2",
+        result = self.run_local("--servers", "2", "--ranks", "2", "--steps", "2",
                                 "--batch-size", "4", "--auth-token-file", token_file)
         self.assertEqual(result.returncode, 0, result.stderr[-4000:])
         self.assertEqual(result.stderr.count("shutdown requested"), 2, result.stderr[-4000:])
@@ -128,7 +128,7 @@ class LocalRunTest(unittest.TestCase):
         tls = self.make_certificates()
         node = ["--tls-cert", os.path.join(tls, "node.pem"),
                 "--tls-key", os.path.join(tls, "node.key"), "--tls-ca", os.path.join(tls, "ca.pem")]
-        result = self.run_local("--data-servers", "1", "--ranks", "2", "--steps", "2",
+        result = self.run_local("--servers", "1", "--ranks", "2", "--steps", "2",
                                 "--batch-size", "4", *node)
         self.assertEqual(result.returncode, 0, result.stderr[-4000:])
         self.assertIn("shutdown requested", result.stderr)
@@ -163,7 +163,7 @@ class LocalRunTest(unittest.TestCase):
         self.assertIn("--tls-cert and --tls-key go together", missing.stderr)
 
     def test_steps_limit(self):
-        result = self.run_local("--data-servers", "1", "--ranks", "2", "--steps", "2",
+        result = self.run_local("--servers", "1", "--ranks", "2", "--steps", "2",
                                 "--batch-size", "4")
         self.assertEqual(result.returncode, 0, result.stderr[-4000:])
         self.assertIn("step 2/2", result.stderr)
@@ -172,7 +172,7 @@ class LocalRunTest(unittest.TestCase):
     def test_sigterm_stops_everything(self):
         marker_dataset = self.dataset
         process = subprocess.Popen(
-            [HETERODL, "local", "--dataset", marker_dataset, "--data-servers", "2",
+            [HETERODL, "local", "--dataset", marker_dataset, "--servers", "2",
              "--ranks", "2", "--epochs", "1000", "--batch-size", "4"],
             stderr=subprocess.PIPE, text=True)
         seen = read_until(process, "step 1/")  # training has started

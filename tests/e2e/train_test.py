@@ -34,7 +34,7 @@ class TrainerTest(unittest.TestCase):
                         "--seed", "5"], check=True, timeout=120)
 
     def local_arguments(self, *extra):
-        return [HETERODL, "local", "--dataset", self.dataset, "--data-servers", "1",
+        return [HETERODL, "local", "--dataset", self.dataset, "--servers", "1",
                 "--ranks", "2", "--batch-size", "4", *extra]
 
     def test_an_interrupted_run_resumes_at_the_exact_next_batch(self):
@@ -112,13 +112,23 @@ class TrainerTest(unittest.TestCase):
             self.assertAlmostEqual(got, want)
 
     def test_bad_training_settings_fail_with_a_clear_message(self):
-        for flags, message in ((["--optimizer", "lamb"], "unknown optimizer"),
-                               (["--model", "/nonexistent/model.pt"], "unknown model"),
-                               (["--device", "tpu"], "expected auto, cpu or cuda")):
+        # Refused before any server or rank starts, as usage errors (exit 2).
+        for flags, message in ((["--optimizer", "lamb"], "--optimizer must be one of sgd, adamw"),
+                               (["--model", "/nonexistent/model.pt"], "is none of them"),
+                               (["--device", "tpu"], "--device must be one of auto, cpu, cuda")):
             result = subprocess.run(self.local_arguments("--steps", "1", *flags),
                                     capture_output=True, text=True, timeout=300)
-            self.assertNotEqual(result.returncode, 0)
+            self.assertEqual(result.returncode, 2, result.stderr)
             self.assertIn(message, result.stderr)
+            self.assertNotIn("data server(s) up", result.stderr)
+        # A file that is not a TorchScript model is found by the rank that loads it.
+        not_a_model = os.path.join(self.tmp, "not-a-model.pt")
+        with open(not_a_model, "w") as f:
+            f.write("not a model")
+        result = subprocess.run(self.local_arguments("--steps", "1", "--model", not_a_model),
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 1, result.stderr[-4000:])
+        self.assertIn("is not a loadable TorchScript file", result.stderr)
 
 
 if __name__ == "__main__":

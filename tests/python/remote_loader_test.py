@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -125,7 +126,7 @@ class RemoteDataLoaderTest(unittest.TestCase):
                                        os.path.join(self.tmp, "port-token"),
                                        "--auth-token-file", token_file)
         try:
-            with self.assertRaisesRegex(RuntimeError, "auth token"):
+            with self.assertRaisesRegex(PermissionError, "auth token"):
                 heterodl.RemoteDataLoader(servers=[address], batch_size=8, connect_timeout=2)
             loader = heterodl.RemoteDataLoader(servers=[address], batch_size=8,
                                                auth_token="py-secret")
@@ -200,13 +201,91 @@ class RemoteDataLoaderTest(unittest.TestCase):
         self.assertNotEqual(seen, sorted(seen))
 
     def test_errors_are_python_exceptions(self):
-        with self.assertRaisesRegex(RuntimeError, "127.0.0.1:1"):
+        with self.assertRaisesRegex(ConnectionError, "127.0.0.1:1"):
             heterodl.RemoteDataLoader(servers=["127.0.0.1:1"], batch_size=4, connect_timeout=0.3)
-        loader = self.loader(pipeline="random_resized_crop(32)|hflp(0.5)")
-        with self.assertRaisesRegex(RuntimeError, "unknown operation 'hflp'"):
-            list(loader)
-        with self.assertRaisesRegex(RuntimeError, "rank"):
+        # Malformed addresses and arguments: at once, before any wait.
+        for servers in ("nohost", "127.0.0.1:99999", ["127.0.0.1:0"], []):
+            with self.assertRaises(ValueError, msg=servers):
+                heterodl.RemoteDataLoader(servers=servers, batch_size=4, connect_timeout=300)
+        with self.assertRaisesRegex(ValueError, "batch_size must be in"):
+            self.loader(batch_size=0)
+        with self.assertRaisesRegex(TypeError, "batch_size must be an int"):
+            self.loader(batch_size="8")
+        with self.assertRaisesRegex(ValueError, "rank must be in"):
             self.loader(rank=3, world_size=3)
+        with self.assertRaisesRegex(ValueError, "connect_timeout must be > 0"):
+            self.loader(connect_timeout=-1)
+        # A pipeline the servers cannot parse: the constructor says so.
+        with self.assertRaisesRegex(ValueError, "unknown operation 'hflp'"):
+            self.loader(pipeline="random_resized_crop(32)|hflp(0.5)")
+
+    def test_the_api_describes_itself(self):
+        self.assertRegex(heterodl.__version__, r"^\d+\.\d+\.\d+$")
+        doc = heterodl.RemoteDataLoader.__doc__
+        for parameter in ("servers", "batch_size", "pipeline", "stall_timeout", "auth_token"):
+            self.assertIn(parameter + ":", doc)
+        package = os.path.dirname(heterodl.__file__)
+        self.assertTrue(os.path.exists(os.path.join(package, "py.typed")))
+        self.assertTrue(os.path.exists(os.path.join(package, "_heterodl.pyi")))
+        loader = self.loader()
+        self.assertIn("RemoteDataLoader(servers=", repr(loader))
+        self.assertEqual(loader.servers, self.addresses)
+        heterodl.set_log_level("warning")
+        heterodl.set_log_level(20)  # logging.INFO
+        with self.assertRaises(ValueError):
+            heterodl.set_log_level("loud")
+
+
+class StalledServerTest(unittest.TestCase):
+    """A server that stops answering (SIGSTOP): Ctrl-C interrupts a blocked
+    next() and the loader goes on afterwards; a stall past stall_timeout is a
+    TimeoutError."""
+
+    def test_ctrl_c_interrupts_a_blocked_next_and_a_stall_times_out(self):
+        tmp = tempfile.mkdtemp(prefix="heterodl-stall-")
+        dataset = os.path.join(tmp, "sample")
+        subprocess.run([HETERODL, "dataset", "sample", dataset, "--images", "32"],
+                       check=True, timeout=120, capture_output=True)
+        server, address = start_server(HETERODL, dataset, os.path.join(tmp, "port"))
+        try:
+            loader = heterodl.RemoteDataLoader(servers=[address], batch_size=4,
+                                               pipeline="random_resized_crop(32)",
+                                               stall_timeout=3.0, max_buffered_mb=0.02)
+            batches = iter(loader)
+            next(batches)
+            os.kill(server.pid, signal.SIGSTOP)
+            time.sleep(0.5)
+            threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+            # Interrupted, not left to the stall timeout's TimeoutError 3 s on.
+            with self.assertRaises(KeyboardInterrupt):
+                while True:  # what was fetched ahead comes first
+                    next(batches)
+            with self.assertRaisesRegex(TimeoutError, "no batch from any data server"):
+                while True:
+                    next(batches)
+            os.kill(server.pid, signal.SIGCONT)
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+            server.terminate()
+            server.wait(timeout=30)
+
+
+class ShutdownTest(unittest.TestCase):
+    def test_shutdown_servers_ends_them_now(self):
+        tmp = tempfile.mkdtemp(prefix="heterodl-end-")
+        dataset = os.path.join(tmp, "sample")
+        subprocess.run([HETERODL, "dataset", "sample", dataset, "--images", "8"],
+                       check=True, timeout=120, capture_output=True)
+        server, address = start_server(HETERODL, dataset, os.path.join(tmp, "port"))
+        try:
+            loader = heterodl.RemoteDataLoader(servers=address, batch_size=4)
+            self.assertEqual(len(list(loader)), 2)
+            loader.shutdown_servers()
+            self.assertEqual(server.wait(timeout=30), 0)
+            heterodl.shutdown_servers([address])  # gone already: nothing to stop
+        finally:
+            server.kill()
+            server.wait()
 
 
 if __name__ == "__main__":

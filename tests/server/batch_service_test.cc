@@ -62,10 +62,10 @@ class BatchServiceTest : public ::testing::Test {
     return std::make_unique<BatchService>(*std::move(dataset), *std::move(pipeline), threads,
                                           limits);
   }
-  static v1::PlanConfig Config(const BatchService& service, uint32_t batch_size = 4,
+  static v1::PlanConfig Config(BatchService& service, uint32_t batch_size = 4,
                                uint32_t world_size = 2) {
     v1::PlanConfig config;
-    config.set_dataset_fingerprint(service.Info().fingerprint());
+    config.set_dataset_fingerprint(service.Info()->fingerprint());
     config.set_seed(5);
     config.set_batch_size(batch_size);
     config.set_world_size(world_size);
@@ -92,12 +92,22 @@ std::string* BatchServiceTest::folder_ = nullptr;
 
 TEST_F(BatchServiceTest, InfoDescribesTheDatasetAndTheDefaultPipeline) {
   std::unique_ptr<BatchService> service = MakeService(1);
-  const v1::DatasetInfo info = service->Info();
+  ASSERT_OK_AND_ASSIGN(const v1::DatasetInfo info, service->Info());
   EXPECT_EQ(info.num_samples(), 21u);
   EXPECT_EQ(info.class_names_size(), 2);
   EXPECT_EQ(info.height(), 32u);
   EXPECT_EQ(info.width(), 32u);
   EXPECT_NE(info.default_pipeline().find("center_crop"), std::string::npos);
+}
+
+TEST_F(BatchServiceTest, InfoGivesANamedPipelinesShapeOrWhyItDoesNotParse) {
+  std::unique_ptr<BatchService> service = MakeService(1);
+  ASSERT_OK_AND_ASSIGN(const v1::DatasetInfo info, service->Info("resize(20)|center_crop(16)"));
+  EXPECT_EQ(info.height(), 16u);
+  EXPECT_EQ(info.width(), 16u);
+  const absl::Status bad = service->Info("center_crop(16)|hflp(0.5)").status();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad)) << bad;
+  EXPECT_NE(bad.message().find("unknown operation 'hflp'"), std::string::npos) << bad;
 }
 
 TEST_F(BatchServiceTest, AStreamIsRefusedWhatItMayNotAsk) {

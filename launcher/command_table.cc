@@ -1,0 +1,138 @@
+#include "launcher/command_table.h"
+
+#include <algorithm>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "launcher/command_line.h"
+
+namespace heterodl {
+namespace {
+
+// Flags every command reads.
+constexpr const char* kCommonFlags[] = {"log_level", "flagfile"};
+
+#define HETERODL_TLS_CLIENT_FLAGS "auth_token_file", "tls_ca", "tls_cert", "tls_key", "tls_server_name"
+#define HETERODL_TRAINING_FLAGS                                                                 \
+  "model", "epochs", "steps", "batch_size", "seed", "pipeline", "lr", "optimizer", "momentum",  \
+      "weight_decay", "warmup_steps", "lr_schedule", "device", "precision", "device_step_ms",   \
+      "bucket_mb", "checkpoint_dir", "checkpoint_every", "resume", "model_dir", "metrics_file", \
+      "sample_log_dir", "connect_timeout", "pixel_channel"
+#define HETERODL_CLUSTER_FLAGS                                                          \
+  "role", "data_servers", "dnn_hosts", "current_host", "ranks_per_host", "master_port", \
+      "resource_config", "data_group", "dnn_group", "slurm_data_component"
+
+}  // namespace
+
+const std::vector<CommandInfo>& Commands() {
+  static const std::vector<CommandInfo>* commands = new std::vector<CommandInfo>{
+      {"launch", "[-- TRAIN_FLAGS]",
+       "(default) read the cluster environment (SageMaker, Slurm, HETERODL_*), become serve or "
+       "train",
+       {HETERODL_CLUSTER_FLAGS, "dataset", "port", "ranks", HETERODL_TRAINING_FLAGS},
+       "heterodl launch -- --model resnet50 --epochs 90 --batch-size 256"},
+      {"serve", "",
+       "data-group server: decode, augment and stream batches over gRPC",
+       {"dataset", "synthetic", "pipeline", "address", "port", "port_file", "threads",
+        "worker_nice", "max_pixels", "strict_dataset", "max_streams", "max_stream_mb",
+        "pixel_port", "idle_timeout", "startup_timeout", "auth_token_file", "tls_cert", "tls_key",
+        "tls_ca"},
+       "heterodl serve --dataset /data/imagenet/train --port 50051 --threads 32"},
+      {"train", "",
+       "dnn-group trainer: this host's ranks, fed by the data servers",
+       {"data_servers", "ranks", HETERODL_TRAINING_FLAGS, "dnn_hosts", "current_host",
+        "master_addr", "master_port", HETERODL_TLS_CLIENT_FLAGS},
+       "heterodl train --data-servers cpu1:50051,cpu2:50051 --ranks 8 --model resnet50"},
+      {"local", "",
+       "a whole heterogeneous job on this machine: --servers data servers and --ranks ranks",
+       {"dataset", "servers", "data_servers", "ranks", "threads", HETERODL_TRAINING_FLAGS, "auth_token_file",
+        "tls_ca", "tls_cert", "tls_key"},
+       "heterodl local --dataset data/sample --servers 2 --ranks 2 --epochs 1"},
+      {"cluster", "",
+       "print the cluster view this host resolves (who serves, who trains, the leader)",
+       {HETERODL_CLUSTER_FLAGS, "port", "json"},
+       "heterodl cluster --json"},
+      {"dataset", "sample DIR",
+       "write the built-in sample dataset (photos under classes) to an empty DIR",
+       {"images", "seed", "overwrite"},
+       "heterodl dataset sample data/sample --images 512"},
+      {"status", "HOST:PORT...",
+       "live statistics of data servers: dataset, pipeline, recent images/s, streams",
+       {"json", HETERODL_TLS_CLIENT_FLAGS},
+       "heterodl status cpu1:50051 cpu2:50051"},
+      {"bench", "augment|transport|step|feed",
+       "benchmarks: decode + augment per core, transport GB/s, step time and cost, feed as a "
+       "trainer sees it",
+       {"dataset", "pipeline", "threads", "worker_nice", "batch_size", "seconds", "rounds",
+        "no_peer", "python", "peers", "tensorflow_python", "connections", "batch_sizes", "model",
+        "steps", "device_step_ms", "report", "prices", "gpu_instance", "data_instance", "json"},
+       "heterodl bench feed --dataset data/sample --threads 2"},
+      {"plan", "",
+       "which data instances to add to a GPU instance, and why",
+       {"gpu_instance", "data_instance", "images_per_sec_per_core", "image_size", "batch_size",
+        "device_step_ms", "max_stall", "max_data_instances", "prices", "json"},
+       "heterodl plan --gpu-instance ml.p4d.24xlarge --images-per-sec-per-core 600"},
+  };
+  return *commands;
+}
+
+const CommandInfo* FindCommand(absl::string_view name) {
+  for (const CommandInfo& command : Commands()) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+std::string SuggestCommand(absl::string_view word) {
+  std::vector<std::string> names;
+  for (const CommandInfo& command : Commands()) names.emplace_back(command.name);
+  const std::string nearest = NearestName(word, names);
+  return nearest.empty() ? "" : absl::StrCat(" (did you mean '", nearest, "'?)");
+}
+
+std::string ProgramUsage() {
+  std::string usage =
+      "heterogeneous data-parallel training\n\n"
+      "usage: heterodl [COMMAND] [FLAGS] [ARGS]\n\ncommands:\n";
+  for (const CommandInfo& command : Commands()) {
+    const std::string head = absl::StrCat(command.name, " ", command.arguments);
+    absl::StrAppendFormat(&usage, "  %-34s %s\n", head, command.summary);
+  }
+  absl::StrAppend(&usage,
+                  "\n'heterodl help COMMAND' (or 'heterodl COMMAND --help') lists a command's "
+                  "flags; 'heterodl --helpfull' every flag; 'heterodl --version' the build.");
+  return usage;
+}
+
+std::string CommandHelp(const CommandInfo& command) {
+  std::string help = absl::StrCat("usage: heterodl ", command.name, " ", command.arguments,
+                                  command.arguments[0] == '\0' ? "" : " ", "[FLAGS]\n\n",
+                                  command.summary, "\n\nflags:\n");
+  std::vector<const char*> flags = command.flags;
+  flags.insert(flags.end(), std::begin(kCommonFlags), std::end(kCommonFlags));
+  for (const char* name : flags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) continue;  // flagfile is Abseil's, always there
+    const std::string dashed = absl::StrReplaceAll(name, {{"_", "-"}});
+    const std::string fallback = flag->DefaultValue();
+    absl::StrAppendFormat(&help, "  --%s (default: %s)\n      %s\n", dashed,
+                          fallback.empty() ? "none" : absl::StrCat("'", fallback, "'"),
+                          flag->Help());
+  }
+  absl::StrAppend(&help, "\nexample:\n  ", command.example, "\n");
+  return help;
+}
+
+bool CommandTakesFlag(const CommandInfo& command, absl::string_view flag) {
+  if (std::find(std::begin(kCommonFlags), std::end(kCommonFlags), flag) !=
+      std::end(kCommonFlags)) {
+    return true;
+  }
+  return std::any_of(command.flags.begin(), command.flags.end(),
+                     [flag](const char* name) { return flag == name; });
+}
+
+}  // namespace heterodl

@@ -1,0 +1,116 @@
+#include "launcher/flag_checks.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "launcher/flags.h"
+#include "src/common/net/host_port.h"
+#include "src/common/status_macros.h"
+
+namespace heterodl {
+namespace {
+
+std::string Dashed(absl::string_view name) {
+  return absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}));
+}
+
+template <typename T>
+absl::Status InRange(absl::string_view name, T value, T low, T high, absl::string_view why = "") {
+  if (value >= low && value <= high) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(Dashed(name), " must be in [", low, ", ", high,
+                                                 "]", why, ", got ", value));
+}
+
+absl::Status AtLeast(absl::string_view name, double value, double low) {
+  if (value >= low) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(Dashed(name), " must be at least ", low, ", got ", value));
+}
+
+absl::Status OneOf(absl::string_view name, const std::string& value,
+                   const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(Dashed(name), " must be one of ",
+                                                 absl::StrJoin(allowed, ", "), "; got '", value,
+                                                 "'"));
+}
+
+absl::Status PositiveDuration(absl::string_view name, absl::Duration value) {
+  if (value > absl::ZeroDuration()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(Dashed(name), " must be a positive duration, got ",
+                                                 absl::FormatDuration(value)));
+}
+
+absl::Status CheckModel(const std::string& model) {
+  if (model == "small_cnn" || model == "resnet18" || model == "resnet50") return absl::OkStatus();
+  std::error_code error;
+  if (std::filesystem::is_regular_file(model, error)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--model must be small_cnn, resnet18, resnet50 or a TorchScript file; '", model,
+                   "' is none of them (no such file)"));
+}
+
+absl::Status CheckAddress(const std::string& address) {
+  if (address.empty()) return absl::OkStatus();
+  absl::StatusOr<HostPort> parsed = SplitHostPort(address);
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("--address: ", parsed.status().message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int MaxThreads(int cores) { return std::max(64, 8 * cores); }
+
+absl::Status CheckFlagValues() {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int32_t port = absl::GetFlag(FLAGS_port);
+  if (port != -1) RETURN_IF_ERROR(InRange<int32_t>("port", port, 0, 65535, " (0: any free port)"));
+  RETURN_IF_ERROR(InRange<int32_t>("pixel_port", absl::GetFlag(FLAGS_pixel_port), -1, 65535,
+                                   " (-1: off, 0: any free port)"));
+  RETURN_IF_ERROR(InRange<int32_t>("master_port", absl::GetFlag(FLAGS_master_port), 0, 65535));
+  RETURN_IF_ERROR(CheckAddress(absl::GetFlag(FLAGS_address)));
+  RETURN_IF_ERROR(InRange<int32_t>(
+      "threads", absl::GetFlag(FLAGS_threads), 0, MaxThreads(cores),
+      absl::StrCat(" (0: one per core; at most 8 per core of this ", cores, "-core machine)")));
+  RETURN_IF_ERROR(InRange<int32_t>("worker_nice", absl::GetFlag(FLAGS_worker_nice), 0, 19));
+  RETURN_IF_ERROR(InRange<int64_t>("max_pixels", absl::GetFlag(FLAGS_max_pixels), 1, int64_t{1} << 40));
+  RETURN_IF_ERROR(InRange<int64_t>("synthetic", absl::GetFlag(FLAGS_synthetic), 0, int64_t{1} << 40));
+  RETURN_IF_ERROR(InRange<int32_t>("max_streams", absl::GetFlag(FLAGS_max_streams), 1, 1 << 20));
+  RETURN_IF_ERROR(InRange<int64_t>("max_stream_mb", absl::GetFlag(FLAGS_max_stream_mb), 1, int64_t{1} << 30));
+  RETURN_IF_ERROR(PositiveDuration("idle_timeout", absl::GetFlag(FLAGS_idle_timeout)));
+  RETURN_IF_ERROR(PositiveDuration("startup_timeout", absl::GetFlag(FLAGS_startup_timeout)));
+  RETURN_IF_ERROR(PositiveDuration("connect_timeout", absl::GetFlag(FLAGS_connect_timeout)));
+
+  RETURN_IF_ERROR(InRange<int32_t>("batch_size", absl::GetFlag(FLAGS_batch_size), 1, 65536));
+  RETURN_IF_ERROR(CheckModel(absl::GetFlag(FLAGS_model)));
+  RETURN_IF_ERROR(InRange<int64_t>("steps", absl::GetFlag(FLAGS_steps), 0, int64_t{1} << 40,
+                                   " (0: run --epochs)"));
+  RETURN_IF_ERROR(InRange<int32_t>("epochs", absl::GetFlag(FLAGS_epochs), 1, 1 << 20));
+  RETURN_IF_ERROR(InRange<int32_t>("ranks", absl::GetFlag(FLAGS_ranks), 0, 4096));
+  RETURN_IF_ERROR(InRange<int32_t>("servers", absl::GetFlag(FLAGS_servers), 1, 64));
+  RETURN_IF_ERROR(InRange<int32_t>("ranks_per_host", absl::GetFlag(FLAGS_ranks_per_host), 0, 4096));
+  RETURN_IF_ERROR(AtLeast("lr", absl::GetFlag(FLAGS_lr), 0));
+  RETURN_IF_ERROR(InRange<double>("momentum", absl::GetFlag(FLAGS_momentum), 0, 1));
+  RETURN_IF_ERROR(AtLeast("weight_decay", absl::GetFlag(FLAGS_weight_decay), 0));
+  RETURN_IF_ERROR(AtLeast("warmup_steps", absl::GetFlag(FLAGS_warmup_steps), 0));
+  RETURN_IF_ERROR(AtLeast("checkpoint_every", absl::GetFlag(FLAGS_checkpoint_every), 0));
+  RETURN_IF_ERROR(AtLeast("device_step_ms", absl::GetFlag(FLAGS_device_step_ms), 0));
+  RETURN_IF_ERROR(InRange<double>("bucket_mb", absl::GetFlag(FLAGS_bucket_mb), 0.001, 65536));
+  RETURN_IF_ERROR(OneOf("optimizer", absl::GetFlag(FLAGS_optimizer), {"sgd", "adamw"}));
+  RETURN_IF_ERROR(OneOf("lr_schedule", absl::GetFlag(FLAGS_lr_schedule), {"cosine", "constant"}));
+  RETURN_IF_ERROR(OneOf("device", absl::GetFlag(FLAGS_device), {"auto", "cpu", "cuda"}));
+  RETURN_IF_ERROR(OneOf("precision", absl::GetFlag(FLAGS_precision), {"auto", "fp32", "bf16"}));
+  RETURN_IF_ERROR(OneOf("log_level", absl::GetFlag(FLAGS_log_level),
+                        {"debug", "info", "warning", "error"}));
+  RETURN_IF_ERROR(InRange<int32_t>("images", absl::GetFlag(FLAGS_images), 1, 10'000'000));
+  return absl::OkStatus();
+}
+
+}  // namespace heterodl
