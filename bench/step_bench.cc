@@ -120,7 +120,7 @@ class StepBench {
       if (!google::protobuf::util::JsonStringToMessage(std::string(line), &step).ok()) {
         return absl::DataLossError(absl::StrCat("unreadable metrics line in ", path));
       }
-      if (static_cast<int>(step.step()) < options_.warmup_steps) continue;
+      if (static_cast<int>(step.step()) <= options_.warmup_steps) continue;  // steps count from 1
       result.step_ms += step.step_ms();
       result.data_wait_ms += step.data_wait_ms();
       ++counted;

@@ -48,7 +48,7 @@ void MetricsWriter::RecordStep(const StepRecord& record) {
   metrics.set_data_wait_ms(record.data_wait_ms);
   metrics.set_compute_ms(record.step_ms - record.data_wait_ms);
   metrics.set_loss(record.loss);
-  metrics.set_images_per_sec(record.step_ms > 0 ? record.batch_size * 1000.0 / record.step_ms : 0);
+  metrics.set_images_per_sec(record.images_per_sec);
   metrics.set_batch_size(record.batch_size);
   metrics.set_failed_samples(record.failed_samples);
   metrics.set_learning_rate(record.learning_rate);

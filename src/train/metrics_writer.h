@@ -23,15 +23,20 @@
 
 namespace heterodl {
 
+// One optimizer step, as the progress line and the metrics file both show it
+// (docs/operations.md, "Metrics").
 struct StepRecord {
-  uint64_t step = 0;
+  uint64_t step = 0;  // from 1: the run's step count after this step
+
   uint32_t epoch = 0;
   double step_ms = 0;
   double data_wait_ms = 0;
   double loss = 0;
-  uint32_t batch_size = 0;
+  uint32_t batch_size = 0;  // this rank's
   uint32_t failed_samples = 0;
   double learning_rate = 0;
+  // All ranks: this rank's batch x world size / step_ms.
+  double images_per_sec = 0;
 };
 
 struct RunTotals {
@@ -39,7 +44,7 @@ struct RunTotals {
   uint64_t images = 0;  // this rank's
   double step_ms = 0;
   double data_wait_ms = 0;
-  double last_loss = 0;
+  double last_loss = 0;  // the last step's
   uint64_t failed_samples = 0;
 };
 

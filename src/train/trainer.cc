@@ -390,7 +390,7 @@ absl::StatusOr<bool> RankTrainer::AnyRankStops() {
 void RankTrainer::Record(uint32_t epoch, const DeviceBatch& batch, double lr, double loss,
                          absl::Duration step_time, double wait_ms, ProgressLine& progress) {
   StepRecord record;
-  record.step = static_cast<uint64_t>(step_);
+  record.step = static_cast<uint64_t>(step_) + 1;
   record.epoch = epoch;
   record.step_ms = absl::ToDoubleMilliseconds(step_time);
   record.data_wait_ms = wait_ms;
@@ -398,13 +398,14 @@ void RankTrainer::Record(uint32_t epoch, const DeviceBatch& batch, double lr, do
   record.batch_size = static_cast<uint32_t>(batch.host.size());
   record.failed_samples = static_cast<uint32_t>(batch.host.failed);
   record.learning_rate = lr;
+  record.images_per_sec =
+      record.step_ms > 0 ? record.batch_size * options_.world_size * 1000.0 / record.step_ms : 0;
   metrics_->RecordStep(record);
   progress.Show(absl::StrFormat(
       "epoch %d step %d/%d  loss %.4f  lr %.4g  step %.1f ms  %.0f img/s  data wait %.1f ms "
       "(%.0f%%)",
-      epoch, step_ + 1, total_steps_, loss, lr, record.step_ms,
-      record.batch_size * options_.world_size * 1000.0 / record.step_ms, wait_ms,
-      100.0 * wait_ms / record.step_ms));
+      epoch, record.step, total_steps_, loss, lr, record.step_ms, record.images_per_sec, wait_ms,
+      record.step_ms > 0 ? 100.0 * wait_ms / record.step_ms : 0));
 }
 
 absl::Status RankTrainer::Save(const TrainingState& at) {
@@ -431,7 +432,7 @@ absl::Status RankTrainer::WriteSummary() {
   const RunTotals& mine = metrics_->totals();
   torch::Tensor totals = torch::tensor(
       {static_cast<double>(mine.steps), static_cast<double>(mine.images), mine.step_ms,
-       mine.data_wait_ms, mine.last_loss, static_cast<double>(mine.failed_samples)},
+       mine.data_wait_ms, static_cast<double>(mine.failed_samples)},
       torch::kFloat64);
   // NCCL reduces device tensors only.
   totals = totals.to(device_);
@@ -444,8 +445,10 @@ absl::Status RankTrainer::WriteSummary() {
   all.images = static_cast<uint64_t>(value[1]);
   all.step_ms = value[2];
   all.data_wait_ms = value[3];
-  all.last_loss = value[4] / options_.world_size;
-  all.failed_samples = static_cast<uint64_t>(value[5]);
+  // The last step's loss as its progress line and metrics row show it
+  // (rank 0's batch), not a mean over ranks no line shows.
+  all.last_loss = mine.last_loss;
+  all.failed_samples = static_cast<uint64_t>(value[4]);
   const std::string summary = metrics_->WriteSummary(
       all, options_.world_size, absl::ToDoubleSeconds(absl::Now() - run_start_));
   LogInfo("summary %s", summary);

@@ -5,6 +5,7 @@ Run by ctest as `python3 local_test.py BUILD_DIR`. Standard library only.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,6 +86,17 @@ class LocalRunTest(unittest.TestCase):
         for key in ("step_ms", "data_wait_ms", "loss", "images_per_sec"):
             self.assertIn(key, steps[0])
         self.assertEqual(lines[-1]["summary"]["images"], 96)
+        # One definition each: the log's step N is the file's step N, with the
+        # same loss and images/s; the summary's final loss is the last step's.
+        self.assertEqual([line["step"] for line in steps], list(range(1, 7)))
+        self.assertEqual(lines[-1]["summary"]["final_loss"], steps[-1]["loss"])
+        logged = re.findall(r"step (\d+)/6  loss ([0-9.]+) .* ([0-9]+) img/s", result.stderr)
+        self.assertEqual([int(step) for step, _, _ in logged], list(range(1, 7)), result.stderr)
+        for (step, loss, rate), row in zip(logged, steps):
+            self.assertAlmostEqual(float(loss), row["loss"], places=3)
+            self.assertAlmostEqual(int(rate), row["images_per_sec"], delta=0.51)
+            self.assertAlmostEqual(row["images_per_sec"],
+                                   8 * 2 * 1000 / row["step_ms"], delta=1e-6)
         # Both servers were told to stop by the leader.
         self.assertEqual(result.stderr.count("shutdown requested"), 2, result.stderr[-4000:])
 
@@ -186,6 +198,30 @@ class LocalRunTest(unittest.TestCase):
         self.assertIn("stopped on request", rest)
         time.sleep(0.5)
         self.assertEqual(processes_mentioning(marker_dataset), [])
+
+    def test_ctrl_c_stops_everything_at_once_and_says_how_to_resume(self):
+        checkpoints = tempfile.mkdtemp(prefix="heterodl-ctrl-c-")
+        # Its own process group, signalled as a terminal's Ctrl-C signals one:
+        # every child gets SIGINT at the same time.
+        process = subprocess.Popen(
+            [HETERODL, "local", "--dataset", self.dataset, "--servers", "2", "--ranks", "2",
+             "--epochs", "1000", "--batch-size", "4", "--checkpoint-dir", checkpoints],
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        seen = read_until(process, "step 1/")
+        self.assertIn("step 1/", seen)
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            rest = process.communicate(timeout=60)[1]
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            self.fail("local did not stop within 60 s of Ctrl-C")
+        self.assertEqual(process.returncode, 0, rest[-4000:])
+        self.assertIn("local run interrupted", rest)
+        self.assertIn("run the same command with --resume", rest)
+        self.assertTrue(os.path.exists(os.path.join(checkpoints, "checkpoint.pt")))
+        # The servers the signal stopped were not waited for.
+        self.assertNotIn("no shutdown acknowledgment", rest)
+        self.assertNotIn("still running", rest)
 
     def test_step_benchmark_prices_both_configurations_and_checks_the_planner(self):
         report_dir = os.path.join(self.tmp, "step-report")
