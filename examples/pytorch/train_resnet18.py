@@ -8,7 +8,8 @@ decode/augment workers) with batches decoded by `heterodl serve` processes.
     PYTHONPATH=build/python .venv/bin/python examples/pytorch/train_resnet18.py \
         --servers 127.0.0.1:50051 --steps 20
 
-Under torchrun it trains data-parallel: each rank gets its own shard.
+Under torchrun it trains data-parallel: each rank gets its own shard. At the
+end rank 0 tells the data servers to shut down (--keep-servers leaves them).
 
 With --eval it evaluates after every epoch the way torchvision's reference
 scripts do: `resize(256)|center_crop(224)` (scaled to --image-size), every
@@ -58,6 +59,9 @@ def main():
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--eval", action="store_true", help="evaluate after every epoch")
+    parser.add_argument("--keep-servers", action="store_true",
+                        help="leave the data servers running at the end (default: rank 0 "
+                             "shuts them down, so the data group exits with the job)")
     args = parser.parse_args()
 
     distributed = "RANK" in os.environ
@@ -120,6 +124,11 @@ def main():
                       f"({100.0 * correct / counted:.1f}%)", flush=True)
         if args.steps and step >= args.steps:
             break
+    if distributed:
+        dist.barrier()  # every rank is done with the servers
+    # HETERODL: the data group exits now, not at its idle timeout.
+    if rank == 0 and not args.keep_servers:
+        loader.shutdown_servers()
     if distributed:
         dist.destroy_process_group()
 

@@ -65,7 +65,7 @@ class ExamplesTest(unittest.TestCase):
         script = os.path.join(EXAMPLES, "pytorch", "train_resnet18.py")
         result = subprocess.run([sys.executable, script, "--servers", self.address,
                                  "--steps", "3", "--batch-size", "8", "--image-size", "64",
-                                 "--eval"],
+                                 "--eval", "--keep-servers"],
                                 env=env, capture_output=True, text=True, timeout=600)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertIn("step 3 loss", result.stdout)
@@ -75,17 +75,29 @@ class ExamplesTest(unittest.TestCase):
         torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
         result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()),
                                  script, "--servers", self.address, "--steps", "2",
-                                 "--batch-size", "4", "--image-size", "64"],
+                                 "--batch-size", "4", "--image-size", "64", "--keep-servers"],
                                 env=env, capture_output=True, text=True, timeout=600)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertIn("step 2 loss", result.stdout)
         # Two ranks, an odd dataset: padding repeats are not counted twice.
         result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()),
                                  script, "--servers", self.address, "--steps", "1",
-                                 "--batch-size", "7", "--image-size", "64", "--eval"],
+                                 "--batch-size", "7", "--image-size", "64", "--eval",
+                                 "--keep-servers"],
                                 env=env, capture_output=True, text=True, timeout=600)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertRegex(result.stdout, rf"eval: \d+/{self.samples} correct")
+        # Without --keep-servers, the job's end ends its data server.
+        server, address = start_server(HETERODL, self.dataset, os.path.join(self.tmp, "port-end"))
+        try:
+            result = subprocess.run([sys.executable, script, "--servers", address, "--steps", "1",
+                                     "--batch-size", "4", "--image-size", "32"],
+                                    env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertEqual(server.wait(timeout=30), 0)
+        finally:
+            server.kill()
+            server.wait()
 
     # ---- examples/cpp ----
 
