@@ -151,7 +151,8 @@ std::vector<std::string> TrainingFlagsAsArguments() {
           absl::StrCat("--tls_cert=", absl::GetFlag(FLAGS_tls_cert)),
           absl::StrCat("--tls_key=", absl::GetFlag(FLAGS_tls_key)),
           absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca)),
-          absl::StrCat("--tls_server_name=", absl::GetFlag(FLAGS_tls_server_name))};
+          absl::StrCat("--tls_server_name=", absl::GetFlag(FLAGS_tls_server_name)),
+          absl::StrCat("--log_level=", absl::GetFlag(FLAGS_log_level))};
 }
 
 TlsConfig TlsFromFlags() {

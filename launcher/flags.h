@@ -87,9 +87,9 @@ ABSL_DECLARE_FLAG(std::string, log_level);
 namespace heterodl {
 
 // The training flags (model, steps, epochs, batch size, seed, learning rate,
-// pipeline, connect timeout, metrics file, sample log dir, auth token file)
-// as "--name=value"
-// arguments, for the processes `local` and `train` start.
+// pipeline, connect timeout, metrics file, sample log dir, auth token file,
+// TLS, log level) as "--name=value" arguments, for the processes `local`
+// and `train` start.
 std::vector<std::string> TrainingFlagsAsArguments();
 
 // The token of --auth-token-file, or "" when none is given. Errors name the

@@ -78,7 +78,8 @@ absl::Status StartServers(const LocalRun& run, std::vector<ChildProcess>& server
          absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file)),
          absl::StrCat("--tls_cert=", absl::GetFlag(FLAGS_tls_cert)),
          absl::StrCat("--tls_key=", absl::GetFlag(FLAGS_tls_key)),
-         absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca))});
+         absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca)),
+         absl::StrCat("--log_level=", absl::GetFlag(FLAGS_log_level))});
     if (!server.ok()) return server.status();
     servers.push_back(*std::move(server));
     const std::optional<int> port = AwaitPortFile(servers.back(), port_file, absl::Seconds(60));

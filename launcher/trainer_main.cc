@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
   heterodl::KeepGrpcUntilExit();
   absl::ParseCommandLine(argc, argv);
+  if (const auto level = heterodl::ParseLogLevel(absl::GetFlag(FLAGS_log_level))) {
+    heterodl::SetMinLogLevel(*level);
+  }
 
   heterodl::TrainerOptions options;
   options.data_servers = absl::StrSplit(absl::GetFlag(FLAGS_data_servers), ',', absl::SkipEmpty());

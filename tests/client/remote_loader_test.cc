@@ -3,6 +3,7 @@
 #include "src/client/remote_loader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <set>
 
@@ -172,12 +173,63 @@ TEST_F(RemoteLoaderTest, DatasetMismatchNamesBothServers) {
   EXPECT_NE(loader.status().message().find(other.address()), std::string::npos);
 }
 
-TEST_F(RemoteLoaderTest, UnreachableServersAreNamed) {
+TEST_F(RemoteLoaderTest, UnreachableServersAreNamedWithWhy) {
   RemoteLoaderOptions options = LoaderOptions({"127.0.0.1:1"}, 0, 1);
   options.connect_timeout = absl::Milliseconds(300);
   auto loader = RemoteLoader::Connect(options);
   ASSERT_FALSE(loader.ok());
+  EXPECT_TRUE(absl::IsUnavailable(loader.status())) << loader.status();
   EXPECT_NE(loader.status().message().find("127.0.0.1:1"), std::string::npos) << loader.status();
+  EXPECT_NE(loader.status().message().find("Connection refused"), std::string::npos)
+      << loader.status();
+}
+
+TEST_F(RemoteLoaderTest, MalformedAddressesAreRefusedBeforeAnyWait) {
+  for (const char* address : {"nohost", "127.0.0.1:99999", "127.0.0.1:0", ":50051", "::1:5"}) {
+    RemoteLoaderOptions options = LoaderOptions({address}, 0, 1);
+    options.connect_timeout = absl::Hours(1);  // a wait would hang the test
+    auto loader = RemoteLoader::Connect(options);
+    EXPECT_TRUE(absl::IsInvalidArgument(loader.status())) << address << ": " << loader.status();
+  }
+}
+
+TEST_F(RemoteLoaderTest, AnInterruptEndsTheWaitForServers) {
+  RemoteLoaderOptions options = LoaderOptions({"127.0.0.1:1"}, 0, 1);
+  options.connect_timeout = absl::Hours(1);
+  int asked = 0;
+  options.interrupt_connect = [&asked] { return ++asked == 3; };
+  auto loader = RemoteLoader::Connect(options);
+  EXPECT_TRUE(absl::IsCancelled(loader.status())) << loader.status();
+  EXPECT_EQ(asked, 3);
+}
+
+TEST_F(RemoteLoaderTest, APipelineTheServersCannotParseFailsConnect) {
+  RunningServer server(*dataset_);
+  RemoteLoaderOptions options = LoaderOptions({server.address()}, 0, 1);
+  options.pipeline = "center_crop(16)|hflp(0.5)";
+  auto loader = RemoteLoader::Connect(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(loader.status())) << loader.status();
+  EXPECT_NE(loader.status().message().find("unknown operation 'hflp'"), std::string::npos)
+      << loader.status();
+}
+
+TEST_F(RemoteLoaderTest, AnInterruptEndsAWaitForABatchAndTheLoaderGoesOn) {
+  RunningServer server(*dataset_);
+  RemoteLoaderOptions options = LoaderOptions({server.address()}, 0, 1);
+  std::atomic<bool> interrupt{true};
+  options.interrupt_next = [&interrupt] { return interrupt.exchange(false); };
+  auto loader = RemoteLoader::Connect(options);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  // The first Next() waits for the first batch: the interrupt ends that
+  // wait (unless the batch was already there); the next call delivers.
+  absl::StatusOr<std::optional<Batch>> first = (*loader)->Next();
+  if (!first.ok()) {
+    EXPECT_TRUE(absl::IsCancelled(first.status())) << first.status();
+    first = (*loader)->Next();
+  }
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->has_value());
+  EXPECT_EQ((*first)->index, 0);
 }
 
 }  // namespace

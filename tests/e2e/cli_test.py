@@ -126,6 +126,19 @@ class UsageErrorTest(unittest.TestCase):
         self.assertIn("--model does nothing for 'cluster'", result.stderr)
 
 
+class LogLevelTest(unittest.TestCase):
+    def test_log_level_quiets_info_lines(self):
+        tmp = tempfile.mkdtemp(prefix="heterodl-log-")
+        loud = heterodl("dataset", "sample", os.path.join(tmp, "a"), "--images", "2",
+                        timeout=120)
+        self.assertEqual(loud.returncode, 0, loud.stderr)
+        self.assertIn("wrote 2 images", loud.stderr)
+        quiet = heterodl("dataset", "sample", os.path.join(tmp, "b"), "--images", "2",
+                         "--log-level", "warning", timeout=120)
+        self.assertEqual(quiet.returncode, 0, quiet.stderr)
+        self.assertEqual(quiet.stderr, "")
+
+
 @unittest.skipUnless(os.path.exists(os.path.join(BUILD_DIR, "heterodl-trainer")),
                      "built without LibTorch: no trainer")
 class FailFastTest(unittest.TestCase):
