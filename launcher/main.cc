@@ -24,6 +24,7 @@
 #include "src/common/memory/malloc_tuning.h"
 #include "src/common/process/signal_watcher.h"
 #include "src/wire/grpc_lifetime.h"
+#include "src/wire/grpc_logging.h"
 
 namespace {
 
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
   heterodl::StopSignal stop;
   heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
   heterodl::KeepGrpcUntilExit();
+  heterodl::RouteGrpcLogsToOurs();
   absl::SetProgramUsageMessage(heterodl::ProgramUsage());
   absl::flags_internal::SetProgramInvocationName(argv[0]);
 

@@ -12,12 +12,14 @@
 #include "src/common/process/signal_watcher.h"
 #include "src/train/trainer.h"
 #include "src/wire/grpc_lifetime.h"
+#include "src/wire/grpc_logging.h"
 
 int main(int argc, char** argv) {
   heterodl::KeepFreedHeapMemory();
   heterodl::StopSignal stop;
   heterodl::SignalWatcher watcher([&stop](int signal) { stop.Trigger(signal); });
   heterodl::KeepGrpcUntilExit();
+  heterodl::RouteGrpcLogsToOurs();
   absl::ParseCommandLine(argc, argv);
   if (const auto level = heterodl::ParseLogLevel(absl::GetFlag(FLAGS_log_level))) {
     heterodl::SetMinLogLevel(*level);

@@ -14,6 +14,7 @@
 #include "src/common/log.h"
 #include "src/train/pinned_memory.h"
 #include "src/wire/grpc_lifetime.h"
+#include "src/wire/grpc_logging.h"
 
 namespace heterodl {
 namespace {
@@ -212,6 +213,7 @@ PYBIND11_MODULE(_heterodl, m) {
   // A loader destroyed as the interpreter exits must not wait on gRPC's own
   // shutdown.
   heterodl::KeepGrpcUntilExit();
+  heterodl::RouteGrpcLogsToOurs();
 
   m.attr("__version__") = HETERODL_VERSION;
   m.def(

@@ -185,6 +185,7 @@ class BusyPortTest(unittest.TestCase):
                               "--threads", "1", timeout=30)
             self.assertEqual(result.returncode, 1, result.stderr)
             self.assertIn(f"cannot listen on {address}: Address already in use", result.stderr)
+            self.assertNotIn("children:[", result.stderr)  # gRPC's tree of causes, unread
             result = heterodl("serve", "--dataset", self.other, "--address", "127.0.0.1:0",
                               "--pixel-port", str(pixel_port), "--threads", "1", timeout=30)
             self.assertEqual(result.returncode, 1, result.stderr)
