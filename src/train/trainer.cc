@@ -22,6 +22,7 @@
 #include "src/train/device_feed.h"
 #include "src/train/gradient_reducer.h"
 #include "src/train/lr_schedule.h"
+#include "src/train/optimizers.h"
 #include "src/train/metrics_writer.h"
 #include "src/train/models.h"
 #include "src/train/pinned_memory.h"
@@ -54,23 +55,6 @@ class SampleLog {
 
 bool StopRequested(const TrainerOptions& options) {
   return options.stop_requested != nullptr && options.stop_requested->load();
-}
-
-absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> CreateOptimizer(
-    const TrainerOptions& options, const std::vector<torch::Tensor>& parameters) {
-  if (options.optimizer == "sgd") {
-    return std::unique_ptr<torch::optim::Optimizer>(
-        new torch::optim::SGD(parameters, torch::optim::SGDOptions(options.learning_rate)
-                                              .momentum(options.momentum)
-                                              .weight_decay(options.weight_decay)));
-  }
-  if (options.optimizer == "adamw") {
-    return std::unique_ptr<torch::optim::Optimizer>(new torch::optim::AdamW(
-        parameters,
-        torch::optim::AdamWOptions(options.learning_rate).weight_decay(options.weight_decay)));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown optimizer '", options.optimizer, "' (sgd or adamw)"));
 }
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {
@@ -262,7 +246,12 @@ absl::Status RankTrainer::SetUp() {
   ASSIGN_OR_RETURN(model_, CreateModel(options_.model, num_classes));
   model_->To(device_);
   RETURN_IF_ERROR(SynchronizeModel(*model_, *communicator_));
-  ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(options_, model_->Parameters()));
+  OptimizerSettings optimizer;
+  optimizer.name = options_.optimizer;
+  optimizer.learning_rate = options_.learning_rate;
+  optimizer.momentum = options_.momentum;
+  optimizer.weight_decay = options_.weight_decay;
+  ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(optimizer, model_->Parameters()));
   RETURN_IF_ERROR(Resume());
   reducer_ = std::make_unique<GradientReducer>(model_->Parameters(), *communicator_,
                                                static_cast<size_t>(options_.bucket_bytes));
