@@ -30,6 +30,11 @@
 namespace heterodl {
 namespace {
 
+// Steps between the host's waits for the device (the stop decision and the
+// losses): a CUDA rank queues up to this many steps ahead, and a signal
+// stops training within as many steps (well under a second on a GPU).
+constexpr int64_t kSyncEvery = 8;
+
 class SampleLog {
  public:
   absl::Status Open(const std::string& dir, uint32_t rank, bool append) {
@@ -200,8 +205,13 @@ class RankTrainer {
   absl::StatusOr<torch::Tensor> Step(const DeviceBatch& batch, double lr);
   // Whether any rank was asked to stop: all stop at the same step.
   absl::StatusOr<bool> AnyRankStops();
-  void Record(uint32_t epoch, const DeviceBatch& batch, double lr, double loss,
-              absl::Duration step_time, double wait_ms, ProgressLine& progress);
+  // A trained step, its loss still on the device: kept until FlushSteps(),
+  // with the received batch, whose pinned pixels a queued copy may still read.
+  void Record(uint32_t epoch, Batch host, double lr, torch::Tensor loss, absl::Duration step_time,
+              double wait_ms);
+  // Reads the kept steps' losses back in one copy, then writes their metrics
+  // rows and progress lines.
+  void FlushSteps(ProgressLine& progress);
   absl::Status Save(const TrainingState& at);
   absl::Status WriteSummary();
 
@@ -227,6 +237,13 @@ class RankTrainer {
   int64_t last_saved_step_ = 0;
   bool stopped_ = false;
   absl::Time run_start_;
+  // Steps trained since the last FlushSteps(), their losses on the device.
+  struct PendingStep {
+    StepRecord record;
+    torch::Tensor loss;
+    Batch host;
+  };
+  std::vector<PendingStep> pending_;
 };
 
 absl::Status RankTrainer::SetUp() {
@@ -310,6 +327,7 @@ absl::Status RankTrainer::Train() {
     if (options_.steps > 0 && step_ >= options_.steps) break;
     RETURN_IF_ERROR(TrainEpoch(epoch, feeder, progress));
   }
+  FlushSteps(progress);
   return absl::OkStatus();
 }
 
@@ -330,18 +348,23 @@ absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder,
       ASSIGN_OR_RETURN(next, feeder.Next());
       wait_ms += feeder.last_wait_ms();
     }
-    ASSIGN_OR_RETURN(const bool stop, AnyRankStops());
-    const double loss_value = loss.item<double>();  // waits for the step
     sample_log_.Record(current->host);
     const absl::Time now = absl::Now();
-    Record(epoch, *current, lr, loss_value, now - step_start, wait_ms, progress);
+    Record(epoch, std::move(current->host), lr, loss.detach(), now - step_start, wait_ms);
     ++step_;
     step_start = now;
     wait_ms = 0;
     current = std::move(next);
-    if (stop) {
-      stopped_ = true;
-      return Save(position_);
+    // The host waits for the device only here, every kSyncEvery steps: the
+    // stop decision (one all-reduce) and the steps' losses (one copy). Ranks
+    // count steps alike, so they all stop after the same step.
+    if (step_ % kSyncEvery == 0 || last) {
+      ASSIGN_OR_RETURN(const bool stop, AnyRankStops());
+      FlushSteps(progress);
+      if (stop) {
+        stopped_ = true;
+        return Save(position_);
+      }
     }
     if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
       RETURN_IF_ERROR(Save(position_));
@@ -376,25 +399,39 @@ absl::StatusOr<bool> RankTrainer::AnyRankStops() {
   return stop.cpu().item<float>() > 0;
 }
 
-void RankTrainer::Record(uint32_t epoch, const DeviceBatch& batch, double lr, double loss,
-                         absl::Duration step_time, double wait_ms, ProgressLine& progress) {
+void RankTrainer::Record(uint32_t epoch, Batch host, double lr, torch::Tensor loss,
+                         absl::Duration step_time, double wait_ms) {
   StepRecord record;
   record.step = static_cast<uint64_t>(step_) + 1;
   record.epoch = epoch;
   record.step_ms = absl::ToDoubleMilliseconds(step_time);
   record.data_wait_ms = wait_ms;
-  record.loss = loss;
-  record.batch_size = static_cast<uint32_t>(batch.host.size());
-  record.failed_samples = static_cast<uint32_t>(batch.host.failed);
+  record.batch_size = static_cast<uint32_t>(host.size());
+  record.failed_samples = static_cast<uint32_t>(host.failed);
   record.learning_rate = lr;
   record.images_per_sec =
       record.step_ms > 0 ? record.batch_size * options_.world_size * 1000.0 / record.step_ms : 0;
-  metrics_->RecordStep(record);
-  progress.Show(absl::StrFormat(
-      "epoch %d step %d/%d  loss %.4f  lr %.4g  step %.1f ms  %.0f img/s  data wait %.1f ms "
-      "(%.0f%%)",
-      epoch, record.step, total_steps_, loss, lr, record.step_ms, record.images_per_sec, wait_ms,
-      record.step_ms > 0 ? 100.0 * wait_ms / record.step_ms : 0));
+  pending_.push_back({record, std::move(loss), std::move(host)});
+}
+
+void RankTrainer::FlushSteps(ProgressLine& progress) {
+  if (pending_.empty()) return;
+  std::vector<torch::Tensor> losses;
+  for (const PendingStep& step : pending_) losses.push_back(step.loss.reshape({}).to(torch::kFloat64));
+  const torch::Tensor values = torch::stack(losses).cpu();  // waits for the steps
+  const auto value = values.accessor<double, 1>();
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    StepRecord& record = pending_[i].record;
+    record.loss = value[static_cast<int64_t>(i)];
+    metrics_->RecordStep(record);
+    progress.Show(absl::StrFormat(
+        "epoch %d step %d/%d  loss %.4f  lr %.4g  step %.1f ms  %.0f img/s  data wait %.1f ms "
+        "(%.0f%%)",
+        record.epoch, record.step, total_steps_, record.loss, record.learning_rate,
+        record.step_ms, record.images_per_sec, record.data_wait_ms,
+        record.step_ms > 0 ? 100.0 * record.data_wait_ms / record.step_ms : 0));
+  }
+  pending_.clear();
 }
 
 absl::Status RankTrainer::Save(const TrainingState& at) {

@@ -79,7 +79,9 @@ struct TrainerOptions {
   // When set, each rank writes DIR/rank<R>.samples: "epoch batch index" per
   // sample it trained on (for exactly-once checks).
   std::string sample_log_dir;
-  // Set from a signal handler thread: the rank stops after the current step.
+  // Set from a signal handler thread: every rank stops after the same step,
+  // at most 8 steps on (the host checks it when it waits for the device).
+  // Before training began, it ends the wait for data servers.
   const std::atomic<bool>* stop_requested = nullptr;
 };
 
