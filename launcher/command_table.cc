@@ -18,7 +18,8 @@ constexpr const char* kCommonFlags[] = {"log_level", "flagfile"};
 #define HETERODL_TLS_CLIENT_FLAGS "auth_token_file", "tls_ca", "tls_cert", "tls_key", "tls_server_name"
 #define HETERODL_TRAINING_FLAGS                                                                 \
   "model", "epochs", "steps", "batch_size", "seed", "pipeline", "lr", "optimizer", "momentum",  \
-      "weight_decay", "warmup_steps", "lr_schedule", "device", "precision", "device_step_ms",   \
+      "weight_decay", "warmup_steps", "lr_schedule", "device", "precision", "memory_format",    \
+      "device_step_ms",                                                                         \
       "bucket_mb", "checkpoint_dir", "checkpoint_every", "resume", "model_dir", "metrics_file", \
       "sample_log_dir", "connect_timeout", "pixel_channel"
 #define HETERODL_CLUSTER_FLAGS                                                          \

@@ -107,6 +107,8 @@ absl::Status CheckFlagValues() {
   RETURN_IF_ERROR(OneOf("lr_schedule", absl::GetFlag(FLAGS_lr_schedule), {"cosine", "constant"}));
   RETURN_IF_ERROR(OneOf("device", absl::GetFlag(FLAGS_device), {"auto", "cpu", "cuda"}));
   RETURN_IF_ERROR(OneOf("precision", absl::GetFlag(FLAGS_precision), {"auto", "fp32", "bf16"}));
+  RETURN_IF_ERROR(
+      OneOf("memory_format", absl::GetFlag(FLAGS_memory_format), {"contiguous", "channels_last"}));
   RETURN_IF_ERROR(OneOf("log_level", absl::GetFlag(FLAGS_log_level),
                         {"debug", "info", "warning", "error"}));
   RETURN_IF_ERROR(InRange<int32_t>("images", absl::GetFlag(FLAGS_images), 1, 10'000'000));

@@ -73,6 +73,9 @@ ABSL_FLAG(double, device_step_ms, 0,
           "running the model (0: run it)");
 ABSL_FLAG(std::string, precision, "auto", "train: auto (bf16 autocast on CUDA), fp32 or bf16");
 ABSL_FLAG(double, bucket_mb, 25, "train: gradient all-reduce bucket size in MB");
+ABSL_FLAG(std::string, memory_format, "contiguous",
+          "train: contiguous (NCHW) or channels_last: the layout of the model's convolution "
+          "weights and input (channels_last suits tensor-core GPUs in bf16)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "train: write DIR/checkpoint.pt every --checkpoint-every steps, at the end and when "
           "stopped by a signal");
@@ -137,6 +140,7 @@ std::vector<std::string> TrainingFlagsAsArguments() {
           absl::StrCat("--device_step_ms=", absl::GetFlag(FLAGS_device_step_ms)),
           absl::StrCat("--precision=", absl::GetFlag(FLAGS_precision)),
           absl::StrCat("--bucket_mb=", absl::GetFlag(FLAGS_bucket_mb)),
+          absl::StrCat("--memory_format=", absl::GetFlag(FLAGS_memory_format)),
           absl::StrCat("--checkpoint_dir=", absl::GetFlag(FLAGS_checkpoint_dir)),
           absl::StrCat("--checkpoint_every=", absl::GetFlag(FLAGS_checkpoint_every)),
           absl::StrCat("--resume=", absl::GetFlag(FLAGS_resume) ? "true" : "false"),

@@ -51,6 +51,7 @@ ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(double, device_step_ms);
 ABSL_DECLARE_FLAG(std::string, precision);
 ABSL_DECLARE_FLAG(double, bucket_mb);
+ABSL_DECLARE_FLAG(std::string, memory_format);
 ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
 ABSL_DECLARE_FLAG(int64_t, checkpoint_every);
 ABSL_DECLARE_FLAG(bool, resume);

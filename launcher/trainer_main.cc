@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   options.device_step_ms = absl::GetFlag(FLAGS_device_step_ms);
   options.local_rank = absl::GetFlag(FLAGS_local_rank);
   options.precision = absl::GetFlag(FLAGS_precision);
+  options.memory_format = absl::GetFlag(FLAGS_memory_format);
   options.bucket_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_bucket_mb) * (1 << 20));
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);

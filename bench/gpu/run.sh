@@ -2,8 +2,9 @@
 # The pipe in front of a GPU, end to end: ResNet-18 and ResNet-50 trained for
 # EPOCHS epochs of IMAGES photo JPEGs, batch BATCH, bf16, on this machine's
 # first GPU, fed
-#   - by synthetic batches (heterodl's trainer alone: the GPU's limit), and a
-#     GPU-resident batch in eager PyTorch (the reference trainer),
+#   - by synthetic batches (heterodl's trainer alone: the GPU's limit; NCHW
+#     and channels-last), and a GPU-resident batch in eager PyTorch (the
+#     reference trainer),
 #   - by one heterodl server with all cores but one,
 #   - by PyTorch's DataLoader with as many workers, PIL and torchvision.io,
 #   - and the seed's scenario: the trainer pinned to 4 cores, heterodl's
@@ -113,11 +114,13 @@ serve() {
 }
 
 # heterodl's trainer (after any prefix) against `address`; metrics to NAME.jsonl.
+# MEMORY_FORMAT=channels_last lays the model out channels-last.
 train() {
   local name=$1 address=$2 model=$3
   shift 3
   timeout "$run_timeout" "$@" "$bin/heterodl" train --data-servers "$address" --ranks 1 \
     --device "$device" --model "$model" --batch-size "$batch" --epochs "$epochs" \
+    --memory-format "${MEMORY_FORMAT:-contiguous}" \
     --warmup-steps 10 --metrics-file "$out/$name.jsonl" >>"$out/train.log" 2>&1 ||
     echo "  $name failed (exit $?; see $out/train.log)"
   # The server leaves when told; never let one outlive its run.
@@ -144,6 +147,8 @@ for model in ${MODELS:-resnet18 resnet50}; do
   echo "$model: synthetic"
   address=$(serve "$bin/heterodl" serve --synthetic "$n" --pipeline 'center_crop(224)' --threads 2)
   train "$model-synthetic" "$address" "$model"
+  address=$(serve "$bin/heterodl" serve --synthetic "$n" --pipeline 'center_crop(224)' --threads 2)
+  MEMORY_FORMAT=channels_last train "$model-synthetic-channels-last" "$address" "$model"
   torch_train "$model-eager-synthetic" -- --model "$model" --feed synthetic
 
   echo "$model: heterodl, one server x $threads threads"

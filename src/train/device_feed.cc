@@ -36,12 +36,16 @@ absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int loc
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 
-BatchFeeder::BatchFeeder(RemoteLoader& loader, const torch::Device& device, bool convert)
+BatchFeeder::BatchFeeder(RemoteLoader& loader, const torch::Device& device, bool convert,
+                         torch::MemoryFormat format)
     : loader_(loader),
       device_(device),
       convert_(convert),
-      mean_(torch::tensor({kMean[0], kMean[1], kMean[2]}).view({1, 3, 1, 1}).to(device)),
-      std_(torch::tensor({kStd[0], kStd[1], kStd[2]}).view({1, 3, 1, 1}).to(device)) {}
+      format_(format),
+      scale_(torch::tensor({1 / kStd[0], 1 / kStd[1], 1 / kStd[2]}).view({1, 3, 1, 1}).to(device)),
+      shift_(torch::tensor({-kMean[0] / kStd[0], -kMean[1] / kStd[1], -kMean[2] / kStd[2]})
+                 .view({1, 3, 1, 1})
+                 .to(device)) {}
 
 absl::Status BatchFeeder::StartEpoch(uint32_t epoch, int64_t start_batch) {
   RETURN_IF_ERROR(loader_.SetEpoch(epoch, start_batch));
@@ -67,7 +71,10 @@ absl::StatusOr<std::optional<DeviceBatch>> BatchFeeder::Next() {
   const bool non_blocking = device_.is_cuda();
   pixels = pixels.to(device_, /*non_blocking=*/non_blocking);
   out.labels = labels.to(device_, /*non_blocking=*/non_blocking);
-  out.input = (pixels.permute({0, 3, 1, 2}).to(torch::kFloat32) - mean_) / std_;
+  // One kernel: the uint8 pixels are read through the NCHW view of their
+  // NHWC buffer (channels-last strides), converted and normalized as they
+  // are read. A contiguous model gets them re-laid out in one more.
+  out.input = torch::addcmul(shift_, pixels.permute({0, 3, 1, 2}), scale_).contiguous(format_);
   return std::optional<DeviceBatch>(std::move(out));
 }
 

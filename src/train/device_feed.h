@@ -39,8 +39,10 @@ class BatchFeeder {
  public:
   // `loader` must outlive the feeder. Without `convert` the batches are not
   // turned into model input (a modelled accelerator, which would do that
-  // on the device: the host CPU must not pay for it).
-  BatchFeeder(RemoteLoader& loader, const torch::Device& device, bool convert = true);
+  // on the device: the host CPU must not pay for it). The input is laid out
+  // in `format` (channels-last for a model converted by ToChannelsLast).
+  BatchFeeder(RemoteLoader& loader, const torch::Device& device, bool convert = true,
+              torch::MemoryFormat format = torch::MemoryFormat::Contiguous);
 
   absl::Status StartEpoch(uint32_t epoch, int64_t start_batch);
   // The next batch of the epoch, its copy queued on the device; nullopt at
@@ -56,8 +58,11 @@ class BatchFeeder {
   RemoteLoader& loader_;
   const torch::Device device_;
   const bool convert_;
-  torch::Tensor mean_;  // [1,3,1,1] on the device, pixel scale (0..255)
-  torch::Tensor std_;
+  const torch::MemoryFormat format_;
+  // Normalization as one multiply-add, [1,3,1,1] on the device:
+  // (x - mean) / std = x * scale + shift.
+  torch::Tensor scale_;
+  torch::Tensor shift_;
   LoaderPosition position_;
   double last_wait_ms_ = 0;
 };

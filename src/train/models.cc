@@ -219,6 +219,15 @@ class TorchScriptModel final : public Model {
 
 }  // namespace
 
+void ToChannelsLast(Model& model) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> tensors = model.Parameters();
+  for (torch::Tensor& buffer : model.Buffers()) tensors.push_back(buffer);
+  for (torch::Tensor& tensor : tensors) {
+    if (tensor.dim() == 4) tensor.set_data(tensor.contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const std::string& name, int num_classes) {
   if (num_classes < 1) {
     return absl::InvalidArgumentError(absl::StrCat("model needs >= 1 class, got ", num_classes));

@@ -40,6 +40,13 @@ class Model {
 // Built-in models get `num_classes` outputs; a TorchScript model has its own.
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const std::string& name, int num_classes);
 
+// Lays out the model's 4-D parameters and buffers (convolution weights)
+// channels-last (NHWC in memory), as PyTorch's
+// model.to(memory_format=torch.channels_last): with channels-last input,
+// cuDNN's fastest convolutions then need no layout conversions. The values,
+// shapes and parameter order do not change.
+void ToChannelsLast(Model& model);
+
 }  // namespace heterodl
 
 #endif  // HETERODL_SRC_TRAIN_MODELS_H_

@@ -262,6 +262,12 @@ absl::Status RankTrainer::SetUp() {
   const int num_classes = static_cast<int>(loader_->dataset().class_names.size());
   ASSIGN_OR_RETURN(model_, CreateModel(options_.model, num_classes));
   model_->To(device_);
+  if (options_.memory_format == "channels_last") {
+    ToChannelsLast(*model_);
+  } else if (options_.memory_format != "contiguous") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory-format '", options_.memory_format, "': expected contiguous or channels_last"));
+  }
   RETURN_IF_ERROR(SynchronizeModel(*model_, *communicator_));
   OptimizerSettings optimizer;
   optimizer.name = options_.optimizer;
@@ -320,7 +326,9 @@ void RankTrainer::PlanSteps() {
 
 absl::Status RankTrainer::Train() {
   model_->SetTraining(true);
-  BatchFeeder feeder(*loader_, device_, /*convert=*/options_.device_step_ms <= 0);
+  BatchFeeder feeder(*loader_, device_, /*convert=*/options_.device_step_ms <= 0,
+                     options_.memory_format == "channels_last" ? torch::MemoryFormat::ChannelsLast
+                                                               : torch::MemoryFormat::Contiguous);
   ProgressLine progress(options_.rank == 0);
   run_start_ = absl::Now();
   for (uint32_t epoch = start_.epoch; static_cast<int>(epoch) < epochs_ && !stopped_; ++epoch) {

@@ -49,6 +49,9 @@ struct TrainerOptions {
   int local_rank = 0;
   // "auto" (bf16 autocast on CUDA, fp32 on CPU), "fp32" or "bf16".
   std::string precision = "auto";
+  // "contiguous" (NCHW) or "channels_last": how the model's convolution
+  // weights and its input lie in memory (models.h, ToChannelsLast).
+  std::string memory_format = "contiguous";
   // Gradient all-reduce bucket size.
   int64_t bucket_bytes = 25 << 20;
 

@@ -111,6 +111,21 @@ class TrainerTest(unittest.TestCase):
         for got, want in zip(rates, [0.1, 0.2, 0.3, 0.3, 0.3, 0.3]):
             self.assertAlmostEqual(got, want)
 
+    def test_channels_last_trains_the_same_model(self):
+        losses = {}
+        for memory_format in ("contiguous", "channels_last"):
+            metrics = os.path.join(self.tmp, f"{memory_format}.jsonl")
+            result = subprocess.run(
+                self.local_arguments("--steps", "3", "--model", "resnet18", "--pipeline",
+                                     "random_resized_crop(48)", "--memory-format", memory_format,
+                                     "--metrics-file", metrics),
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+            losses[memory_format] = [row["loss"] for row in read_metrics(metrics)]
+        self.assertEqual(len(losses["channels_last"]), 3)
+        for a, b in zip(losses["contiguous"], losses["channels_last"]):
+            self.assertAlmostEqual(a, b, delta=1e-3 * max(1.0, abs(a)))
+
     def test_bad_training_settings_fail_with_a_clear_message(self):
         # Refused before any server or rank starts, as usage errors (exit 2).
         for flags, message in ((["--optimizer", "lamb"], "--optimizer must be one of sgd, adamw"),

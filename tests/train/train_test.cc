@@ -160,6 +160,29 @@ TEST(ModelsTest, ResNetsHaveTorchvisionsParameterCountsAndShapes) {
   EXPECT_EQ((*small)->Forward(torch::zeros({2, 3, 32, 32})).sizes(), (std::vector<int64_t>{2, 5}));
 }
 
+TEST(ModelsTest, ChannelsLastChangesTheLayoutNotTheModel) {
+  torch::manual_seed(7);
+  std::unique_ptr<Model> model = *CreateModel("resnet18", 10);
+  model->SetTraining(false);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor input = torch::rand({2, 3, 48, 48});
+  const torch::Tensor before = model->Forward(input);
+  const size_t parameters = model->Parameters().size();
+  ToChannelsLast(*model);
+  EXPECT_EQ(model->Parameters().size(), parameters);
+  int converted = 0;
+  for (const torch::Tensor& parameter : model->Parameters()) {
+    if (parameter.dim() != 4) continue;
+    EXPECT_TRUE(parameter.is_contiguous(torch::MemoryFormat::ChannelsLast));
+    ++converted;
+  }
+  EXPECT_EQ(converted, 20);  // ResNet-18's convolutions, downsampling ones included
+  const torch::Tensor after =
+      model->Forward(input.contiguous(torch::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(torch::allclose(before, after, 1e-4, 1e-5))
+      << (before - after).abs().max().item<double>();
+}
+
 TEST(ModelsTest, UnknownNamesAndBadTorchScriptFilesAreClearErrors) {
   absl::StatusOr<std::unique_ptr<Model>> unknown = CreateModel("resnet1000", 10);
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
