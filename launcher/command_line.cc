@@ -135,6 +135,12 @@ void NormalizeFlagNames(std::vector<std::string>& arguments) {
     for (size_t i = start; i < end; ++i) {
       if (argument[i] == '-') argument[i] = '_';
     }
+    // "--no-pixel-channel" is Abseil's "--nopixel_channel".
+    const absl::string_view name = absl::string_view(argument).substr(start, end - start);
+    if (absl::StartsWith(name, "no_") && absl::FindCommandLineFlag(name) == nullptr) {
+      const absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(3));
+      if (negated != nullptr && negated->IsOfType<bool>()) argument.erase(start + 2, 1);
+    }
   }
 }
 
@@ -168,7 +174,15 @@ absl::Status CheckFlagArguments(const std::vector<std::string>& arguments,
       absl::Status valid = CheckValue(*flag, absl::string_view(argument).substr(
                                                  argument.find('=') + 1));
       if (!valid.ok()) return valid;
-    } else if (!flag->IsOfType<bool>()) {
+    } else if (flag->IsOfType<bool>()) {
+      // "--resume true" would leave "true" behind as an argument.
+      if (i + 1 < arguments.size() &&
+          (arguments[i + 1] == "true" || arguments[i + 1] == "false")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(Dashed(name), " is a switch: write ", Dashed(name), " or ",
+                         Dashed(name), "=", arguments[i + 1]));
+      }
+    } else {
       if (i + 1 >= arguments.size() || arguments[i + 1] == "--") {
         return absl::InvalidArgumentError(absl::StrCat(Dashed(name), " needs a value"));
       }

@@ -15,8 +15,9 @@
 
 namespace heterodl {
 
-// Rewrites "--foo-bar[=v]" to "--foo_bar[=v]" in place, up to a bare "--"
-// (what follows it is not ours to touch). Values are left alone.
+// Rewrites "--foo-bar[=v]" to "--foo_bar[=v]" in place, and "--no-foo" to
+// Abseil's "--nofoo" for a boolean foo, up to a bare "--" (what follows it
+// is not ours to touch). Values are left alone.
 void NormalizeFlagNames(std::vector<std::string>& arguments);
 
 // Replaces each "--flagfile=F" (or "--flagfile F") before a bare "--" with
@@ -29,7 +30,8 @@ absl::StatusOr<std::vector<std::string>> ExpandFlagFiles(std::vector<std::string
 // Checks every flag argument of arguments[1..] (normalized names) up to a
 // bare "--": the name is a flag of this program (INVALID_ARGUMENT suggests
 // the nearest one otherwise) and its value parses as the flag's type (a
-// non-boolean flag without one is an error). Sets nothing. The names given
+// non-boolean flag without one is an error; a boolean one takes its value
+// only after '='). Sets nothing. The names given
 // (without dashes) go to `given` when it is not null.
 absl::Status CheckFlagArguments(const std::vector<std::string>& arguments,
                                 std::set<std::string>* given = nullptr);

@@ -97,6 +97,7 @@ class UsageErrorTest(unittest.TestCase):
              "'nohost' is not host:port"),
             (["serve", "--threads", "abc"], "invalid value 'abc' for --threads"),
             (["serve", "--threads"], "--threads needs a value"),
+            (["train", "--resume", "true"], "--resume is a switch: write --resume or --resume=true"),
             (["serve", self.dataset], "takes no arguments, got"),
             (["train", "--data-servers", "127.0.0.1:99999"], "is not host:port"),
             (["train", "--data-servers", "a:1,fe80::1:5"], "'fe80::1:5' is not host:port"),
@@ -119,6 +120,15 @@ class UsageErrorTest(unittest.TestCase):
         self.assertEqual(sum(len(files) for _, _, files in os.walk(target)), 3 + 1)  # + stamp
         self.assert_usage_error(["serve", "--flagfile", "/nonexistent/flags"],
                                 "cannot read the flag file '/nonexistent/flags'")
+
+    def test_switches_are_written_as_the_docs_write_them(self):
+        for form in ("--no-overwrite", "--nooverwrite", "--overwrite=false"):
+            target = tempfile.mkdtemp(prefix="heterodl-switch-")
+            with open(os.path.join(target, "keep.txt"), "w") as f:
+                f.write("mine")
+            result = heterodl("dataset", "sample", target, "--images", "2", form, timeout=120)
+            self.assertEqual(result.returncode, 2, (form, result.stderr))  # not overwritten
+            self.assertIn("refusing to replace it", result.stderr)
 
     def test_a_flag_of_another_command_is_named(self):
         result = heterodl("cluster", "--model", "resnet18")
