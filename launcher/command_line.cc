@@ -53,16 +53,11 @@ std::vector<std::string> AllFlagNames() {
   return names;
 }
 
-// "--name" as the user would write it.
-std::string Dashed(absl::string_view name) {
-  return absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}));
-}
-
 absl::Status UnknownFlag(absl::string_view name) {
   const std::string nearest = NearestName(name, AllFlagNames());
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown flag ", Dashed(name),
-                   nearest.empty() ? "" : absl::StrCat(" (did you mean ", Dashed(nearest), "?)"),
+      absl::StrCat("unknown flag ", DashedFlag(name),
+                   nearest.empty() ? "" : absl::StrCat(" (did you mean ", DashedFlag(nearest), "?)"),
                    "; 'heterodl help COMMAND' lists a command's flags"));
 }
 
@@ -75,7 +70,7 @@ absl::Status CheckValue(absl::CommandLineFlag& flag, absl::string_view value) {
   flag.ParseFrom(before, &ignored);
   if (parsed) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("invalid value '", value, "' for ", Dashed(flag.Name()), ": ", error));
+      absl::StrCat("invalid value '", value, "' for ", DashedFlag(flag.Name()), ": ", error));
 }
 
 absl::Status ExpandInto(const std::vector<std::string>& arguments, size_t first, int depth,
@@ -179,18 +174,22 @@ absl::Status CheckFlagArguments(const std::vector<std::string>& arguments,
       if (i + 1 < arguments.size() &&
           (arguments[i + 1] == "true" || arguments[i + 1] == "false")) {
         return absl::InvalidArgumentError(
-            absl::StrCat(Dashed(name), " is a switch: write ", Dashed(name), " or ",
-                         Dashed(name), "=", arguments[i + 1]));
+            absl::StrCat(DashedFlag(name), " is a switch: write ", DashedFlag(name), " or ",
+                         DashedFlag(name), "=", arguments[i + 1]));
       }
     } else {
       if (i + 1 >= arguments.size() || arguments[i + 1] == "--") {
-        return absl::InvalidArgumentError(absl::StrCat(Dashed(name), " needs a value"));
+        return absl::InvalidArgumentError(absl::StrCat(DashedFlag(name), " needs a value"));
       }
       absl::Status valid = CheckValue(*flag, arguments[++i]);
       if (!valid.ok()) return valid;
     }
   }
   return absl::OkStatus();
+}
+
+std::string DashedFlag(absl::string_view name) {
+  return absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}));
 }
 
 std::string NearestName(absl::string_view word, const std::vector<std::string>& candidates) {

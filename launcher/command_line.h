@@ -36,6 +36,9 @@ absl::StatusOr<std::vector<std::string>> ExpandFlagFiles(std::vector<std::string
 absl::Status CheckFlagArguments(const std::vector<std::string>& arguments,
                                 std::set<std::string>* given = nullptr);
 
+// "--name" as users write it: "batch_size" -> "--batch-size".
+std::string DashedFlag(absl::string_view name);
+
 // The candidate closest to `word` by edit distance, or "" when none is close
 // enough to be what was meant (more than a third of its letters differ).
 std::string NearestName(absl::string_view word, const std::vector<std::string>& candidates);

@@ -6,7 +6,6 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
 #include "launcher/command_line.h"
 
 namespace heterodl {
@@ -117,9 +116,8 @@ std::string CommandHelp(const CommandInfo& command) {
   for (const char* name : flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;  // flagfile is Abseil's, always there
-    const std::string dashed = absl::StrReplaceAll(name, {{"_", "-"}});
     const std::string fallback = flag->DefaultValue();
-    absl::StrAppendFormat(&help, "  --%s (default: %s)\n      %s\n", dashed,
+    absl::StrAppendFormat(&help, "  %s (default: %s)\n      %s\n", DashedFlag(name),
                           fallback.empty() ? "none" : absl::StrCat("'", fallback, "'"),
                           flag->Help());
   }

@@ -9,7 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
+#include "launcher/command_line.h"
 #include "launcher/flags.h"
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
@@ -17,34 +17,30 @@
 namespace heterodl {
 namespace {
 
-std::string Dashed(absl::string_view name) {
-  return absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}));
-}
-
 template <typename T>
 absl::Status InRange(absl::string_view name, T value, T low, T high, absl::string_view why = "") {
   if (value >= low && value <= high) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(Dashed(name), " must be in [", low, ", ", high,
+  return absl::InvalidArgumentError(absl::StrCat(DashedFlag(name), " must be in [", low, ", ", high,
                                                  "]", why, ", got ", value));
 }
 
 absl::Status AtLeast(absl::string_view name, double value, double low) {
   if (value >= low) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(Dashed(name), " must be at least ", low, ", got ", value));
+      absl::StrCat(DashedFlag(name), " must be at least ", low, ", got ", value));
 }
 
 absl::Status OneOf(absl::string_view name, const std::string& value,
                    const std::vector<std::string>& allowed) {
   if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(Dashed(name), " must be one of ",
+  return absl::InvalidArgumentError(absl::StrCat(DashedFlag(name), " must be one of ",
                                                  absl::StrJoin(allowed, ", "), "; got '", value,
                                                  "'"));
 }
 
 absl::Status PositiveDuration(absl::string_view name, absl::Duration value) {
   if (value > absl::ZeroDuration()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(Dashed(name), " must be a positive duration, got ",
+  return absl::InvalidArgumentError(absl::StrCat(DashedFlag(name), " must be a positive duration, got ",
                                                  absl::FormatDuration(value)));
 }
 

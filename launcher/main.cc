@@ -13,7 +13,6 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "launcher/commands.h"
 #include "launcher/command_line.h"
 #include "launcher/command_table.h"
@@ -144,8 +143,8 @@ int main(int argc, char** argv) {
   if (name != "launch") {
     for (const std::string& flag : given) {
       if (!heterodl::CommandTakesFlag(info, flag)) {
-        heterodl::LogWarning("--%s does nothing for '%s' ('heterodl help %s' lists its flags)",
-                             absl::StrReplaceAll(flag, {{"_", "-"}}), name, name);
+        heterodl::LogWarning("%s does nothing for '%s' ('heterodl help %s' lists its flags)",
+                             heterodl::DashedFlag(flag), name, name);
       }
     }
   }

@@ -593,12 +593,7 @@ absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
   }
   // A malformed address is a mistake to report now, not a server to wait for.
   for (const std::string& address : options.servers) {
-    absl::StatusOr<HostPort> where = SplitHostPort(address);
-    if (!where.ok()) return where.status();
-    if (where->port == 0 || where->host.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", address, "' names no server (a host and a port in [1, 65535])"));
-    }
+    RETURN_IF_ERROR(SplitServerAddress(address).status());
   }
   return absl::OkStatus();
 }

@@ -281,11 +281,9 @@ absl::StatusOr<std::vector<std::string>> ExpandDataServers(const std::string& da
     server = std::string(absl::StripAsciiWhitespace(server));
     if (server.empty()) continue;
     if (server.find(':') == std::string::npos) absl::StrAppend(&server, ":", default_port);
-    absl::StatusOr<HostPort> where = SplitHostPort(server);
-    if (!where.ok() || where->port == 0) {
+    if (absl::Status valid = SplitServerAddress(server).status(); !valid.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "data servers (--data-servers / HETERODL_DATA_SERVERS): '", server,
-          "' is not host:port with a port in [1, 65535]"));
+          "data servers (--data-servers / HETERODL_DATA_SERVERS): ", valid.message()));
     }
     servers.push_back(std::move(server));
   }

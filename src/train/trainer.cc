@@ -218,6 +218,8 @@ class RankTrainer {
   const TrainerOptions& options_;
   torch::Device device_{torch::kCPU};
   bool bf16_ = false;
+  // The model's layout, which its input takes too (--memory-format).
+  torch::MemoryFormat input_format_ = torch::MemoryFormat::Contiguous;
   std::unique_ptr<RemoteLoader> loader_;
   std::unique_ptr<Communicator> communicator_;
   std::unique_ptr<Model> model_;
@@ -264,6 +266,7 @@ absl::Status RankTrainer::SetUp() {
   model_->To(device_);
   if (options_.memory_format == "channels_last") {
     ToChannelsLast(*model_);
+    input_format_ = torch::MemoryFormat::ChannelsLast;
   } else if (options_.memory_format != "contiguous") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--memory-format '", options_.memory_format, "': expected contiguous or channels_last"));
@@ -326,9 +329,7 @@ void RankTrainer::PlanSteps() {
 
 absl::Status RankTrainer::Train() {
   model_->SetTraining(true);
-  BatchFeeder feeder(*loader_, device_, /*convert=*/options_.device_step_ms <= 0,
-                     options_.memory_format == "channels_last" ? torch::MemoryFormat::ChannelsLast
-                                                               : torch::MemoryFormat::Contiguous);
+  BatchFeeder feeder(*loader_, device_, /*convert=*/options_.device_step_ms <= 0, input_format_);
   ProgressLine progress(options_.rank == 0);
   run_start_ = absl::Now();
   for (uint32_t epoch = start_.epoch; static_cast<int>(epoch) < epochs_ && !stopped_; ++epoch) {
@@ -425,8 +426,9 @@ void RankTrainer::Record(uint32_t epoch, Batch host, double lr, torch::Tensor lo
 void RankTrainer::FlushSteps(ProgressLine& progress) {
   if (pending_.empty()) return;
   std::vector<torch::Tensor> losses;
-  for (const PendingStep& step : pending_) losses.push_back(step.loss.reshape({}).to(torch::kFloat64));
-  const torch::Tensor values = torch::stack(losses).cpu();  // waits for the steps
+  for (const PendingStep& step : pending_) losses.push_back(step.loss);
+  // One stack, one conversion, one copy: the host waits for the steps here.
+  const torch::Tensor values = torch::stack(losses).to(torch::kCPU, torch::kFloat64);
   const auto value = values.accessor<double, 1>();
   for (size_t i = 0; i < pending_.size(); ++i) {
     StepRecord& record = pending_[i].record;

@@ -13,7 +13,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import free_port, read_until, start_server  # noqa: E402
+from processes import free_port, read_until, sample_dataset, start_server  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
@@ -67,10 +67,8 @@ class UsageErrorTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-cli-")
-        cls.dataset = os.path.join(cls.tmp, "data")
-        subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "8"],
-                       check=True, timeout=120, capture_output=True)
+        cls.dataset = sample_dataset(HETERODL, 8, "heterodl-cli-")
+        cls.tmp = os.path.dirname(cls.dataset)
 
     def assert_usage_error(self, arguments, message):
         result = heterodl(*arguments)
@@ -177,13 +175,9 @@ class FailFastTest(unittest.TestCase):
 class BusyPortTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-port-")
-        cls.dataset = os.path.join(cls.tmp, "data")
-        subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "8"],
-                       check=True, timeout=120, capture_output=True)
-        cls.other = os.path.join(cls.tmp, "other")
-        subprocess.run([HETERODL, "dataset", "sample", cls.other, "--images", "4"],
-                       check=True, timeout=120, capture_output=True)
+        cls.dataset = sample_dataset(HETERODL, 8, "heterodl-port-")
+        cls.tmp = os.path.dirname(cls.dataset)
+        cls.other = sample_dataset(HETERODL, 4, "heterodl-port-other-")
 
     def test_a_second_server_on_a_busy_port_fails_and_the_first_keeps_it(self):
         pixel_port = free_port()
@@ -244,10 +238,8 @@ class SampleDatasetTest(unittest.TestCase):
 
 class MissingFilesTest(unittest.TestCase):
     def test_a_file_list_with_missing_files_is_reported_at_start(self):
-        tmp = tempfile.mkdtemp(prefix="heterodl-holes-")
-        dataset = os.path.join(tmp, "data")
-        subprocess.run([HETERODL, "dataset", "sample", dataset, "--images", "4"], check=True,
-                       timeout=120, capture_output=True)
+        dataset = sample_dataset(HETERODL, 4, "heterodl-holes-")
+        tmp = os.path.dirname(dataset)
         files = sorted(os.path.relpath(os.path.join(d, f), tmp)
                        for d, _, fs in os.walk(dataset) for f in fs if f.endswith(".jpg"))
         listing = os.path.join(tmp, "train.tsv")

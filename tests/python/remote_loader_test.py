@@ -20,7 +20,7 @@ import torch  # noqa: E402
 import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import start_server  # noqa: E402
+from processes import sample_dataset, start_server  # noqa: E402
 
 
 class RemoteDataLoaderTest(unittest.TestCase):
@@ -242,11 +242,9 @@ class StalledServerTest(unittest.TestCase):
     TimeoutError."""
 
     def test_ctrl_c_interrupts_a_blocked_next_and_a_stall_times_out(self):
-        tmp = tempfile.mkdtemp(prefix="heterodl-stall-")
-        dataset = os.path.join(tmp, "sample")
-        subprocess.run([HETERODL, "dataset", "sample", dataset, "--images", "32"],
-                       check=True, timeout=120, capture_output=True)
-        server, address = start_server(HETERODL, dataset, os.path.join(tmp, "port"))
+        dataset = sample_dataset(HETERODL, 32, "heterodl-stall-")
+        server, address = start_server(HETERODL, dataset,
+                                       os.path.join(os.path.dirname(dataset), "port"))
         try:
             loader = heterodl.RemoteDataLoader(servers=[address], batch_size=4,
                                                pipeline="random_resized_crop(32)",
@@ -263,7 +261,6 @@ class StalledServerTest(unittest.TestCase):
             with self.assertRaisesRegex(TimeoutError, "no batch from any data server"):
                 while True:
                     next(batches)
-            os.kill(server.pid, signal.SIGCONT)
         finally:
             os.kill(server.pid, signal.SIGCONT)
             server.terminate()
@@ -272,11 +269,9 @@ class StalledServerTest(unittest.TestCase):
 
 class ShutdownTest(unittest.TestCase):
     def test_shutdown_servers_ends_them_now(self):
-        tmp = tempfile.mkdtemp(prefix="heterodl-end-")
-        dataset = os.path.join(tmp, "sample")
-        subprocess.run([HETERODL, "dataset", "sample", dataset, "--images", "8"],
-                       check=True, timeout=120, capture_output=True)
-        server, address = start_server(HETERODL, dataset, os.path.join(tmp, "port"))
+        dataset = sample_dataset(HETERODL, 8, "heterodl-end-")
+        server, address = start_server(HETERODL, dataset,
+                                       os.path.join(os.path.dirname(dataset), "port"))
         try:
             loader = heterodl.RemoteDataLoader(servers=address, batch_size=4)
             self.assertEqual(len(list(loader)), 2)

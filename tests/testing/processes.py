@@ -3,7 +3,18 @@
 import os
 import socket
 import subprocess
+import tempfile
 import time
+
+
+def sample_dataset(heterodl, images, prefix="heterodl-test-"):
+    """Writes `images` of the built-in sample dataset into a new temporary
+    folder; returns the dataset's path (its parent is the folder, for a test's
+    other files)."""
+    dataset = os.path.join(tempfile.mkdtemp(prefix=prefix), "data")
+    subprocess.run([heterodl, "dataset", "sample", dataset, "--images", str(images)], check=True,
+                   timeout=120, capture_output=True)
+    return dataset
 
 
 def start_server(heterodl, dataset, port_file, *extra, timeout=60):

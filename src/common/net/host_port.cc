@@ -35,6 +35,15 @@ absl::StatusOr<HostPort> SplitHostPort(absl::string_view address) {
   return HostPort{std::string(host), port};
 }
 
+absl::StatusOr<HostPort> SplitServerAddress(absl::string_view address) {
+  absl::StatusOr<HostPort> where = SplitHostPort(address);
+  if (!where.ok() || where->port == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", address, "' is not host:port with a port in [1, 65535] (IPv6 literals in brackets)"));
+  }
+  return where;
+}
+
 absl::StatusOr<int> PickFreeLoopbackPort() {
   UniqueFd socket(::socket(AF_INET, SOCK_STREAM, 0));
   sockaddr_in address{};

@@ -18,6 +18,11 @@ struct HostPort {
 // quoting `address`, when the port is missing or outside [0, 65535].
 absl::StatusOr<HostPort> SplitHostPort(absl::string_view address);
 
+// The address of a server to connect to: SplitHostPort's, with a port in
+// [1, 65535] (0 means "any" only to a listener). INVALID_ARGUMENT quoting
+// `address` otherwise.
+absl::StatusOr<HostPort> SplitServerAddress(absl::string_view address);
+
 // A TCP port free on loopback right now, for a server that must be told its
 // port before it binds (the trainers' rendezvous store): bound and released
 // at once, so another process may take it in between; the one that binds it

@@ -74,11 +74,11 @@ def _integer(name: str, value, low: int, high: int) -> int:
     return int(value)
 
 
-def _seconds(name: str, value) -> float:
+def _positive(name: str, value, unit: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+        raise TypeError(f"{name} must be a number of {unit}, not {type(value).__name__}")
     if not value > 0:
-        raise ValueError(f"{name} must be > 0 seconds, got {value}")
+        raise ValueError(f"{name} must be > 0 {unit}, got {value}")
     return float(value)
 
 
@@ -91,8 +91,9 @@ def shutdown_servers(servers: Union[str, Sequence[str]], reason: str = "training
     not at its idle timeout. Waits up to `timeout` seconds for every server
     to acknowledge; a server that has gone already counts as stopped.
     ConnectionError names the servers that did not acknowledge."""
-    _heterodl._shutdown_servers(_server_list(servers), str(reason), _seconds("timeout", timeout),
-                                auth_token, tls_ca, tls_cert, tls_key, tls_server_name)
+    _heterodl._shutdown_servers(_server_list(servers), str(reason),
+                                _positive("timeout", timeout, "seconds"), auth_token, tls_ca,
+                                tls_cert, tls_key, tls_server_name)
 
 
 class RemoteDataLoader:
@@ -151,11 +152,11 @@ class RemoteDataLoader:
         self._loader = _heterodl.RemoteDataLoader(
             self._servers, _integer("batch_size", batch_size, 1, 65536), pipeline, rank,
             world_size, _integer("seed", seed, 0, (1 << 64) - 1), bool(drop_last), bool(shuffle),
-            _seconds("max_buffered_mb", max_buffered_mb),
+            _positive("max_buffered_mb", max_buffered_mb, "MB"),
             _integer("connections_per_server", connections_per_server, 1, 16),
-            _seconds("connect_timeout", connect_timeout),
-            _seconds("stall_timeout", stall_timeout), auth_token, pin_memory, tls_ca, tls_cert,
-            tls_key, tls_server_name, bool(pixel_channel))
+            _positive("connect_timeout", connect_timeout, "seconds"),
+            _positive("stall_timeout", stall_timeout, "seconds"), auth_token, pin_memory, tls_ca,
+            tls_cert, tls_key, tls_server_name, bool(pixel_channel))
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration runs (it changes the shuffle). Its first

@@ -31,5 +31,16 @@ TEST(HostPortTest, RefusesWhatIsNotHostAndPort) {
   }
 }
 
+TEST(HostPortTest, AServerToConnectToHasAPort) {
+  absl::StatusOr<HostPort> server = SplitServerAddress("algo-2:50051");
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(server->port, 50051);
+  for (const char* bad : {"algo-2:0", "algo-2", "algo-2:99999", "fe80::1:5"}) {
+    absl::StatusOr<HostPort> split = SplitServerAddress(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(split.status())) << bad;
+    EXPECT_NE(split.status().message().find(bad), std::string::npos) << split.status();
+  }
+}
+
 }  // namespace
 }  // namespace heterodl
