@@ -81,6 +81,17 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
 
 void RunPipelinesOnCallerThreadsOnly() { cv::setNumThreads(0); }
 
+std::string Pipeline::DecodePath(absl::string_view encoded) const {
+  const bool region = options_.region_decode && transforms_.front()->PlansRegions();
+  if (LooksLikeJpeg(encoded)) {
+    absl::StatusOr<JpegHeader> header = ReadJpegHeader(encoded, options_.max_pixels);
+    if (header.ok() && header->fast_path_ok && region) {
+      return "libjpeg-turbo: region at DCT scale";
+    }
+  }
+  return "OpenCV: whole image";
+}
+
 std::string Pipeline::CanonicalSpec() const {
   std::vector<std::string> parts = {exact_decode_ ? "decode(exact)" : "decode(fast)"};
   for (const std::unique_ptr<Transform>& transform : transforms_) {

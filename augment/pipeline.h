@@ -91,6 +91,9 @@ class Pipeline {
   size_t output_bytes() const { return static_cast<size_t>(output_height_) * output_width_ * 3; }
   // The spec in canonical form, every parameter written out.
   std::string CanonicalSpec() const;
+  // How Run() decodes `encoded` (for reports), e.g. "libjpeg-turbo: region at
+  // DCT scale" or "OpenCV: whole image".
+  std::string DecodePath(absl::string_view encoded) const;
 
  private:
   Pipeline() = default;

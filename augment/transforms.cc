@@ -78,6 +78,7 @@ class RandomResizedCrop final : public Transform {
   std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng& rng) const override {
     return RegionRequest{PickCrop(image_size.width, image_size.height, rng), {size_, size_}};
   }
+  bool PlansRegions() const override { return true; }
 
   void ApplyToRegion(const cv::Mat& region, const RegionRequest& request,
                      cv::Mat& result) const override {
@@ -114,6 +115,7 @@ class Resize final : public Transform {
   std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng&) const override {
     return RegionRequest{cv::Rect({0, 0}, image_size), Target(image_size)};
   }
+  bool PlansRegions() const override { return true; }
 
   void ApplyToRegion(const cv::Mat& region, const RegionRequest& request,
                      cv::Mat& result) const override {

@@ -33,6 +33,8 @@ class Transform {
   virtual std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng& rng) const {
     return std::nullopt;
   }
+  // Whether PlanRegion() ever returns a region.
+  virtual bool PlansRegions() const { return false; }
   // Completes the operation on the decoded `region` of the request (at any
   // scale at least as large as request.output), writing to `result`; a
   // `result` already of the output's size and type is written in place.

@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "augment/decode.h"
+#include "augment/image_format.h"
 #include "augment/jpeg_decoder.h"
 #include "augment/pipeline.h"
 #include "augment/transforms.h"
@@ -92,26 +94,31 @@ Worker OpenCvBaseline(int size) {
   };
 }
 
-absl::StatusOr<double> RunPeer(const AugmentBenchOptions& options, const std::string& file_list,
-                               const std::string& spec) {
-  const std::string out = absl::StrCat(file_list, ".peer.json");
+// One peer process (`decoder`: pil or tensor) over the file list: its rate
+// over all files and per group.
+absl::StatusOr<v1::PeerResult> RunPeer(const AugmentBenchOptions& options,
+                                       const std::string& file_list, const std::string& spec,
+                                       const std::string& decoder) {
+  const std::string out = absl::StrCat(file_list, ".", decoder, ".json");
   ASSIGN_OR_RETURN(
       ChildProcess peer,
       ChildProcess::Spawn({options.python, options.peer_script, "--files", file_list, "--pipeline",
-                           spec, "--seconds", absl::StrCat(options.seconds), "--core", "0", "--out",
-                           out}));
+                           spec, "--seconds", absl::StrCat(options.seconds), "--decoder", decoder,
+                           "--core", "0", "--out", out}));
   const int code = peer.Wait();
   if (code != 0) {
     return absl::UnavailableError(absl::StrCat("the torchvision peer (", options.python, " ",
-                                               options.peer_script, ") exited with ", code,
+                                               options.peer_script, " --decoder ", decoder,
+                                               ") exited with ", code,
                                                "; run with --no-peer to skip it"));
   }
   ASSIGN_OR_RETURN(std::string json, ReadFileToString(out));
+  std::filesystem::remove(out);
   v1::PeerResult result;
   if (!google::protobuf::util::JsonStringToMessage(json, &result).ok()) {
     return absl::DataLossError(absl::StrCat("unreadable peer result: ", json));
   }
-  return result.images_per_sec();
+  return result;
 }
 
 double Median(std::vector<double> values) {
@@ -125,19 +132,31 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
       "pipeline: %s\n%d rounds of %.1f s each, one core per run (median shown)\n\n",
       report.files(), report.dataset(), report.mean_width(), report.mean_height(),
       report.pipeline(), report.rounds(), report.seconds_per_run());
-  absl::StrAppendFormat(&text, "  %-34s %9.0f images/s per core\n", "heterodl",
-                        report.heterodl_images_per_sec_per_core());
-  if (report.torchvision_images_per_sec_per_core() > 0) {
-    absl::StrAppendFormat(&text, "  %-34s %9.0f images/s per core   heterodl is %.2fx\n",
-                          "torchvision + PIL (peer)", report.torchvision_images_per_sec_per_core(),
-                          report.ratio_vs_torchvision());
+  const bool peers = report.torchvision_images_per_sec_per_core() > 0;
+  absl::StrAppendFormat(&text, "  %-17s %5s %9s", "images/s per core", "files", "heterodl");
+  if (peers) absl::StrAppendFormat(&text, " %8s %7s %8s %7s", "PIL", "ratio", "tensor", "ratio");
+  absl::StrAppend(&text, "  heterodl decodes with\n");
+  for (const v1::FormatRow& row : report.formats()) {
+    absl::StrAppendFormat(&text, "  %-17s %5d %9.0f", row.format(), row.files(),
+                          row.heterodl_images_per_sec());
+    if (peers) {
+      absl::StrAppendFormat(&text, " %8.0f %6.2fx %8.0f %6.2fx", row.pil_images_per_sec(),
+                            row.ratio_vs_pil(), row.tensor_images_per_sec(),
+                            row.ratio_vs_tensor());
+    }
+    absl::StrAppendFormat(&text, "  %s\n", row.decode_path());
+  }
+  if (peers) {
+    absl::StrAppend(&text,
+                    "  PIL: torchvision.transforms over PIL.Image; tensor: "
+                    "torchvision.io.decode_image + transforms.v2\n");
   }
   if (report.opencv_images_per_sec_per_core() > 0) {
-    absl::StrAppendFormat(&text, "  %-34s %9.0f images/s per core   heterodl is %.2fx\n",
-                          "OpenCV imdecode + same crop", report.opencv_images_per_sec_per_core(),
-                          report.ratio_vs_opencv());
+    absl::StrAppendFormat(&text, "\n  %-34s %8.0f images/s per core   heterodl is %.2fx\n",
+                          "OpenCV imdecode + same crop (all)",
+                          report.opencv_images_per_sec_per_core(), report.ratio_vs_opencv());
   }
-  absl::StrAppend(&text, "\n  thread scaling:\n");
+  absl::StrAppend(&text, "\n  thread scaling (all files):\n");
   for (const v1::ThreadScaling& row : report.scaling()) {
     absl::StrAppendFormat(&text, "    %2d thread(s) %9.0f images/s   efficiency %.2f\n",
                           row.threads(), row.images_per_sec(), row.efficiency());
@@ -174,40 +193,82 @@ absl::StatusOr<double> MeasureEngineRate(const std::string& dataset_path,
 
 namespace {
 
-// The benchmark's files: their bytes in memory (it times decoding, not the
-// disk), their paths in a list for the peer, their mean size.
-struct BenchFiles {
+// Files of one kind, or all of them ("all").
+struct FileGroup {
+  std::string kind;
   std::vector<std::string> bytes;
-  std::string list_path;
   double mean_width = 0;
   double mean_height = 0;
+
+  void Add(std::string encoded, cv::Size size) {
+    const double n = static_cast<double>(bytes.size());
+    mean_width = (mean_width * n + size.width) / (n + 1);
+    mean_height = (mean_height * n + size.height) / (n + 1);
+    bytes.push_back(std::move(encoded));
+  }
 };
+
+constexpr char kAllFiles[] = "all";
+
+// The benchmark's files: their bytes in memory (it times decoding, not the
+// disk), all of them first, then by kind when there are several; their
+// paths in a list for the peers, each line naming its kind then.
+struct BenchFiles {
+  std::vector<FileGroup> groups;
+  std::string list_path;
+  const FileGroup& all() const { return groups.front(); }
+};
+
+absl::StatusOr<cv::Size> ImageSize(const std::string& bytes) {
+  if (absl::StatusOr<JpegHeader> header = ReadJpegHeader(bytes, int64_t{1} << 40); header.ok()) {
+    return cv::Size(header->width, header->height);
+  }
+  ASSIGN_OR_RETURN(const cv::Mat image, DecodeImage(bytes));
+  return image.size();
+}
 
 absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const AugmentBenchOptions& options) {
   BenchFiles files;
   files.list_path =
       (std::filesystem::temp_directory_path() / absl::StrCat("heterodl-bench-", getpid(), ".txt"))
           .string();
-  std::ofstream list(files.list_path);
-  double width_sum = 0, height_sum = 0;
+  files.groups.push_back({kAllFiles});
+  std::vector<std::pair<std::string, std::string>> kind_and_path;
+  // Spread over the whole dataset: its first files may be one class's.
   const size_t count = std::min<size_t>(dataset.size(), static_cast<size_t>(options.max_files));
   for (size_t i = 0; i < count; ++i) {
-    ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(i));
-    absl::StatusOr<JpegHeader> header = ReadJpegHeader(bytes, int64_t{1} << 40);
-    if (header.ok()) {
-      width_sum += header->width;
-      height_sum += header->height;
+    const size_t sample = i * dataset.size() / count;
+    ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(sample));
+    const absl::StatusOr<cv::Size> size = ImageSize(bytes);
+    if (!size.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bench augment: '", dataset.sample(sample).path, "': ", size.status().message()));
     }
-    std::string path = dataset.sample(i).path;
+    const std::string kind = ImageKindName(bytes);
+    auto group = std::find_if(files.groups.begin() + 1, files.groups.end(),
+                              [&](const FileGroup& g) { return g.kind == kind; });
+    if (group == files.groups.end()) group = files.groups.insert(group, FileGroup{kind});
+    group->Add(bytes, *size);
+    files.groups.front().Add(std::move(bytes), *size);
+    std::string path = dataset.sample(sample).path;
     if (path.empty() || path.front() != '/') {
       path = (std::filesystem::path(options.dataset) / path).string();
     }
-    list << path << "\n";
-    files.bytes.push_back(std::move(bytes));
+    kind_and_path.emplace_back(kind, path);
   }
-  const double n = static_cast<double>(std::max<size_t>(1, files.bytes.size()));
-  files.mean_width = width_sum / n;
-  files.mean_height = height_sum / n;
+  // One kind: "all" is all there is to report.
+  if (files.groups.size() == 2) files.groups.pop_back();
+  // The most common kind first.
+  std::stable_sort(
+      files.groups.begin() + 1, files.groups.end(),
+      [](const FileGroup& a, const FileGroup& b) { return a.bytes.size() > b.bytes.size(); });
+  std::ofstream list(files.list_path);
+  for (const auto& [kind, path] : kind_and_path) {
+    if (files.groups.size() > 1) list << kind << "\t";
+    list << path << "\n";
+  }
+  list.close();
+  if (!list) return absl::UnavailableError(absl::StrCat("cannot write ", files.list_path));
   return files;
 }
 
@@ -221,36 +282,79 @@ bool HasOpenCvBaseline(const Pipeline& pipeline) {
                           0) == 0;
 }
 
+// What a peer measured for `group` ("all": its total).
+double PeerRate(const v1::PeerResult& result, const std::string& group) {
+  if (group == kAllFiles) return result.images_per_sec();
+  const auto found = result.groups().find(group);
+  return found == result.groups().end() ? 0 : found->second.images_per_sec();
+}
+
+// Per group: heterodl's rate, and the two peers' (empty without peers).
+struct GroupRates {
+  std::vector<double> ours, pil, tensor;
+};
+
+void AddFormatRow(const FileGroup& group, const GroupRates& rates, const Pipeline& pipeline,
+                  v1::AugmentBenchReport& report) {
+  v1::FormatRow* row = report.add_formats();
+  row->set_format(group.kind);
+  row->set_files(static_cast<uint32_t>(group.bytes.size()));
+  row->set_mean_width(group.mean_width);
+  row->set_mean_height(group.mean_height);
+  row->set_heterodl_images_per_sec(Median(rates.ours));
+  if (group.kind != kAllFiles) row->set_decode_path(pipeline.DecodePath(group.bytes.front()));
+  if (Median(rates.pil) > 0 && Median(rates.tensor) > 0) {
+    row->set_pil_images_per_sec(Median(rates.pil));
+    row->set_ratio_vs_pil(row->heterodl_images_per_sec() / row->pil_images_per_sec());
+    row->set_tensor_images_per_sec(Median(rates.tensor));
+    row->set_ratio_vs_tensor(row->heterodl_images_per_sec() / row->tensor_images_per_sec());
+  }
+}
+
 // One core each, the contenders alternated over the rounds so that drifts
 // in the machine's speed hit all alike; medians into the report.
 absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::string& spec,
                             const Pipeline& pipeline, const BenchFiles& files,
                             v1::AugmentBenchReport& report) {
-  const Worker ours_worker = PipelineWorker(pipeline);
+  const Worker ours = PipelineWorker(pipeline);
   const Worker baseline = OpenCvBaseline(pipeline.output_width());
   const bool has_baseline = HasOpenCvBaseline(pipeline);
-  std::vector<double> ours, peer, opencv;
+  std::vector<GroupRates> rates(files.groups.size());
+  std::vector<double> opencv;
   for (int round = 0; round < options.rounds; ++round) {
-    ours.push_back(
-        MeasureRate(files.bytes, ours_worker, pipeline.output_bytes(), 1, options.seconds));
+    for (size_t g = 0; g < files.groups.size(); ++g) {
+      rates[g].ours.push_back(MeasureRate(files.groups[g].bytes, ours, pipeline.output_bytes(), 1,
+                                          options.seconds));
+    }
     if (options.peer) {
-      ASSIGN_OR_RETURN(double rate, RunPeer(options, files.list_path, spec));
-      peer.push_back(rate);
+      ASSIGN_OR_RETURN(const v1::PeerResult pil, RunPeer(options, files.list_path, spec, "pil"));
+      ASSIGN_OR_RETURN(const v1::PeerResult tensor,
+                       RunPeer(options, files.list_path, spec, "tensor"));
+      for (size_t g = 0; g < files.groups.size(); ++g) {
+        rates[g].pil.push_back(PeerRate(pil, files.groups[g].kind));
+        rates[g].tensor.push_back(PeerRate(tensor, files.groups[g].kind));
+      }
     }
     if (has_baseline) {
       opencv.push_back(
-          MeasureRate(files.bytes, baseline, pipeline.output_bytes(), 1, options.seconds));
+          MeasureRate(files.all().bytes, baseline, pipeline.output_bytes(), 1, options.seconds));
     }
   }
-  const double one_core = Median(ours);
-  report.set_heterodl_images_per_sec_per_core(one_core);
-  if (!peer.empty()) {
-    report.set_torchvision_images_per_sec_per_core(Median(peer));
-    report.set_ratio_vs_torchvision(one_core / Median(peer));
+  for (size_t g = 0; g < files.groups.size(); ++g) {
+    AddFormatRow(files.groups[g], rates[g], pipeline, report);
+  }
+  // All files together are the headline figures.
+  const v1::FormatRow& all = report.formats(0);
+  report.set_heterodl_images_per_sec_per_core(all.heterodl_images_per_sec());
+  if (all.pil_images_per_sec() > 0) {
+    report.set_torchvision_images_per_sec_per_core(all.pil_images_per_sec());
+    report.set_ratio_vs_torchvision(all.ratio_vs_pil());
+    report.set_tensor_images_per_sec_per_core(all.tensor_images_per_sec());
+    report.set_ratio_vs_tensor(all.ratio_vs_tensor());
   }
   if (!opencv.empty()) {
     report.set_opencv_images_per_sec_per_core(Median(opencv));
-    report.set_ratio_vs_opencv(one_core / Median(opencv));
+    report.set_ratio_vs_opencv(all.heterodl_images_per_sec() / Median(opencv));
   }
   return absl::OkStatus();
 }
@@ -262,7 +366,7 @@ void MeasureScaling(const AugmentBenchOptions& options, const Pipeline& pipeline
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   for (int threads = 1; threads <= max_threads; ++threads) {
     const double rate = threads == 1 ? one_core
-                                     : MeasureRate(files.bytes, PipelineWorker(pipeline),
+                                     : MeasureRate(files.all().bytes, PipelineWorker(pipeline),
                                                    pipeline.output_bytes(), threads,
                                                    options.seconds);
     v1::ThreadScaling* row = report.add_scaling();
@@ -283,15 +387,14 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
   ASSIGN_OR_RETURN(const BenchFiles files, LoadFiles(dataset, options));
   v1::AugmentBenchReport report;
   report.set_dataset(options.dataset);
-  report.set_files(static_cast<uint32_t>(files.bytes.size()));
-  report.set_mean_width(files.mean_width);
-  report.set_mean_height(files.mean_height);
+  report.set_files(static_cast<uint32_t>(files.all().bytes.size()));
+  report.set_mean_width(files.all().mean_width);
+  report.set_mean_height(files.all().mean_height);
   report.set_pipeline(pipeline.CanonicalSpec());
   report.set_seconds_per_run(options.seconds);
   report.set_rounds(options.rounds);
   const absl::Status measured = MeasureOneCore(options, spec, pipeline, files, report);
   std::filesystem::remove(files.list_path);
-  std::filesystem::remove(files.list_path + ".peer.json");
   RETURN_IF_ERROR(measured);
   MeasureScaling(options, pipeline, files, report);
   if (!options.json) return FormatTable(report);

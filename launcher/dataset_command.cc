@@ -9,7 +9,8 @@ namespace heterodl {
 
 int RunDatasetCommand(const std::vector<std::string>& arguments) {
   if (arguments.size() != 2 || arguments[0] != "sample") {
-    LogError("usage: heterodl dataset sample DIR [--images N] [--seed S] [--overwrite]");
+    LogError(
+        "usage: heterodl dataset sample DIR [--images N] [--seed S] [--formats F] [--overwrite]");
     return kExitUsage;
   }
   SampleDatasetOptions options;
@@ -17,6 +18,13 @@ int RunDatasetCommand(const std::vector<std::string>& arguments) {
   options.num_images = absl::GetFlag(FLAGS_images);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.overwrite = absl::GetFlag(FLAGS_overwrite);
+  absl::StatusOr<std::vector<SampleFormatShare>> formats =
+      ParseSampleFormats(absl::GetFlag(FLAGS_formats));
+  if (!formats.ok()) {  // checked with the other flags; kept for direct callers
+    LogError("%s", formats.status().message());
+    return kExitUsage;
+  }
+  options.formats = *std::move(formats);
   absl::Status status = WriteSampleDataset(options);
   if (!status.ok()) {
     LogError("%s", status.ToString());

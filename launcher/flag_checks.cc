@@ -12,6 +12,7 @@
 #include "launcher/command_line.h"
 #include "launcher/flags.h"
 #include "src/common/net/host_port.h"
+#include "src/data/sample_dataset.h"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
@@ -108,6 +109,7 @@ absl::Status CheckFlagValues() {
   RETURN_IF_ERROR(OneOf("log_level", absl::GetFlag(FLAGS_log_level),
                         {"debug", "info", "warning", "error"}));
   RETURN_IF_ERROR(InRange<int32_t>("images", absl::GetFlag(FLAGS_images), 1, 10'000'000));
+  RETURN_IF_ERROR(ParseSampleFormats(absl::GetFlag(FLAGS_formats)).status());
   return absl::OkStatus();
 }
 

@@ -1,11 +1,19 @@
-"""The peer of `heterodl bench augment`: torchvision transforms over PIL, as a
-PyTorch DataLoader worker runs them, on one core.
+"""The peers of `heterodl bench augment`, as a PyTorch DataLoader worker runs
+them, on one core:
 
-    python torchvision_augment.py --files LIST --pipeline SPEC --seconds S [--out F]
+  --decoder pil     PIL's Image.open(...).convert("RGB") + torchvision.transforms
+                    (what most training scripts do);
+  --decoder tensor  torchvision.io.decode_image (libjpeg-turbo, libpng, libwebp)
+                    + torchvision.transforms.v2 on uint8 tensors (the faster peer).
 
-LIST holds one image path per line. The files are read into memory first, so
-only decode + transforms are timed, as on the heterodl side. Prints (and with
---out writes) one JSON object: {"images": N, "seconds": S, "images_per_sec": R}.
+    python torchvision_augment.py --files LIST --pipeline SPEC --seconds S
+                                  [--decoder pil|tensor] [--out F]
+
+LIST holds one image path per line, or "GROUP<TAB>PATH" lines: then every
+group is timed on its own for S seconds, and all files together as the total.
+The files are read into memory first, so only decode + transforms are timed,
+as on the heterodl side. Writes to --out (or else prints) one JSON object:
+{"images": N, "seconds": S, "images_per_sec": R, "groups": {GROUP: {...}}}.
 """
 
 import argparse
@@ -17,7 +25,9 @@ import time
 
 import torch
 from PIL import Image
-from torchvision import transforms
+from torchvision import transforms as transforms_v1
+from torchvision.io import ImageReadMode, decode_image
+from torchvision.transforms import v2 as transforms_v2
 
 
 def parse_range(text):
@@ -25,8 +35,8 @@ def parse_range(text):
     return (float(low), float(high))
 
 
-def build(spec):
-    """The heterodl pipeline spec as torchvision transforms."""
+def build(spec, transforms):
+    """The heterodl pipeline spec as torchvision `transforms` (v1 or v2)."""
     ops = []
     for op in spec.split("|"):
         match = re.fullmatch(r"\s*(\w+)\s*\((.*)\)\s*", op)
@@ -69,8 +79,34 @@ def build(spec):
                                                              else named.get("p", 0.5))))
         else:
             raise SystemExit(f"the peer has no translation for '{name}'")
-    ops.append(transforms.PILToTensor())
-    return transforms.Compose(ops)
+    return ops
+
+
+def make_runner(spec, decoder):
+    """One image, encoded bytes to a uint8 CHW tensor, as the peer does it."""
+    if decoder == "pil":
+        pipeline = transforms_v1.Compose(build(spec, transforms_v1)
+                                         + [transforms_v1.PILToTensor()])
+        return lambda blob: pipeline(Image.open(io.BytesIO(blob)).convert("RGB"))
+    pipeline = transforms_v2.Compose(build(spec, transforms_v2))
+    return lambda blob: pipeline(decode_image(torch.frombuffer(blob, dtype=torch.uint8),
+                                              mode=ImageReadMode.RGB))
+
+
+def measure(run, blobs, seconds):
+    for blob in blobs[:8]:  # warm-up: first calls pay for allocations
+        run(blob)
+    images = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        for blob in blobs:
+            run(blob)
+            images += 1
+            if images % 8 == 0 and time.perf_counter() >= deadline:
+                break
+    elapsed = time.perf_counter() - start
+    return {"images": images, "seconds": elapsed, "images_per_sec": images / elapsed}
 
 
 def main():
@@ -78,33 +114,37 @@ def main():
     parser.add_argument("--files", required=True)
     parser.add_argument("--pipeline", required=True)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--decoder", choices=["pil", "tensor"], default="pil")
     parser.add_argument("--core", type=int, default=-1)
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     if args.core >= 0:
         os.sched_setaffinity(0, {args.core})
     torch.set_num_threads(1)
+    groups = {}
+    everything = []
     with open(args.files) as f:
-        blobs = [open(path.strip(), "rb").read() for path in f if path.strip()]
-    pipeline = build(args.pipeline)
-    # Warm-up: first calls pay for imports and allocations.
-    for blob in blobs[:8]:
-        pipeline(Image.open(io.BytesIO(blob)).convert("RGB"))
-    images = 0
-    start = time.perf_counter()
-    deadline = start + args.seconds
-    while time.perf_counter() < deadline:
-        for blob in blobs:
-            pipeline(Image.open(io.BytesIO(blob)).convert("RGB"))
-            images += 1
-            if images % 32 == 0 and time.perf_counter() >= deadline:
-                break
-    seconds = time.perf_counter() - start
-    result = json.dumps({"images": images, "seconds": seconds, "images_per_sec": images / seconds})
-    print(result)
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            group, _, path = line.rpartition("\t")
+            with open(path, "rb") as image:
+                blob = bytearray(image.read())  # writable: torch.frombuffer views it
+            everything.append(blob)
+            if group:
+                groups.setdefault(group, []).append(blob)
+    run = make_runner(args.pipeline, args.decoder)
+    result = measure(run, everything, args.seconds)
+    if groups:
+        result["groups"] = {name: measure(run, blobs, args.seconds)
+                            for name, blobs in groups.items()}
+    text = json.dumps(result)
+    if not args.out:
+        print(text)
     if args.out:
         with open(args.out, "w") as f:
-            f.write(result)
+            f.write(text)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
@@ -16,6 +19,7 @@
 #include "src/common/counter_rng.h"
 #include "src/common/fingerprint.h"
 #include "src/common/log.h"
+#include "src/common/status_macros.h"
 #include "src/data/dataset.h"
 
 namespace heterodl {
@@ -59,11 +63,77 @@ std::string ClassName(const fs::path& photo) {
   return name;
 }
 
+bool AllJpeg(const std::vector<SampleFormatShare>& formats) {
+  return formats.size() == 1 && formats[0].format == SampleFormat::kJpeg;
+}
+
 std::string Stamp(const SampleDatasetOptions& options, const std::vector<fs::path>& photos) {
   Fingerprint fingerprint;
   fingerprint.Add(static_cast<uint64_t>(options.num_images)).Add(options.seed);
   for (const fs::path& photo : photos) fingerprint.Add(photo.string());
+  // All-JPEG sets keep the stamp they had before formats existed.
+  if (!AllJpeg(options.formats)) {
+    for (const SampleFormatShare& share : options.formats) {
+      fingerprint.Add(std::string(SampleFormatName(share.format)))
+          .Add(static_cast<uint64_t>(share.percent));
+    }
+  }
   return FingerprintToHex(fingerprint.value());
+}
+
+// The format of image `i`: i * 37 mod 100 visits every residue once in any
+// 100 consecutive images (37 and 100 are coprime), so each block of 100
+// holds exactly the shares, spread over the classes rather than in runs.
+SampleFormat FormatOf(int i, const std::vector<SampleFormatShare>& formats) {
+  int slot = static_cast<int>((int64_t{i} * 37) % 100);
+  for (const SampleFormatShare& share : formats) {
+    if (slot < share.percent) return share.format;
+    slot -= share.percent;
+  }
+  return formats.back().format;
+}
+
+// Encodes `image` (BGR) as `format`, drawing its quality from `rng`.
+absl::StatusOr<std::vector<uint8_t>> EncodeAs(const cv::Mat& image, SampleFormat format,
+                                              CounterRng& rng) {
+  std::vector<uint8_t> bytes;
+  bool ok = false;
+  switch (format) {
+    case SampleFormat::kJpeg:
+    case SampleFormat::kProgressiveJpeg:
+    case SampleFormat::kGrayscaleJpeg: {
+      const int quality = 85 + static_cast<int>(rng.Below(11));
+      std::vector<int> parameters = {cv::IMWRITE_JPEG_QUALITY, quality};
+      if (format == SampleFormat::kProgressiveJpeg) {
+        parameters.insert(parameters.end(), {cv::IMWRITE_JPEG_PROGRESSIVE, 1});
+      }
+      cv::Mat pixels = image;
+      if (format == SampleFormat::kGrayscaleJpeg) cv::cvtColor(image, pixels, cv::COLOR_BGR2GRAY);
+      ok = cv::imencode(".jpg", pixels, bytes, parameters);
+      break;
+    }
+    case SampleFormat::kPng:
+      ok = cv::imencode(".png", image, bytes, {cv::IMWRITE_PNG_COMPRESSION, 6});
+      break;
+    case SampleFormat::kWebp: {
+      const int quality = 80 + static_cast<int>(rng.Below(16));
+      ok = cv::imencode(".webp", image, bytes, {cv::IMWRITE_WEBP_QUALITY, quality});
+      break;
+    }
+  }
+  if (!ok) {
+    return absl::UnavailableError(absl::StrCat("this OpenCV cannot encode ",
+                                               SampleFormatName(format), " images"));
+  }
+  return bytes;
+}
+
+absl::Status WriteBytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream file(path, std::ios::binary);
+  file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  file.close();
+  if (!file) return absl::UnavailableError(absl::StrCat("cannot write '", path.string(), "'"));
+  return absl::OkStatus();
 }
 
 // One image: a random crop of 20-100% of the photo's shorter side with an
@@ -87,12 +157,66 @@ cv::Mat CutImage(const cv::Mat& photo, CounterRng& rng) {
   return image;
 }
 
+constexpr std::pair<SampleFormat, absl::string_view> kFormatNames[] = {
+    {SampleFormat::kJpeg, "jpeg"},
+    {SampleFormat::kGrayscaleJpeg, "grayscale"},
+    {SampleFormat::kProgressiveJpeg, "progressive"},
+    {SampleFormat::kPng, "png"},
+    {SampleFormat::kWebp, "webp"},
+};
+
 }  // namespace
+
+absl::string_view SampleFormatName(SampleFormat format) {
+  for (const auto& [known, name] : kFormatNames) {
+    if (known == format) return name;
+  }
+  return "?";
+}
+
+absl::StatusOr<std::vector<SampleFormatShare>> ParseSampleFormats(absl::string_view text) {
+  if (text == "mixed") text = "jpeg=60,grayscale=10,progressive=10,png=10,webp=10";
+  std::vector<SampleFormatShare> shares;
+  int total = 0;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::pair<absl::string_view, absl::string_view> name_percent =
+        absl::StrSplit(part, absl::MaxSplits('=', 1));
+    SampleFormatShare share;
+    const auto* known = std::find_if(std::begin(kFormatNames), std::end(kFormatNames),
+                                     [&](const auto& entry) { return entry.second == name_percent.first; });
+    if (known == std::end(kFormatNames)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--formats: unknown format '", name_percent.first,
+          "' (known: jpeg, grayscale, progressive, png, webp, or 'mixed')"));
+    }
+    share.format = known->first;
+    const bool single = !absl::StrContains(part, '=');
+    if (!single && (!absl::SimpleAtoi(name_percent.second, &share.percent) || share.percent <= 0 ||
+                    share.percent > 100)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--formats: '", part, "' needs a percentage from 1 to 100, e.g. png=10"));
+    }
+    for (const SampleFormatShare& earlier : shares) {
+      if (earlier.format == share.format) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--formats: '", name_percent.first, "' is given twice"));
+      }
+    }
+    total += share.percent;
+    shares.push_back(share);
+  }
+  if (total != 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--formats: the percentages sum to ", total, ", not 100"));
+  }
+  return shares;
+}
 
 absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
   if (options.num_images <= 0) {
     return absl::InvalidArgumentError("--images must be > 0");
   }
+  if (options.formats.empty()) return absl::InvalidArgumentError("no image formats given");
   const std::vector<fs::path> photo_paths = FindSourcePhotos(options.source_dir);
   if (photo_paths.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -152,12 +276,14 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
     const SourcePhoto& photo = photos[i % photos.size()];
     CounterRng rng(options.seed, {kStreamSampleDataset, static_cast<uint32_t>(i), 0});
     cv::Mat image = CutImage(photo.pixels, rng);
-    const int quality = 85 + static_cast<int>(rng.Below(11));
-    const fs::path path =
-        root / photo.class_name / absl::StrFormat("%s_%06d.jpg", photo.class_name, i);
-    if (!cv::imwrite(path.string(), image, {cv::IMWRITE_JPEG_QUALITY, quality})) {
-      return absl::UnavailableError(absl::StrCat("cannot write '", path.string(), "'"));
-    }
+    const SampleFormat format = FormatOf(i, options.formats);
+    ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, EncodeAs(image, format, rng));
+    const absl::string_view extension = format == SampleFormat::kPng    ? "png"
+                                        : format == SampleFormat::kWebp ? "webp"
+                                                                        : "jpg";
+    RETURN_IF_ERROR(WriteBytes(
+        root / photo.class_name / absl::StrFormat("%s_%06d.%s", photo.class_name, i, extension),
+        bytes));
   }
   std::ofstream(marker) << stamp << "\n";
   LogInfo("wrote %d images in %d classes to %s", options.num_images,

@@ -8,17 +8,49 @@
 //   RETURN_IF_ERROR(WriteSampleDataset(options));
 //
 // One class per source photo; each image is a random crop of its photo,
-// resized to 300-600 px wide and re-encoded at JPEG quality 85-95. The output
-// is a pure function of (source photos, num_images, seed).
+// resized to 300-600 px wide and encoded in one of `formats` (by default all
+// baseline JPEG, quality 85-95). The output is a pure function of (source
+// photos, num_images, seed, formats).
+//
+// `formats` makes the mixed sets web-scraped data looks like, for the
+// per-format benchmark (docs/benchmarks.md):
+//
+//   heterodl dataset sample data/mixed --images 2000 --formats mixed
 #ifndef HETERODL_SRC_DATA_SAMPLE_DATASET_H_
 #define HETERODL_SRC_DATA_SAMPLE_DATASET_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace heterodl {
+
+// How a sample image is encoded.
+enum class SampleFormat {
+  kJpeg,             // baseline, colour, quality 85-95
+  kGrayscaleJpeg,    // baseline, one channel
+  kProgressiveJpeg,  // colour, progressive scans
+  kPng,              // 8-bit RGB, zlib level 6 (what PIL and libpng write)
+  kWebp,             // lossy, quality 80-95
+};
+
+// The file name's extension and the name written in --formats.
+absl::string_view SampleFormatName(SampleFormat format);
+
+struct SampleFormatShare {
+  SampleFormat format = SampleFormat::kJpeg;
+  int percent = 100;
+};
+
+// Parses --formats: a list like "jpeg=60,progressive=10,png=30" whose
+// percentages sum to 100, a single name ("png": all of it), or "mixed"
+// (jpeg=60, grayscale=10, progressive=10, png=10, webp=10). Names: jpeg,
+// grayscale, progressive, png, webp. InvalidArgument naming the problem.
+absl::StatusOr<std::vector<SampleFormatShare>> ParseSampleFormats(absl::string_view text);
 
 struct SampleDatasetOptions {
   std::string output_dir;
@@ -26,6 +58,9 @@ struct SampleDatasetOptions {
   uint64_t seed = 0;
   // Folder searched (recursively) for source photos (*.jpg).
   std::string source_dir = "/usr/share/backgrounds/mate";
+  // Shares of the images per format, interleaved over the images (every 100
+  // consecutive images hold exactly these percentages).
+  std::vector<SampleFormatShare> formats = {{SampleFormat::kJpeg, 100}};
   // Replace whatever output_dir holds. Without it, anything there but this
   // very dataset (same options) is refused: a dataset is not silently lost.
   bool overwrite = false;

@@ -100,6 +100,10 @@ class UsageErrorTest(unittest.TestCase):
             (["train", "--data-servers", "127.0.0.1:99999"], "is not host:port"),
             (["train", "--data-servers", "a:1,fe80::1:5"], "'fe80::1:5' is not host:port"),
             (["serve", "--log-level", "loud"], "--log-level must be one of"),
+            (["dataset", "sample", os.path.join(self.tmp, "never"), "--formats", "jpg"],
+             "--formats: unknown format 'jpg'"),
+            (["dataset", "sample", os.path.join(self.tmp, "never"), "--formats", "png=50,jpeg=40"],
+             "--formats: the percentages sum to 90, not 100"),
         ]
         for arguments, message in cases:
             self.assert_usage_error(arguments, message)

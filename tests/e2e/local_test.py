@@ -14,7 +14,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import free_port, read_until, start_server  # noqa: E402
+from processes import free_port, read_until, sample_dataset, start_server  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
@@ -271,6 +271,32 @@ class LocalRunTest(unittest.TestCase):
                                / report["torchvision_images_per_sec_per_core"], places=3)
         self.assertEqual([row["threads"] for row in report["scaling"]], [1, 2])
         self.assertEqual(report["files"], 96)
+        # All baseline JPEG: one row, all files, against both peers.
+        self.assertEqual([row["format"] for row in report["formats"]], ["all"])
+        self.assertGreater(report["tensor_images_per_sec_per_core"], 0)
+        self.assertAlmostEqual(report["ratio_vs_tensor"],
+                               report["heterodl_images_per_sec_per_core"]
+                               / report["tensor_images_per_sec_per_core"], places=3)
+
+    def test_augment_benchmark_reports_each_format_against_both_peers(self):
+        mixed = sample_dataset(HETERODL, 100, formats="mixed")
+        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", mixed, "--json",
+                                 "--seconds", "0.2", "--rounds", "1", "--threads", "1"],
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        rows = {row["format"]: row for row in report["formats"]}
+        self.assertEqual(sorted(rows), ["PNG", "WebP", "all", "baseline JPEG", "grayscale JPEG",
+                                        "progressive JPEG"])
+        self.assertEqual(rows["baseline JPEG"]["files"], 60)
+        self.assertEqual(sum(row["files"] for name, row in rows.items() if name != "all"), 100)
+        for name, row in rows.items():
+            for key in ("heterodl_images_per_sec", "pil_images_per_sec", "tensor_images_per_sec"):
+                self.assertGreater(row[key], 0, (name, key))
+            self.assertAlmostEqual(row["ratio_vs_pil"], row["heterodl_images_per_sec"]
+                                   / row["pil_images_per_sec"], places=3)
+            if name != "all":
+                self.assertTrue(row["decode_path"], name)
 
     def test_transport_benchmark_reports_every_batch_size(self):
         result = subprocess.run([HETERODL, "bench", "transport", "--json", "--seconds", "0.3"],

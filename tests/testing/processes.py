@@ -7,13 +7,14 @@ import tempfile
 import time
 
 
-def sample_dataset(heterodl, images, prefix="heterodl-test-"):
-    """Writes `images` of the built-in sample dataset into a new temporary
-    folder; returns the dataset's path (its parent is the folder, for a test's
-    other files)."""
+def sample_dataset(heterodl, images, prefix="heterodl-test-", formats="jpeg"):
+    """Writes `images` of the built-in sample dataset (encoded as `formats`,
+    see `heterodl dataset sample --formats`) into a new temporary folder;
+    returns the dataset's path (its parent is the folder, for a test's other
+    files)."""
     dataset = os.path.join(tempfile.mkdtemp(prefix=prefix), "data")
-    subprocess.run([heterodl, "dataset", "sample", dataset, "--images", str(images)], check=True,
-                   timeout=120, capture_output=True)
+    subprocess.run([heterodl, "dataset", "sample", dataset, "--images", str(images),
+                    "--formats", formats], check=True, timeout=120, capture_output=True)
     return dataset
 
 

@@ -1,0 +1,86 @@
+#include "src/data/sample_dataset.h"
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "augment/image_format.h"
+#include "gtest/gtest.h"
+#include "opencv2/core.hpp"
+#include "opencv2/imgcodecs.hpp"
+#include "src/common/read_file.h"
+#include "tests/testing/status_testing.h"
+#include "tests/testing/test_images.h"
+
+namespace heterodl {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(SampleFormatsTest, ParsesSharesNamesAndMixed) {
+  ASSERT_OK_AND_ASSIGN(std::vector<SampleFormatShare> mixed, ParseSampleFormats("mixed"));
+  ASSERT_EQ(mixed.size(), 5u);
+  EXPECT_EQ(mixed[0].format, SampleFormat::kJpeg);
+  EXPECT_EQ(mixed[0].percent, 60);
+  ASSERT_OK_AND_ASSIGN(std::vector<SampleFormatShare> png, ParseSampleFormats("png"));
+  ASSERT_EQ(png.size(), 1u);
+  EXPECT_EQ(png[0].format, SampleFormat::kPng);
+  EXPECT_EQ(png[0].percent, 100);
+  ASSERT_OK_AND_ASSIGN(std::vector<SampleFormatShare> two, ParseSampleFormats("webp=30,jpeg=70"));
+  EXPECT_EQ(two[0].format, SampleFormat::kWebp);
+  EXPECT_EQ(two[1].percent, 70);
+}
+
+TEST(SampleFormatsTest, ErrorsSayWhatIsWrong) {
+  const auto error = [](absl::string_view text) {
+    return std::string(ParseSampleFormats(text).status().message());
+  };
+  EXPECT_NE(error("jpg").find("unknown format 'jpg'"), std::string::npos) << error("jpg");
+  EXPECT_NE(error("png=50,jpeg=40").find("sum to 90"), std::string::npos);
+  EXPECT_NE(error("png=x,jpeg=100").find("percentage"), std::string::npos);
+  EXPECT_NE(error("png=50,png=50").find("twice"), std::string::npos);
+  EXPECT_NE(error("png=0,jpeg=100").find("percentage"), std::string::npos);
+  EXPECT_FALSE(ParseSampleFormats("").ok());
+}
+
+// A folder with two synthetic "photos" to cut the dataset from.
+fs::path MakeSourcePhotos() {
+  const fs::path dir = testing::MakeTempDir("sample-sources");
+  for (const char* name : {"alpha.jpg", "beta.jpg"}) {
+    cv::Mat photo(480, 640, CV_8UC3);
+    cv::randu(photo, cv::Scalar::all(0), cv::Scalar::all(255));
+    cv::imwrite((dir / name).string(), photo);
+  }
+  return dir;
+}
+
+TEST(SampleDatasetTest, MixedFormatsHoldExactlyTheirShares) {
+  SampleDatasetOptions options;
+  options.source_dir = MakeSourcePhotos().string();
+  options.output_dir = (testing::MakeTempDir("sample-mixed") / "out").string();
+  options.num_images = 100;
+  ASSERT_OK_AND_ASSIGN(options.formats, ParseSampleFormats("mixed"));
+  ASSERT_OK(WriteSampleDataset(options));
+  std::map<std::string, int> kinds;
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(options.output_dir)) {
+    if (!entry.is_regular_file() || entry.path().filename().string()[0] == '.') continue;
+    ASSERT_OK_AND_ASSIGN(const std::string bytes, ReadFileToString(entry.path().string()));
+    const std::string kind = ImageKindName(bytes);
+    ++kinds[kind];
+    const std::string extension = entry.path().extension().string();
+    EXPECT_EQ(extension, kind == "PNG" ? ".png" : kind == "WebP" ? ".webp" : ".jpg") << kind;
+  }
+  EXPECT_EQ(kinds, (std::map<std::string, int>{{"baseline JPEG", 60},
+                                               {"grayscale JPEG", 10},
+                                               {"progressive JPEG", 10},
+                                               {"PNG", 10},
+                                               {"WebP", 10}}));
+  // The same options again: up to date, nothing rewritten; other formats are
+  // another dataset, refused without --overwrite.
+  ASSERT_OK(WriteSampleDataset(options));
+  options.formats = {{SampleFormat::kPng, 100}};
+  EXPECT_TRUE(absl::IsAlreadyExists(WriteSampleDataset(options)));
+}
+
+}  // namespace
+}  // namespace heterodl
