@@ -5,7 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "augment/decode.h"
-#include "augment/jpeg_decoder.h"
+#include "augment/region_decode.h"
 #include "augment/pipeline_spec.h"
 #include "augment/transforms.h"
 #include "opencv2/core.hpp"
@@ -31,22 +31,32 @@ absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec, const PipelineO
 
 absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& rng,
                                         cv::Mat& destination, cv::Mat& image) const {
-  if (LooksLikeJpeg(encoded)) {
-    ASSIGN_OR_RETURN(JpegHeader header, ReadJpegHeader(encoded, options_.max_pixels));
-    if (header.fast_path_ok && options_.region_decode) {
-      const std::optional<RegionRequest> request =
-          transforms_.front()->PlanRegion({header.width, header.height}, rng);
-      if (request) {
-        const int eighths = ChooseScaleEighths(request->region, request->output);
-        const cv::Rect scaled = ScaleRect(request->region, eighths, header);
-        cv::Mat region;
-        RETURN_IF_ERROR(DecodeJpegRegion(
-            encoded, header, eighths, scaled,
-            exact_decode_ ? JpegDecodeMode::kExact : JpegDecodeMode::kFast, region));
-        if (request->output == destination.size()) image = destination;
-        transforms_.front()->ApplyToRegion(region, *request, image);
+  if (options_.region_decode) {
+    ASSIGN_OR_RETURN(const std::optional<ImageHeader> header,
+                     ReadImageHeader(encoded, options_.max_pixels));
+    if (header) {
+      const Transform& first = *transforms_.front();
+      const std::optional<RegionRequest> request = first.PlanRegion(header->size, rng);
+      if (!request) {
+        // Not fused with a crop: the whole image, still by this format's
+        // decoder (checked limits, RGB straight out).
+        const cv::Rect whole({0, 0}, header->size);
+        RETURN_IF_ERROR(
+            DecodeRegion(encoded, *header, {whole, header->size}, exact_decode_, image));
+        return 0;
+      }
+      // A decoder that scales to the output writes straight into the
+      // caller's buffer.
+      cv::Mat region;
+      if (request->output == destination.size()) region = destination;
+      RETURN_IF_ERROR(DecodeRegion(encoded, *header, *request, exact_decode_, region));
+      if (region.data == destination.data) {
+        image = destination;
         return 1;
       }
+      if (request->output == destination.size()) image = destination;
+      first.ApplyToRegion(region, *request, image);
+      return 1;
     }
   }
   DecodeOptions decode_options;
@@ -82,11 +92,11 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
 void RunPipelinesOnCallerThreadsOnly() { cv::setNumThreads(0); }
 
 std::string Pipeline::DecodePath(absl::string_view encoded) const {
-  const bool region = options_.region_decode && transforms_.front()->PlansRegions();
-  if (LooksLikeJpeg(encoded)) {
-    absl::StatusOr<JpegHeader> header = ReadJpegHeader(encoded, options_.max_pixels);
-    if (header.ok() && header->fast_path_ok && region) {
-      return "libjpeg-turbo: region at DCT scale";
+  if (options_.region_decode) {
+    const absl::StatusOr<std::optional<ImageHeader>> header =
+        ReadImageHeader(encoded, options_.max_pixels);
+    if (header.ok() && header->has_value()) {
+      return RegionDecodePath(**header, /*whole_image=*/!transforms_.front()->PlansRegions());
     }
   }
   return "OpenCV: whole image";

@@ -59,9 +59,9 @@ struct PipelineTimings {
 };
 
 struct PipelineOptions {
-  // Decode only the region the first crop/resize needs, at DCT scale, when
-  // the input is a baseline JPEG. Off: always a full decode (the reference
-  // the fast path is tested against).
+  // Decode JPEG, PNG and WebP with their own libraries, only the region the
+  // first crop/resize needs (region_decode.h). Off: always a full decode by
+  // OpenCV (the reference the region paths are tested against).
   bool region_decode = true;
   // Images claiming more pixels are refused before decoding.
   int64_t max_pixels = 100'000'000;

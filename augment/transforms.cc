@@ -33,6 +33,14 @@ void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination) {
   cv::resize(current, destination, size, 0, 0, cv::INTER_LINEAR);
 }
 
+cv::Size HalvedSize(cv::Size source, cv::Size target) {
+  while (source.width > 2 * target.width || source.height > 2 * target.height) {
+    if (source.width > 2 * target.width) source.width /= 2;
+    if (source.height > 2 * target.height) source.height /= 2;
+  }
+  return source;
+}
+
 cv::Rect RandomResizedCropRect(int width, int height, Range scale, Range ratio, CounterRng& rng) {
   const double area = static_cast<double>(width) * height;
   const double log_low = std::log(ratio.low);

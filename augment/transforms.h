@@ -83,6 +83,11 @@ std::unique_ptr<Transform> MakeRandomRotation(Range degrees);
 // Writes into `destination` in place when it already has the size and type.
 void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination);
 
+// The size ResizeTo's halvings bring `source` to before its bilinear step
+// towards `target`: a decoder that shrinks by area averaging can stop there
+// and leave the same last step to ResizeTo.
+cv::Size HalvedSize(cv::Size source, cv::Size target);
+
 }  // namespace heterodl
 
 #endif  // HETERODL_AUGMENT_TRANSFORMS_H_

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <thread>
 
+#include <zlib.h>
+
 #include "augment/decode.h"
 #include "augment/jpeg_decoder.h"
 #include "gtest/gtest.h"
@@ -136,14 +138,21 @@ std::vector<std::string> PhotoJpegs() {
     for (int width : {320, 480, 640}) {
       cv::Mat resized;
       cv::resize(photo, resized, {width, width * photo.rows / photo.cols}, 0, 0, cv::INTER_AREA);
+      // Baseline, progressive (width 480) and grayscale (width 640) files.
+      std::vector<int> parameters = {cv::IMWRITE_JPEG_QUALITY, 90};
+      if (width == 480) parameters.insert(parameters.end(), {cv::IMWRITE_JPEG_PROGRESSIVE, 1});
+      if (width == 640) cv::cvtColor(resized, resized, cv::COLOR_BGR2GRAY);
       std::vector<uint8_t> encoded;
-      cv::imencode(".jpg", resized, encoded, {cv::IMWRITE_JPEG_QUALITY, 90});
+      cv::imencode(".jpg", resized, encoded, parameters);
       images.emplace_back(encoded.begin(), encoded.end());
     }
   }
   if (images.empty()) {
     for (int seed = 0; seed < 6; ++seed) images.push_back(testing::MakeJpeg(480, 360, seed));
   }
+  int progressive = 0;
+  for (const std::string& image : images) progressive += ReadJpegHeader(image, 1 << 30)->progressive;
+  EXPECT_GT(progressive, 0);
   return images;
 }
 
@@ -273,7 +282,8 @@ TEST(PipelineSafetyTest, BadInputsAreErrorsNeverCrashes) {
     corrupt[at] = static_cast<char>(corrupt[at] ^ 0x5A);
     (void)run(corrupt);
   }
-  // A PNG whose header claims 30000 x 30000 is refused before allocating.
+  // A PNG whose header claims 30000 x 30000 (its checksum made to match) is
+  // refused before allocating.
   std::string png = Encode(cv::Mat(8, 8, CV_8UC3, cv::Scalar::all(9)), ".png");
   for (int i : {16, 20}) {  // IHDR width and height, big-endian
     png[i] = 0, png[i + 1] = 0, png[i + 2] = static_cast<char>(30000 >> 8),
@@ -281,6 +291,13 @@ TEST(PipelineSafetyTest, BadInputsAreErrorsNeverCrashes) {
   }
   std::string wide_png = png;  // 2^32 - 1 square: the product overflows 64 bits
   for (int i = 16; i < 24; ++i) wide_png[i] = '\xff';
+  for (std::string* forged : {&png, &wide_png}) {
+    EXPECT_FALSE(run(*forged).ok());  // the checksum does not match
+    // IHDR's CRC covers its type and data: bytes 12..28, stored at 29.
+    const uint32_t crc = static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(forged->data() + 12), 17));
+    for (int i = 0; i < 4; ++i) (*forged)[29 + i] = static_cast<char>(crc >> (24 - 8 * i));
+  }
   EXPECT_FALSE(run(wide_png).ok());
   absl::Status png_status = run(png);
   ASSERT_FALSE(png_status.ok());
@@ -316,7 +333,7 @@ TEST(PipelineTest, SameOutputOnEveryThread) {
   for (const std::vector<uint8_t>& result : results) EXPECT_EQ(result, results[0]);
 }
 
-TEST(PipelineSafetyTest, OtherFormatsDecodeThroughOpenCv) {
+TEST(PipelineSafetyTest, EveryFormatDecodes) {
   absl::StatusOr<Pipeline> pipeline = Pipeline::Parse("center_crop(16)");
   std::vector<uint8_t> out(pipeline->output_bytes());
   cv::Mat color(40, 48, CV_8UC3, cv::Scalar(10, 20, 30));  // BGR

@@ -1,0 +1,49 @@
+// PNG decoding on libpng, row by row, stopping after the last row a crop
+// needs. (libspng, measured against it on the same files, was slower: see
+// docs/pipeline.md.)
+//
+// PNG rows are filtered against the row above and deflated as one stream,
+// so every row down to the region's last must be inflated; the rows below it
+// never are, and only the region's rows are kept. Interlaced (Adam7) files
+// are decoded whole: their passes spread each row over the whole stream.
+//
+//   ASSIGN_OR_RETURN(PngHeader header, ReadPngHeader(bytes, max_pixels));
+//   cv::Mat rgb;
+//   RETURN_IF_ERROR(DecodePngRegion(bytes, header, crop, rgb));
+//
+// Every colour type and bit depth decodes to 8-bit RGB: palettes expanded,
+// alpha dropped (as PIL's convert("RGB") and OpenCV's IMREAD_COLOR do), 16
+// bits to their high byte, no gamma correction.
+#ifndef HETERODL_AUGMENT_PNG_DECODER_H_
+#define HETERODL_AUGMENT_PNG_DECODER_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "opencv2/core/mat.hpp"
+
+namespace heterodl {
+
+struct PngHeader {
+  int width = 0;
+  int height = 0;
+  int bit_depth = 0;
+  int color_type = 0;  // PNG's: 0 gray, 2 RGB, 3 palette, 4 gray+alpha, 6 RGBA
+  bool interlaced = false;
+};
+
+// Parses the signature and IHDR. InvalidArgument for a corrupt header, or
+// dimensions over `max_pixels`, before any pixel memory exists.
+absl::StatusOr<PngHeader> ReadPngHeader(absl::string_view data, int64_t max_pixels);
+
+// Decodes `region` (clamped to the image by the caller) into `out`: RGB,
+// CV_8UC3, of the region's size (a view into a buffer of full rows).
+// InvalidArgument with libpng's message for corrupt or truncated data.
+absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
+                             const cv::Rect& region, cv::Mat& out);
+
+}  // namespace heterodl
+
+#endif  // HETERODL_AUGMENT_PNG_DECODER_H_
