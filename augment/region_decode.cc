@@ -50,8 +50,7 @@ absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
                           request.region.height >= request.output.height;
       return DecodeWebpRegion(
           data, header.webp, request.region,
-          shrink ? HalvedSize(request.region.size(), request.output) : request.region.size(),
-          !exact, out);
+          shrink ? HalvedSize(request.region.size(), request.output) : request.region.size(), out);
     }
     case ImageFormat::kOther:
       break;

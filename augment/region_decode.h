@@ -49,8 +49,8 @@ absl::StatusOr<std::optional<ImageHeader>> ReadImageHeader(absl::string_view dat
 // at a size between the region's and `request.output` (never smaller than
 // the output): RGB, CV_8UC3. When `out` already has the decoded size and
 // type, the decoder may write into it in place. `exact`: libjpeg's accurate
-// IDCT and fancy upsampling (and libwebp's fancy upsampling), as PIL decodes;
-// otherwise the fast variants (docs/pipeline.md gives the differences).
+// IDCT and fancy upsampling, as PIL decodes; otherwise its fast variants
+// (docs/pipeline.md gives the differences). PNG and WebP decode one way.
 absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
                           const RegionRequest& request, bool exact, cv::Mat& out);
 

@@ -59,7 +59,7 @@ absl::StatusOr<WebpHeader> ReadWebpHeader(absl::string_view data, int64_t max_pi
 }
 
 absl::Status DecodeWebpRegion(absl::string_view data, const WebpHeader& header,
-                              const cv::Rect& region, cv::Size size, bool fast, cv::Mat& out) {
+                              const cv::Rect& region, cv::Size size, cv::Mat& out) {
   if ((region & cv::Rect(0, 0, header.width, header.height)) != region || region.empty() ||
       size.empty()) {
     return absl::InvalidArgumentError("WebP region outside the image");
@@ -92,7 +92,6 @@ absl::Status DecodeWebpRegion(absl::string_view data, const WebpHeader& header,
     config.options.scaled_width = size.width;
     config.options.scaled_height = size.height;
   }
-  config.options.no_fancy_upsampling = fast ? 1 : 0;
   cv::Mat decoded;
   if (scale || even == region) {
     out.create(size, CV_8UC3);  // in place when `out` already is that

@@ -33,11 +33,12 @@ struct WebpHeader {
 absl::StatusOr<WebpHeader> ReadWebpHeader(absl::string_view data, int64_t max_pixels);
 
 // Decodes `region` (inside the image), scaled to `size` when that differs
-// from the region's, into `out` (RGB, CV_8UC3, of `size`). `fast`: libwebp's
-// pointwise chroma upsampler instead of its (default) fancy one.
+// from the region's, into `out` (RGB, CV_8UC3, of `size`; written in place
+// when `out` already is that). Always libwebp's fancy chroma upsampling: its
+// pointwise one measured no faster (808 against 805 images/s per core).
 // InvalidArgument naming libwebp's status for corrupt or truncated data.
 absl::Status DecodeWebpRegion(absl::string_view data, const WebpHeader& header,
-                              const cv::Rect& region, cv::Size size, bool fast, cv::Mat& out);
+                              const cv::Rect& region, cv::Size size, cv::Mat& out);
 
 }  // namespace heterodl
 

@@ -13,13 +13,15 @@ cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target pipeline_fuzzer -- -j"$(nproc)" >/dev/null
 CORPUS=build-fuzz/corpus
 mkdir -p "$CORPUS"
-# Seeds: sample-dataset JPEGs (prefixed with the "image" byte) and specs.
+# Seeds: sample-dataset images of every format the decoders take (baseline,
+# grayscale and progressive JPEG, PNG, WebP; prefixed with the "image" byte)
+# that fit -max_len, and specs.
 if [[ -z "$(ls -A "$CORPUS")" ]]; then
   SEEDS=$(mktemp -d)
-  ./build/heterodl dataset sample "$SEEDS/images" --images 12 >/dev/null 2>&1 || true
+  ./build/heterodl dataset sample "$SEEDS/images" --images 40 --formats mixed >/dev/null 2>&1 || true
   i=0
-  for f in "$SEEDS"/images/*/*.jpg; do
-    [[ -f "$f" ]] || continue
+  for f in "$SEEDS"/images/*/*.*; do
+    [[ -f "$f" && $(stat -c %s "$f") -lt 262000 ]] || continue
     { printf '\x00'; cat "$f"; } > "$CORPUS/image$i"; i=$((i + 1))
   done
   printf '\x01random_resized_crop(224,scale=0.08:1)|hflip(0.5)' > "$CORPUS/spec0"
