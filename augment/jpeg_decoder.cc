@@ -110,7 +110,7 @@ absl::StatusOr<JpegHeader> ReadJpegHeader(absl::string_view data, int64_t max_pi
   header.orientation = ExifOrientation(cinfo.marker_list);
   const bool color_ok =
       cinfo.jpeg_color_space == JCS_YCbCr || cinfo.jpeg_color_space == JCS_GRAYSCALE;
-  header.fast_path_ok = color_ok && header.orientation == 1;
+  header.fast_path_ok = color_ok;
   jpeg_destroy_decompress(&cinfo);
   if (header.width <= 0 || header.height <= 0) {
     return absl::InvalidArgumentError("JPEG header with zero size");

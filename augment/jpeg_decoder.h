@@ -41,8 +41,9 @@ struct JpegHeader {
   bool progressive = false;
   // EXIF orientation tag (1 = as stored), 1 when absent.
   int orientation = 1;
-  // Baseline, 1 or 3 components (grayscale or YCbCr), no rotation: what the
-  // region decoder handles. Everything else goes through OpenCV.
+  // 1 or 3 components (grayscale or YCbCr), baseline or progressive: what
+  // the region decoder handles (an EXIF orientation is applied by
+  // region_decode.h). CMYK and YCCK go through OpenCV.
   bool fast_path_ok = false;
 };
 

@@ -1,8 +1,73 @@
 #include "augment/region_decode.h"
 
+#include <utility>
+
+#include "opencv2/core.hpp"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
+namespace {
+
+// Where `upright` (a rect of the image shown with EXIF `orientation`
+// applied, of size `upright_size`) lies in the image as stored. Orientations
+// 5-8 swap the axes.
+cv::Rect StoredRect(const cv::Rect& upright, int orientation, cv::Size upright_size) {
+  const int x0 = upright.x, x1 = upright.x + upright.width;
+  const int y0 = upright.y, y1 = upright.y + upright.height;
+  const int w = upright_size.width, h = upright_size.height;  // upright
+  switch (orientation) {
+    case 2:  // mirrored left-right
+      return {w - x1, y0, x1 - x0, y1 - y0};
+    case 3:  // turned 180
+      return {w - x1, h - y1, x1 - x0, y1 - y0};
+    case 4:  // mirrored top-bottom
+      return {x0, h - y1, x1 - x0, y1 - y0};
+    case 5:  // transposed
+      return {y0, x0, y1 - y0, x1 - x0};
+    case 6:  // stored turned 90 counter-clockwise: shown turned clockwise
+      return {y0, w - x1, y1 - y0, x1 - x0};
+    case 7:  // transverse
+      return {h - y1, w - x1, y1 - y0, x1 - x0};
+    case 8:  // stored turned 90 clockwise
+      return {h - y1, x0, y1 - y0, x1 - x0};
+    default:
+      return upright;
+  }
+}
+
+// `stored` (a region as stored) turned as EXIF `orientation` says.
+void TurnUpright(const cv::Mat& stored, int orientation, cv::Mat& upright) {
+  switch (orientation) {
+    case 2:
+      cv::flip(stored, upright, 1);
+      return;
+    case 3:
+      cv::rotate(stored, upright, cv::ROTATE_180);
+      return;
+    case 4:
+      cv::flip(stored, upright, 0);
+      return;
+    case 5:
+      cv::transpose(stored, upright);
+      return;
+    case 6:
+      cv::rotate(stored, upright, cv::ROTATE_90_CLOCKWISE);
+      return;
+    case 7: {
+      cv::Mat transposed;
+      cv::transpose(stored, transposed);
+      cv::flip(transposed, upright, -1);
+      return;
+    }
+    case 8:
+      cv::rotate(stored, upright, cv::ROTATE_90_COUNTERCLOCKWISE);
+      return;
+    default:
+      upright = stored;
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::optional<ImageHeader>> ReadImageHeader(absl::string_view data,
                                                            int64_t max_pixels) {
@@ -13,6 +78,7 @@ absl::StatusOr<std::optional<ImageHeader>> ReadImageHeader(absl::string_view dat
       ASSIGN_OR_RETURN(header.jpeg, ReadJpegHeader(data, max_pixels));
       if (!header.jpeg.fast_path_ok) return std::nullopt;
       header.size = {header.jpeg.width, header.jpeg.height};
+      if (header.jpeg.orientation >= 5) std::swap(header.size.width, header.size.height);
       return header;
     }
     case ImageFormat::kPng: {
@@ -35,10 +101,22 @@ absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
                           const RegionRequest& request, bool exact, cv::Mat& out) {
   switch (header.format) {
     case ImageFormat::kJpeg: {
-      const int eighths = ChooseScaleEighths(request.region, request.output);
-      return DecodeJpegRegion(data, header.jpeg, eighths,
-                              ScaleRect(request.region, eighths, header.jpeg),
-                              exact ? JpegDecodeMode::kExact : JpegDecodeMode::kFast, out);
+      const int orientation = header.jpeg.orientation;
+      const cv::Rect stored = StoredRect(request.region, orientation, header.size);
+      cv::Size output = request.output;
+      if (orientation >= 5) std::swap(output.width, output.height);
+      const int eighths = ChooseScaleEighths(stored, output);
+      if (orientation == 1) {
+        return DecodeJpegRegion(data, header.jpeg, eighths, ScaleRect(stored, eighths, header.jpeg),
+                                exact ? JpegDecodeMode::kExact : JpegDecodeMode::kFast, out);
+      }
+      cv::Mat as_stored;
+      RETURN_IF_ERROR(DecodeJpegRegion(data, header.jpeg, eighths,
+                                       ScaleRect(stored, eighths, header.jpeg),
+                                       exact ? JpegDecodeMode::kExact : JpegDecodeMode::kFast,
+                                       as_stored));
+      TurnUpright(as_stored, orientation, out);
+      return absl::OkStatus();
     }
     case ImageFormat::kPng:
       return DecodePngRegion(data, header.png, request.region, out);

@@ -3,7 +3,9 @@
 // rows and iMCU columns of the region, DCT-domain scaling), PNG (libpng: rows
 // down to the region's last) and WebP (libwebp: cropping and scaling inside
 // the decoder). Other files, and JPEGs these paths do not cover (CMYK,
-// EXIF-rotated), are decoded whole by OpenCV (decode.h).
+// YCCK), are decoded whole by OpenCV (decode.h). A JPEG's EXIF orientation is
+// applied, as OpenCV does: the region is planned on the upright image,
+// decoded where it lies in the stored one, then turned upright.
 //
 //   ASSIGN_OR_RETURN(std::optional<ImageHeader> header, ReadImageHeader(bytes, max_pixels));
 //   if (header) {
@@ -33,7 +35,7 @@ namespace heterodl {
 // A header read by one of the region decoders.
 struct ImageHeader {
   ImageFormat format = ImageFormat::kOther;
-  cv::Size size;
+  cv::Size size;  // upright: a JPEG's EXIF orientation applied
   JpegHeader jpeg;  // set for kJpeg
   PngHeader png;    // set for kPng
   WebpHeader webp;  // set for kWebp

@@ -13,6 +13,7 @@
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
 #include "tests/testing/status_testing.h"
+#include "tests/testing/test_images.h"
 
 namespace heterodl {
 namespace {
@@ -258,6 +259,26 @@ TEST(RegionPipelineTest, WebpOutputsFollowFullDecodeWithinTolerance) {
         EXPECT_LT(mean, 3.0) << spec;
         EXPECT_LT(worst, 12.0) << spec;
       }
+    }
+  }
+}
+
+// EXIF-rotated JPEGs: planned upright, decoded as stored, turned: the same
+// output as OpenCV's decode (which turns the whole image) for every
+// orientation, on an image whose every turn and mirror looks different.
+TEST(RegionPipelineTest, EveryExifOrientationFollowsFullDecode) {
+  const std::string jpeg = Encode(Pattern(320, 200, 6), ".jpg", {cv::IMWRITE_JPEG_QUALITY, 95});
+  for (int orientation = 1; orientation <= 8; ++orientation) {
+    const std::string rotated = testing::WithExifOrientation(jpeg, orientation);
+    ASSERT_OK_AND_ASSIGN(const std::optional<ImageHeader> header,
+                         ReadImageHeader(rotated, 1 << 30));
+    ASSERT_TRUE(header.has_value());
+    EXPECT_EQ(header->size, orientation >= 5 ? cv::Size(200, 320) : cv::Size(320, 200));
+    for (const char* spec : {"decode(exact)|random_resized_crop(96)", "random_resized_crop(224)",
+                             "resize(100)|center_crop(96)", "decode(exact)|center_crop(150)"}) {
+      const auto [mean, worst] = CompareWithFullDecode(spec, rotated);
+      EXPECT_LT(mean, 3.0) << spec << ", orientation " << orientation;
+      EXPECT_LT(worst, 12.0) << spec << ", orientation " << orientation;
     }
   }
 }

@@ -25,6 +25,20 @@ std::string MakeJpeg(int width, int height, int seed) {
   return std::string(encoded.begin(), encoded.end());
 }
 
+std::string WithExifOrientation(const std::string& jpeg, int orientation) {
+  // Big-endian TIFF header, IFD0 at offset 8 with one entry: tag 0x0112,
+  // type SHORT, count 1, the value in the entry's first two value bytes.
+  const std::string tiff = std::string("MM\0*\0\0\0\x08", 8) + std::string("\0\x01", 2) +
+                           std::string("\x01\x12\0\x03\0\0\0\x01\0", 9) +
+                           static_cast<char>(orientation) + std::string(2, '\0') +
+                           std::string(4, '\0');
+  const std::string payload = std::string("Exif\0\0", 6) + tiff;
+  const size_t length = payload.size() + 2;
+  const std::string app1 = std::string("\xFF\xE1", 2) + static_cast<char>(length >> 8) +
+                           static_cast<char>(length & 255) + payload;
+  return jpeg.substr(0, 2) + app1 + jpeg.substr(2);
+}
+
 std::filesystem::path MakeTempDir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
   std::filesystem::path dir = std::filesystem::path(base != nullptr ? base : "/tmp") /

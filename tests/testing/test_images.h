@@ -10,6 +10,10 @@ namespace heterodl::testing {
 // A JPEG of `width` x `height` with a smooth colour pattern seeded by `seed`.
 std::string MakeJpeg(int width, int height, int seed);
 
+// `jpeg` with an APP1 "Exif" segment whose IFD0 holds Orientation =
+// `orientation` (1-8) inserted after its SOI marker.
+std::string WithExifOrientation(const std::string& jpeg, int orientation);
+
 // A fresh empty directory under the test's temporary directory.
 std::filesystem::path MakeTempDir(const std::string& name);
 
