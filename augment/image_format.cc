@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "augment/jpeg_decoder.h"
 
 namespace heterodl {
@@ -34,6 +35,14 @@ std::string ImageKindName(absl::string_view data) {
       break;
   }
   return "other";
+}
+
+absl::Status CheckClaimedPixels(int64_t width, int64_t height, int64_t max_pixels) {
+  if (width > 0 && height > max_pixels / width) {
+    return absl::InvalidArgumentError(absl::StrCat("image header claims ", width, "x", height,
+                                                   ", over the limit of ", max_pixels, " pixels"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace heterodl

@@ -3,8 +3,10 @@
 #ifndef HETERODL_AUGMENT_IMAGE_FORMAT_H_
 #define HETERODL_AUGMENT_IMAGE_FORMAT_H_
 
+#include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace heterodl {
@@ -18,6 +20,11 @@ ImageFormat SniffImageFormat(absl::string_view data);
 // JPEG", "progressive JPEG", "CMYK JPEG", "PNG", "WebP", or "other" (also
 // for data whose header does not parse).
 std::string ImageKindName(absl::string_view data);
+
+// InvalidArgument ("image header claims WxH, over the limit of N pixels")
+// when a header's claimed size exceeds `max_pixels`; OK for a width of 0 (no
+// size known). Divided, not multiplied: two 32-bit sides overflow a product.
+absl::Status CheckClaimedPixels(int64_t width, int64_t height, int64_t max_pixels);
 
 }  // namespace heterodl
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "augment/image_format.h"
+#include "src/common/status_macros.h"
 
 namespace heterodl {
 namespace {
@@ -60,6 +62,9 @@ class Reader {
     if (info_ != nullptr) {
       png_set_read_fn(png_, &source, ReadBytes);
       png_set_chunk_malloc_max(png_, kMaxChunkBytes);
+      // libpng's own per-side limit (a million) lifted to its format's: the
+      // caller's pixel limit is what bounds an image.
+      png_set_user_limits(png_, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
     }
   }
   ~Reader() { png_destroy_read_struct(&png_, &info_, nullptr); }
@@ -101,22 +106,14 @@ absl::StatusOr<PngHeader> ReadPngHeader(absl::string_view data, int64_t max_pixe
   png_uint_32 width = 0, height = 0;
   int bit_depth = 0, color_type = 0, interlace = 0;
   if (setjmp(png_jmpbuf(reader.png()))) return Corrupt(source, "corrupt PNG header");
-  // The header alone: libpng's own per-side limit (a million) is lifted to
-  // its format's, and the product is checked below, divided so that it
-  // cannot overflow.
-  png_set_user_limits(reader.png(), PNG_UINT_31_MAX, PNG_UINT_31_MAX);
   png_read_info(reader.png(), reader.info());
   png_get_IHDR(reader.png(), reader.info(), &width, &height, &bit_depth, &color_type, &interlace,
                nullptr, nullptr);
-  if (width == 0 || height == 0 || height > max_pixels / width) {
-    return absl::InvalidArgumentError(absl::StrCat("image header claims ", width, "x", height,
-                                                   ", over the limit of ", max_pixels, " pixels"));
-  }
+  if (width == 0 || height == 0) return absl::InvalidArgumentError("PNG header with zero size");
+  RETURN_IF_ERROR(CheckClaimedPixels(width, height, max_pixels));
   PngHeader header;
   header.width = static_cast<int>(width);
   header.height = static_cast<int>(height);
-  header.bit_depth = bit_depth;
-  header.color_type = color_type;
   header.interlaced = interlace != PNG_INTERLACE_NONE;
   return header;
 }
@@ -138,7 +135,6 @@ absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
   Reader reader(source);
   if (!reader.ok()) return absl::ResourceExhaustedError("cannot create a PNG decoder");
   if (setjmp(png_jmpbuf(reader.png()))) return Corrupt(source, "corrupt PNG data");
-  png_set_user_limits(reader.png(), PNG_UINT_31_MAX, PNG_UINT_31_MAX);
   png_read_info(reader.png(), reader.info());
   if (static_cast<int>(png_get_image_width(reader.png(), reader.info())) != header.width ||
       static_cast<int>(png_get_image_height(reader.png(), reader.info())) != header.height) {

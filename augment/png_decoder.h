@@ -29,8 +29,6 @@ namespace heterodl {
 struct PngHeader {
   int width = 0;
   int height = 0;
-  int bit_depth = 0;
-  int color_type = 0;  // PNG's: 0 gray, 2 RGB, 3 palette, 4 gray+alpha, 6 RGBA
   bool interlaced = false;
 };
 

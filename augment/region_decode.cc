@@ -35,7 +35,8 @@ cv::Rect StoredRect(const cv::Rect& upright, int orientation, cv::Size upright_s
   }
 }
 
-// `stored` (a region as stored) turned as EXIF `orientation` says.
+// `stored` (a region as stored) turned as EXIF `orientation` says; with no
+// turn (1), `upright` shares its pixels.
 void TurnUpright(const cv::Mat& stored, int orientation, cv::Mat& upright) {
   switch (orientation) {
     case 2:
@@ -106,10 +107,6 @@ absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
       cv::Size output = request.output;
       if (orientation >= 5) std::swap(output.width, output.height);
       const int eighths = ChooseScaleEighths(stored, output);
-      if (orientation == 1) {
-        return DecodeJpegRegion(data, header.jpeg, eighths, ScaleRect(stored, eighths, header.jpeg),
-                                exact ? JpegDecodeMode::kExact : JpegDecodeMode::kFast, out);
-      }
       cv::Mat as_stored;
       RETURN_IF_ERROR(DecodeJpegRegion(data, header.jpeg, eighths,
                                        ScaleRect(stored, eighths, header.jpeg),

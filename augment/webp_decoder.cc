@@ -3,6 +3,8 @@
 #include <webp/decode.h>
 
 #include "absl/strings/str_cat.h"
+#include "augment/image_format.h"
+#include "src/common/status_macros.h"
 
 namespace heterodl {
 namespace {
@@ -44,17 +46,14 @@ absl::StatusOr<WebpHeader> ReadWebpHeader(absl::string_view data, int64_t max_pi
   if (features.has_animation) {
     return absl::InvalidArgumentError("animated WebP: not a still image");
   }
-  // The bitstream bounds each side to 16383; the limit is the caller's.
-  if (features.width <= 0 || features.height <= 0 ||
-      features.height > max_pixels / features.width) {
-    return absl::InvalidArgumentError(absl::StrCat("image header claims ", features.width, "x",
-                                                   features.height, ", over the limit of ",
-                                                   max_pixels, " pixels"));
+  if (features.width <= 0 || features.height <= 0) {
+    return absl::InvalidArgumentError("WebP header with zero size");
   }
+  // The bitstream bounds each side to 16383; the limit is the caller's.
+  RETURN_IF_ERROR(CheckClaimedPixels(features.width, features.height, max_pixels));
   WebpHeader header;
   header.width = features.width;
   header.height = features.height;
-  header.lossless = features.format == 2;
   return header;
 }
 

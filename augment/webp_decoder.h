@@ -24,7 +24,6 @@ namespace heterodl {
 struct WebpHeader {
   int width = 0;
   int height = 0;
-  bool lossless = false;
 };
 
 // Parses the RIFF container and bitstream header. InvalidArgument for a

@@ -18,8 +18,8 @@
 #include "absl/time/clock.h"
 #include "augment/decode.h"
 #include "augment/image_format.h"
-#include "augment/jpeg_decoder.h"
 #include "augment/pipeline.h"
+#include "augment/region_decode.h"
 #include "augment/transforms.h"
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/bench.pb.h"
@@ -219,10 +219,12 @@ struct BenchFiles {
   const FileGroup& all() const { return groups.front(); }
 };
 
+// From the header where a region decoder reads one (as the pipeline sees the
+// image); files only OpenCV reads are decoded.
 absl::StatusOr<cv::Size> ImageSize(const std::string& bytes) {
-  if (absl::StatusOr<JpegHeader> header = ReadJpegHeader(bytes, int64_t{1} << 40); header.ok()) {
-    return cv::Size(header->width, header->height);
-  }
+  ASSIGN_OR_RETURN(const std::optional<ImageHeader> header,
+                   ReadImageHeader(bytes, int64_t{1} << 40));
+  if (header) return header->size;
   ASSIGN_OR_RETURN(const cv::Mat image, DecodeImage(bytes));
   return image.size();
 }

@@ -38,7 +38,7 @@ enum class SampleFormat {
   kWebp,             // lossy, quality 80-95
 };
 
-// The file name's extension and the name written in --formats.
+// The name written in --formats, e.g. "progressive".
 absl::string_view SampleFormatName(SampleFormat format);
 
 struct SampleFormatShare {

@@ -155,7 +155,7 @@ double MeanAbsoluteDifference(const cv::Mat& a, const cv::Mat& b) {
 }
 
 // Cropping inside libwebp is exact: the crop of OpenCV's decode. (Fancy
-// upsampling is what OpenCV's decode uses: decode(exact).)
+// upsampling, always on, is what OpenCV's decode uses too.)
 TEST(WebpRegionTest, CropsMatchOpenCvExactly) {
   for (const Case& test : WebpCases()) {
     SCOPED_TRACE(test.name);
