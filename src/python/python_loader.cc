@@ -1,0 +1,251 @@
+#include "src/python/python_loader.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/client/remote_loader.h"
+#include "src/common/memory/cuda_host_allocator.h"
+#include "src/python/python_array.h"
+#include "src/python/python_errors.h"
+
+namespace heterodl {
+namespace {
+
+struct LoaderObject {
+  PyObject_HEAD
+  RemoteLoader* loader;
+};
+
+RemoteLoader& Loader(PyObject* self) { return *reinterpret_cast<LoaderObject*>(self)->loader; }
+
+// The server list, a Python list of str.
+bool ParseServers(PyObject* list, std::vector<std::string>& servers) {
+  if (!PyList_Check(list)) {
+    PyErr_SetString(PyExc_TypeError, "servers must be a list of 'host:port' strings");
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyList_Size(list); ++i) {
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(PyList_GetItem(list, i), &size);
+    if (text == nullptr) return false;
+    servers.emplace_back(text, static_cast<size_t>(size));
+  }
+  return true;
+}
+
+PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {
+      "servers", "batch_size", "pipeline", "rank", "world_size", "seed", "drop_last", "shuffle",
+      "max_buffered_mb", "connections_per_server", "connect_timeout", "stall_timeout",
+      "auth_token", "pin_memory", "tls_ca", "tls_cert", "tls_key", "tls_server_name",
+      "pixel_channel", "pin_device", nullptr};
+  PyObject* servers = nullptr;
+  unsigned int batch_size = 0, rank = 0, world_size = 1;
+  unsigned long long seed = 0;
+  const char* pipeline = "";
+  const char* auth_token = nullptr;
+  const char *tls_ca = "", *tls_cert = "", *tls_key = "", *tls_server_name = "";
+  int drop_last = 0, shuffle = 1, pin_memory = 0, pixel_channel = 1, pin_device = 0;
+  int connections_per_server = 2;
+  double max_buffered_mb = 1024, connect_timeout = 60, stall_timeout = 60;
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, "OIsIIKppdiddzpssssp|i", const_cast<char**>(keywords), &servers,
+          &batch_size, &pipeline, &rank, &world_size, &seed, &drop_last, &shuffle,
+          &max_buffered_mb, &connections_per_server, &connect_timeout, &stall_timeout,
+          &auth_token, &pin_memory, &tls_ca, &tls_cert, &tls_key, &tls_server_name,
+          &pixel_channel, &pin_device)) {
+    return nullptr;
+  }
+  RemoteLoaderOptions options;
+  if (!ParseServers(servers, options.servers)) return nullptr;
+  options.batch_size = batch_size;
+  options.pipeline = pipeline;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.seed = seed;
+  options.drop_last = drop_last != 0;
+  options.shuffle = shuffle != 0;
+  options.max_buffered_bytes = static_cast<uint64_t>(max_buffered_mb * (1 << 20));
+  options.connections_per_server = connections_per_server;
+  options.connect_timeout = absl::Seconds(connect_timeout);
+  options.stall_timeout = absl::Seconds(stall_timeout);
+  options.auth_token = auth_token != nullptr ? auth_token : "";
+  options.tls.ca_file = tls_ca;
+  options.tls.cert_file = tls_cert;
+  options.tls.key_file = tls_key;
+  options.tls.server_name = tls_server_name;
+  options.pixel_channel = pixel_channel != 0;
+  options.interrupt_connect = PythonSignalRaised;
+  options.interrupt_next = PythonSignalRaised;
+  if (pin_memory != 0) {
+    absl::StatusOr<HostAllocator> pinned = CudaHostAllocator(pin_device);
+    if (!pinned.ok()) {
+      PyErr_SetString(PyExc_ValueError,
+                      ("pin_memory=True: " + std::string(pinned.status().message())).c_str());
+      return nullptr;
+    }
+    options.pixel_allocator = *std::move(pinned);
+  }
+
+  absl::StatusOr<std::unique_ptr<RemoteLoader>> loader;
+  Py_BEGIN_ALLOW_THREADS  // waits for servers
+  loader = RemoteLoader::Connect(options);
+  Py_END_ALLOW_THREADS
+  if (!loader.ok()) return RaiseStatus(loader.status());
+
+  auto allocate = reinterpret_cast<allocfunc>(PyType_GetSlot(type, Py_tp_alloc));
+  PyObject* self = allocate(type, 0);
+  if (self == nullptr) return nullptr;
+  reinterpret_cast<LoaderObject*>(self)->loader = loader->release();
+  return self;
+}
+
+void Dealloc(PyObject* self) {
+  RemoteLoader* loader = reinterpret_cast<LoaderObject*>(self)->loader;
+  Py_BEGIN_ALLOW_THREADS  // closing streams joins the loader's threads
+  delete loader;
+  Py_END_ALLOW_THREADS
+  PyTypeObject* type = Py_TYPE(self);
+  auto free_object = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
+  free_object(self);
+  Py_DECREF(type);
+}
+
+PyObject* SetEpoch(PyObject* self, PyObject* args) {
+  unsigned int epoch = 0;
+  long long next_batch = 0;
+  if (!PyArg_ParseTuple(args, "I|L", &epoch, &next_batch)) return nullptr;
+  const absl::Status status = Loader(self).SetEpoch(epoch, next_batch);
+  if (!status.ok()) return RaiseStatus(status);
+  Py_RETURN_NONE;
+}
+
+// (images, labels, indices, failed, epoch, index); the Arrays share one
+// reference to the batch, which goes back to the loader's pool when the last
+// of them (or of what was imported from them) is freed.
+PyObject* ToPython(PyObject* self, Batch&& received) {
+  auto* state = static_cast<ModuleState*>(PyType_GetModuleState(Py_TYPE(self)));
+  if (state == nullptr) return nullptr;
+  auto batch = std::make_shared<Batch>(std::move(received));
+  auto* array_type = reinterpret_cast<PyTypeObject*>(state->array_type);
+  const int64_t size = batch->size();
+  PyObject* images = NewArray(array_type, {batch, batch->images.data(), ElementType::kUInt8,
+                                           {size, batch->height, batch->width, batch->channels}});
+  PyObject* labels =
+      NewArray(array_type, {batch, batch->labels.data(), ElementType::kInt64, {size}});
+  PyObject* indices =
+      NewArray(array_type, {batch, batch->indices.data(), ElementType::kInt64, {size}});
+  if (images == nullptr || labels == nullptr || indices == nullptr) {
+    Py_XDECREF(images);
+    Py_XDECREF(labels);
+    Py_XDECREF(indices);
+    return nullptr;
+  }
+  return Py_BuildValue("(NNNiIL)", images, labels, indices, batch->failed, batch->epoch,
+                       static_cast<long long>(batch->index));
+}
+
+PyObject* Next(PyObject* self, PyObject* /*unused*/) {
+  absl::StatusOr<std::optional<Batch>> batch;
+  RemoteLoader& loader = Loader(self);
+  Py_BEGIN_ALLOW_THREADS  // the trainer's other threads go on
+  batch = loader.Next();
+  Py_END_ALLOW_THREADS
+  if (!batch.ok()) return RaiseStatus(batch.status());
+  if (!batch->has_value()) Py_RETURN_NONE;
+  return ToPython(self, std::move(**batch));
+}
+
+PyObject* Position(PyObject* self, PyObject* /*unused*/) {
+  const LoaderPosition position = Loader(self).position();
+  return Py_BuildValue("(IL)", position.epoch, static_cast<long long>(position.next_batch));
+}
+
+// Sets `dict[key] = value` and drops the reference to `value` (false, with
+// an exception set, when either fails).
+bool SetItem(PyObject* dict, const char* key, PyObject* value) {
+  if (value == nullptr) return false;
+  const int rc = PyDict_SetItemString(dict, key, value);
+  Py_DECREF(value);
+  return rc == 0;
+}
+
+PyObject* Stats(PyObject* self, PyObject* /*unused*/) {
+  const LoaderStats stats = Loader(self).stats();
+  PyObject* result = PyDict_New();
+  if (result == nullptr) return nullptr;
+  PyObject* depths = PyList_New(0);
+  bool ok = depths != nullptr;
+  for (size_t i = 0; ok && i < stats.depths.size(); ++i) {
+    PyObject* depth = PyLong_FromLong(stats.depths[i]);
+    ok = depth != nullptr && PyList_Append(depths, depth) == 0;
+    Py_XDECREF(depth);
+  }
+  ok = SetItem(result, "depths", depths) && ok &&
+       SetItem(result, "requested", PyLong_FromLongLong(stats.requested)) &&
+       SetItem(result, "received", PyLong_FromLongLong(stats.received)) &&
+       SetItem(result, "delivered", PyLong_FromLongLong(stats.delivered)) &&
+       SetItem(result, "dropped", PyLong_FromLongLong(stats.dropped)) &&
+       SetItem(result, "reassigned", PyLong_FromLongLong(stats.reassigned)) &&
+       SetItem(result, "window", PyLong_FromLong(stats.window));
+  if (!ok) {
+    Py_DECREF(result);
+    return nullptr;
+  }
+  return result;
+}
+
+PyObject* ClassNames(PyObject* self, PyObject* /*unused*/) {
+  const std::vector<std::string>& names = Loader(self).dataset().class_names;
+  PyObject* list = PyList_New(0);
+  if (list == nullptr) return nullptr;
+  for (const std::string& name : names) {
+    PyObject* text =
+        PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), "replace");
+    if (text == nullptr || PyList_Append(list, text) != 0) {
+      Py_XDECREF(text);
+      Py_DECREF(list);
+      return nullptr;
+    }
+    Py_DECREF(text);
+  }
+  return list;
+}
+
+PyObject* NumSamples(PyObject* self, PyObject* /*unused*/) {
+  return PyLong_FromUnsignedLongLong(Loader(self).dataset().num_samples);
+}
+
+Py_ssize_t Length(PyObject* self) { return static_cast<Py_ssize_t>(Loader(self).size()); }
+
+PyMethodDef kMethods[] = {
+    {"set_epoch", SetEpoch, METH_VARARGS,
+     "set_epoch(epoch, next_batch=0): what the next batches are; fetching starts now"},
+    {"next", Next, METH_NOARGS,
+     "(images, labels, indices, failed, epoch, index), or None at the end of the epoch"},
+    {"position", Position, METH_NOARGS, "(epoch, next batch)"},
+    {"stats", Stats, METH_NOARGS, "requested, received, delivered, dropped, reassigned, ..."},
+    {"class_names", ClassNames, METH_NOARGS, "the dataset's class names"},
+    {"num_samples", NumSamples, METH_NOARGS, "samples in the dataset, all ranks together"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyType_Slot kSlots[] = {
+    {Py_tp_doc, const_cast<char*>("One rank's batches from heterodl data servers (see "
+                                  "heterodl.RemoteDataLoader).")},
+    {Py_tp_new, reinterpret_cast<void*>(New)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(Dealloc)},
+    {Py_tp_methods, kMethods},
+    {Py_mp_length, reinterpret_cast<void*>(Length)},
+    {0, nullptr}};
+
+PyType_Spec kSpec = {"heterodl._heterodl.Loader", sizeof(LoaderObject), 0,
+                     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE, kSlots};
+
+}  // namespace
+
+PyType_Spec* LoaderTypeSpec() { return &kSpec; }
+
+}  // namespace heterodl
