@@ -1,12 +1,15 @@
 """A standard PyTorch training script whose DataLoader is heterodl's.
 
-Everything here is the usual torchvision ResNet-18 loop; the two lines marked
-HETERODL replace `torchvision.datasets.ImageFolder` + `DataLoader` (and its
-decode/augment workers) with batches decoded by `heterodl serve` processes.
+Everything here is the usual torchvision ResNet-18 loop over a DataLoader of
+a DistributedSampler; the lines marked HETERODL replace
+`torchvision.datasets.ImageFolder` + `DataLoader` (and its decode/augment
+workers) with batches decoded by `heterodl serve` processes. The loop itself
+is unchanged: `loader.sampler.set_epoch(epoch)`, `for images, labels in
+loader`.
 
+    pip install dist/heterodl-*.whl        # bash scripts/build_wheel.sh makes it
     heterodl serve --dataset data/sample --port 50051 &
-    PYTHONPATH=build/python .venv/bin/python examples/pytorch/train_resnet18.py \
-        --servers 127.0.0.1:50051 --steps 20
+    python examples/pytorch/train_resnet18.py --servers 127.0.0.1:50051 --steps 20
 
 Under torchrun it trains data-parallel: each rank gets its own shard. At the
 end rank 0 tells the data servers to shut down (--keep-servers leaves them).
@@ -40,7 +43,7 @@ def evaluate(model, loader, device, mean, std, rank, world_size, distributed):
             images = batch.images.to(device, non_blocking=True).permute(0, 3, 1, 2).float()
             predictions = model((images / 255 - mean) / std).argmax(1).cpu()
             for i in range(len(batch)):
-                if (position + i) * world_size + rank < loader.num_samples:
+                if (position + i) * world_size + rank < len(loader.dataset):
                     correct[0] += int(predictions[i] == batch.labels[i])
                     correct[1] += 1
             position += len(batch)
@@ -71,22 +74,25 @@ def main():
     world_size = dist.get_world_size() if distributed else 1
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) \
         if torch.cuda.is_available() else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
 
-    # HETERODL: instead of ImageFolder(transform=...) + DataLoader(num_workers=...)
+    # HETERODL: instead of ImageFolder(transform=...) + DataLoader(num_workers=...,
+    # sampler=DistributedSampler(...)); rank and world size come from
+    # torch.distributed, as a DistributedSampler's do.
     loader = heterodl.RemoteDataLoader(
-        servers=args.servers.split(","), batch_size=args.batch_size,
-        pipeline=f"random_resized_crop({args.image_size})|hflip(0.5)",
-        rank=rank, world_size=world_size, seed=0)
+        servers=args.servers, batch_size=args.batch_size,
+        pipeline=f"random_resized_crop({args.image_size})|hflip(0.5)", seed=0)
 
     # HETERODL: the evaluation loader, as DataLoader(shuffle=False) with the
     # validation transforms.
     resize = args.image_size * 256 // 224
     eval_loader = heterodl.RemoteDataLoader(
-        servers=args.servers.split(","), batch_size=args.batch_size,
+        servers=args.servers, batch_size=args.batch_size,
         pipeline=f"resize({resize})|center_crop({args.image_size})",
-        rank=rank, world_size=world_size, shuffle=False) if args.eval else None
+        shuffle=False) if args.eval else None
 
-    model = torchvision.models.resnet18(num_classes=len(loader.class_names)).to(device)
+    model = torchvision.models.resnet18(num_classes=len(loader.dataset.classes)).to(device)
     if distributed:
         model = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
@@ -96,13 +102,13 @@ def main():
     step = 0
     model.train()
     for epoch in range(args.epochs):
-        loader.set_epoch(epoch)
-        for batch in loader:
+        loader.sampler.set_epoch(epoch)
+        for images, labels in loader:
             start = time.perf_counter()
             # uint8 NHWC from the data servers -> normalized float NCHW on the device
-            images = batch.images.to(device, non_blocking=True).permute(0, 3, 1, 2).float()
+            images = images.to(device, non_blocking=True).permute(0, 3, 1, 2).float()
             images = (images / 255 - mean) / std
-            labels = batch.labels.to(device, non_blocking=True)
+            labels = labels.to(device, non_blocking=True)
 
             loss = F.cross_entropy(model(images), labels)
             optimizer.zero_grad(set_to_none=True)

