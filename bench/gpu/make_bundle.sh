@@ -3,7 +3,9 @@
 # registry: heterodl and heterodl-trainer built here against the same torch
 # (2.11.0+cu130), the Debian libraries they link (gRPC, protobuf, Abseil,
 # OpenCV, libjpeg-turbo, libarchive and their own dependencies; never torch,
-# CUDA or the C library, which the GPU machine has), and the sample dataset.
+# CUDA or the C library, which the GPU machine has), the Python package's
+# wheel (scripts/build_wheel.sh: run.sh pip-installs it there) and the sample
+# dataset.
 #
 #   bash bench/gpu/make_bundle.sh   # -> bench/gpu/bundle.tar.xz (git-ignored)
 #
@@ -28,7 +30,9 @@ ldd build/heterodl build/heterodl-trainer | awk '/=> \// {print $1, $3}' | sort 
       *) cp -L "$path" "$bundle/lib/$name" ;;
     esac
   done
-./build/heterodl dataset sample "$bundle/sample" --images 128
+bash scripts/build_wheel.sh >/dev/null
+cp dist/heterodl-*manylinux*.whl "$bundle/"
+./build/heterodl dataset sample "$bundle/sample" --images 96
 tar -cJf bench/gpu/bundle.tar.xz -C bench/gpu bundle
 rm -rf "$bundle"
 echo "bundle: $(du -h bench/gpu/bundle.tar.xz | cut -f1) in bench/gpu/bundle.tar.xz"

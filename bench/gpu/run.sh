@@ -5,7 +5,9 @@
 #   - by synthetic batches (heterodl's trainer alone: the GPU's limit; NCHW
 #     and channels-last), and a GPU-resident batch in eager PyTorch (the
 #     reference trainer),
-#   - by one heterodl server with all cores but one,
+#   - by one heterodl server with all cores but one, to heterodl's C++
+#     trainer and to the PyTorch trainer through the Python package (the pip
+#     wheel from dist/ or the bundle, installed here with pip),
 #   - by PyTorch's DataLoader with as many workers, PIL and torchvision.io,
 #   - and the seed's scenario: the trainer pinned to 4 cores, heterodl's
 #     server on the others, against the DataLoader on the same 4 cores;
@@ -89,6 +91,16 @@ while ((n < images)); do
   done
   copy=$((copy + 1))
 done
+# The Python package, as a user installs it: the wheel, pip-installed into a
+# folder of its own (the machine's torch stays the one imported).
+wheel=$(ls dist/heterodl-*manylinux*.whl bench/gpu/bundle/heterodl-*.whl 2>/dev/null | head -1 || true)
+python_package=""
+if [[ -n $wheel ]] && "$python" -m pip install -q --no-index --no-deps --target "$out/wheel" \
+    "$wheel" >>"$out/torch.log" 2>&1; then
+  python_package="$out/wheel"
+else
+  echo "no heterodl wheel to install (bash scripts/build_wheel.sh): the Python rows are left out"
+fi
 cores=$(nproc)
 threads=$((cores > 2 ? cores - 1 : 1))
 rest=$((cores > 5 ? cores - 4 : 1))
@@ -154,6 +166,12 @@ for model in ${MODELS:-resnet18 resnet50}; do
   echo "$model: heterodl, one server x $threads threads"
   address=$(serve "$bin/heterodl" serve --dataset "$dataset" --threads "$threads")
   train "$model-heterodl" "$address" "$model"
+  if [[ -n $python_package ]]; then
+    echo "$model: PyTorch trainer, heterodl's Python loader (the wheel), one server x $threads threads"
+    address=$(serve "$bin/heterodl" serve --dataset "$dataset" --threads "$threads")
+    torch_train "$model-python-heterodl" env PYTHONPATH="$python_package" -- --model "$model" \
+      --feed heterodl --servers "$address"
+  fi
 
   for decoder in pil tensor; do
     echo "$model: DataLoader, $threads workers, $decoder"

@@ -39,6 +39,7 @@ FEEDS = [
     ("eager-synthetic", "eager PyTorch, GPU-resident batch"),
     ("heterodl", "heterodl, 1 server x {threads} threads"),
     ("heterodl-nice0", "  the same, decode threads not niced (--worker-nice 0)"),
+    ("python-heterodl", "PyTorch trainer, heterodl Python loader (wheel), 1 x {threads}"),
     ("dataloader-pil", "DataLoader, {threads} workers, PIL"),
     ("dataloader-tensor", "DataLoader, {threads} workers, torchvision.io"),
     ("heterodl-4core", "4-core trainer, heterodl on the other {rest} cores"),

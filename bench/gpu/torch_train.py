@@ -1,11 +1,14 @@
 """The PyTorch side of bench/gpu/run.sh: a torchvision ResNet trained in eager
 PyTorch (bf16 autocast, channels_last, cuDNN autotuning, SGD with momentum,
-the loss read every step as heterodl's trainer does), fed either by a
-DataLoader with N worker processes or by one GPU-resident synthetic batch.
+the loss read every step as heterodl's trainer does), fed by a DataLoader
+with N worker processes, by one GPU-resident synthetic batch, or by heterodl
+servers through the Python package (the pip wheel, pinned memory): the
+"existing PyTorch trainer" path of the README.
 
     python torch_train.py --model resnet18 --feed dataloader --decoder pil|tensor
                           --workers N --files LIST --batch-size B --epochs E --out F.json
     python torch_train.py --model resnet50 --feed synthetic --images N ...
+    python torch_train.py --model resnet18 --feed heterodl --servers HOST:PORT ...
 
 Writes the per-step record: {"steps": [[epoch, step_ms, data_wait_ms], ...]}.
 """
@@ -66,7 +69,9 @@ def read_files(path):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="resnet50")
-    parser.add_argument("--feed", choices=["dataloader", "synthetic"], default="dataloader")
+    parser.add_argument("--feed", choices=["dataloader", "synthetic", "heterodl"],
+                        default="dataloader")
+    parser.add_argument("--servers", default="", help="--feed heterodl: host:port,...")
     parser.add_argument("--decoder", choices=["pil", "tensor"], default="pil")
     parser.add_argument("--workers", type=int, default=15)
     parser.add_argument("--files", default="")
@@ -86,14 +91,26 @@ def main():
         loader = DataLoader(Images(paths, labels, args.decoder), batch_size=args.batch_size,
                             shuffle=True, num_workers=args.workers, pin_memory=True,
                             persistent_workers=True, drop_last=False)
-        epochs = lambda: loader  # noqa: E731
+        epochs = lambda epoch: loader  # noqa: E731
+    elif args.feed == "heterodl":
+        import heterodl
+        remote = heterodl.RemoteDataLoader(args.servers, batch_size=args.batch_size,
+                                           pipeline="random_resized_crop(224)|hflip(0.5)")
+        print(f"heterodl {heterodl.__version__} from {heterodl.__file__}, pinned: "
+              f"{remote.pin_memory}", flush=True)
+        classes = len(remote.dataset.classes)
+
+        def epochs(epoch):
+            remote.sampler.set_epoch(epoch)
+            # uint8 NHWC viewed as NCHW: already channels_last in memory.
+            return ((images.permute(0, 3, 1, 2), labels) for images, labels in remote)
     else:
         classes = 1000
         images = torch.randint(0, 256, (args.batch_size, 3, 224, 224), dtype=torch.uint8,
                                device=device)
         targets = torch.randint(0, classes, (args.batch_size,), device=device)
         steps = (args.images + args.batch_size - 1) // args.batch_size
-        epochs = lambda: ((images, targets) for _ in range(steps))  # noqa: E731
+        epochs = lambda epoch: ((images, targets) for _ in range(steps))  # noqa: E731
     model = getattr(torchvision.models, args.model)(num_classes=classes).to(
         device, memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
@@ -101,7 +118,7 @@ def main():
     records = []
     for epoch in range(args.epochs):
         end = time.perf_counter()
-        for x, y in epochs():
+        for x, y in epochs(epoch):
             arrived = time.perf_counter()
             x = x.to(device, non_blocking=True).float().sub_(mean).div_(std)
             x = x.contiguous(memory_format=torch.channels_last)
@@ -115,6 +132,8 @@ def main():
             now = time.perf_counter()
             records.append([epoch, (now - end) * 1000, (arrived - end) * 1000])
             end = now
+    if args.feed == "heterodl":
+        remote.shutdown_servers()
     with open(args.out, "w") as f:
         json.dump({"steps": records, "batch_size": args.batch_size}, f)
 

@@ -219,6 +219,70 @@ class RemoteDataLoaderTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown operation 'hflp'"):
             self.loader(pipeline="random_resized_crop(32)|hflp(0.5)")
 
+    def test_numpy_and_dlpack_formats_hold_the_same_pixels_without_copies(self):
+        import numpy
+        as_torch = next(iter(self.loader()))
+        as_numpy = next(iter(self.loader(format="numpy")))
+        raw = next(iter(self.loader(format="dlpack")))
+        self.assertIsInstance(as_numpy.images, numpy.ndarray)
+        self.assertEqual(as_numpy.images.dtype, numpy.uint8)
+        self.assertEqual(as_numpy.labels.dtype, numpy.int64)
+        self.assertTrue(numpy.array_equal(as_numpy.images, as_torch.images.numpy()))
+        self.assertIsInstance(raw.images, heterodl.Array)
+        self.assertEqual(raw.images.shape, tuple(as_torch.images.shape))
+        self.assertEqual((raw.images.dtype, raw.labels.dtype), ("uint8", "int64"))
+        self.assertEqual(len(raw.images), len(as_torch))
+        # The buffer protocol: shape, item format and the same bytes.
+        view = memoryview(raw.images)
+        self.assertEqual((view.shape, view.format, view.readonly),
+                         (tuple(as_torch.images.shape), "B", False))
+        self.assertEqual(memoryview(raw.labels).format, "q")
+        self.assertEqual(view.tobytes(), as_torch.images.numpy().tobytes())
+        # DLPack: both importers view the Array's memory, not a copy of it.
+        via_numpy = numpy.from_dlpack(raw.images)
+        via_torch = torch.from_dlpack(raw.images)
+        self.assertEqual(via_numpy.ctypes.data, via_torch.data_ptr())
+        self.assertEqual(numpy.asarray(raw.images).ctypes.data, via_torch.data_ptr())
+        self.assertEqual(raw.images.__dlpack_device__(), (1, 0))
+        with self.assertRaises(BufferError):
+            raw.images.__dlpack__(copy=True)
+        with self.assertRaises(BufferError):
+            raw.images.__dlpack__(dl_device=(2, 0))
+        with self.assertRaisesRegex(ValueError, "format must be one of"):
+            self.loader(format="jax")
+
+    def test_code_written_for_a_dataloader_runs_unchanged(self):
+        loader = self.loader(rank=1, world_size=3)
+        self.assertEqual(len(loader.dataset), 90)
+        self.assertEqual(loader.dataset.classes, loader.class_names)
+        self.assertEqual(loader.batch_size, 8)
+        self.assertIsNone(loader.batch_sampler)
+        loader.sampler.set_epoch(4)  # what a DDP loop or Lightning calls
+        seen = []
+        for images, labels in loader:  # a DataLoader of an ImageFolder's batches
+            self.assertEqual(images.shape[0], labels.shape[0])
+            seen.append(labels.clone())
+        direct = self.loader(rank=1, world_size=3)
+        direct.set_epoch(4)
+        self.assertTrue(all(torch.equal(a, b.labels) for a, b in zip(seen, direct)))
+
+    def test_rank_and_world_size_default_to_the_job_s(self):
+        saved = {k: os.environ.pop(k, None) for k in ("RANK", "WORLD_SIZE")}
+        try:
+            self.assertEqual((self.loader().rank, self.loader().world_size), (0, 1))
+            os.environ.update(RANK="2", WORLD_SIZE="3")  # what torchrun sets
+            loader = self.loader()
+            self.assertEqual((loader.rank, loader.world_size), (2, 3))
+            self.assertEqual(len(loader), 4)
+            os.environ["RANK"] = "two"
+            with self.assertRaisesRegex(ValueError, "RANK='two'"):
+                self.loader()
+        finally:
+            for key, value in saved.items():
+                os.environ.pop(key, None)
+                if value is not None:
+                    os.environ[key] = value
+
     def test_the_api_describes_itself(self):
         self.assertRegex(heterodl.__version__, r"^\d+\.\d+\.\d+$")
         doc = heterodl.RemoteDataLoader.__doc__
@@ -234,6 +298,58 @@ class RemoteDataLoaderTest(unittest.TestCase):
         heterodl.set_log_level(20)  # logging.INFO
         with self.assertRaises(ValueError):
             heterodl.set_log_level("loud")
+
+
+class PinnedCopyGuardTest(unittest.TestCase):
+    """A pinned batch is held from the next request until the CUDA event
+    recorded then has passed (a fake torch.cuda stands in for a GPU)."""
+
+    def test_a_batch_is_held_until_its_copies_are_done(self):
+        import gc
+        import weakref
+        from heterodl.loader import _PinnedCopyGuard
+
+        events = []
+
+        class Event:
+            def __init__(self):
+                self.done = False
+                events.append(self)
+
+            def record(self):
+                pass
+
+            def query(self):
+                return self.done
+
+        class Cuda:
+            pass
+
+        class FakeTorch:
+            cuda = Cuda()
+
+        FakeTorch.cuda.Event = Event
+
+        class Arrays:
+            pass
+
+        guard = _PinnedCopyGuard(FakeTorch)
+        guard.next_requested()
+        first = Arrays()
+        watch = weakref.ref(first)
+        guard.delivered(first)
+        del first
+        guard.next_requested()  # the trainer asks for batch 2: copies of 1 are enqueued
+        gc.collect()
+        self.assertIsNotNone(watch(), "released while its copy may still run")
+        guard.delivered(Arrays())
+        guard.next_requested()
+        gc.collect()
+        self.assertIsNotNone(watch())
+        events[0].done = True
+        guard.next_requested()
+        gc.collect()
+        self.assertIsNone(watch(), "held after its copies were done")
 
 
 class StalledServerTest(unittest.TestCase):
