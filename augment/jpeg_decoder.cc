@@ -21,6 +21,9 @@ struct ErrorManager {
   jpeg_error_mgr base;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  // True while the decoder runs over entropy-coded data ScanSkipper jumped
+  // past: the warnings that provokes are expected there (and only there).
+  bool in_skipped_rows = false;
 };
 
 void ErrorExit(j_common_ptr cinfo) {
@@ -34,7 +37,61 @@ void ErrorExit(j_common_ptr cinfo) {
 // replacement that is counted. Stray bytes between markers are harmless and
 // common in real photos.
 void EmitMessage(j_common_ptr cinfo, int level) {
-  if (level < 0 && cinfo->err->msg_code != JWRN_EXTRANEOUS_DATA) ErrorExit(cinfo);
+  if (level >= 0) return;
+  const int code = cinfo->err->msg_code;
+  if (code == JWRN_EXTRANEOUS_DATA) return;
+  if (reinterpret_cast<ErrorManager*>(cinfo->err)->in_skipped_rows &&
+      (code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE)) {
+    return;
+  }
+  ErrorExit(cinfo);
+}
+
+// Entropy decoding of the rows below a region, skipped in multi-scan files
+// (progressive JPEG). libjpeg absorbs every scan of such a file, each over
+// the whole image, before it outputs a row: 80% of a progressive decode. Once
+// a scan has delivered the iMCU rows the region needs, this progress monitor
+// (libjpeg calls it before each iMCU row) moves the input to the next marker,
+// where the next scan begins: the entropy decoder then meets that marker,
+// warns that data ran out and fills the rest of the scan with zeros, which no
+// output row uses. The first 0xFF that is followed by neither 0x00 (a
+// stuffed byte), 0xFF (fill) nor a restart code is that marker, by the
+// format's byte stuffing; files with restart intervals are left alone.
+struct ScanSkipper {
+  jpeg_progress_mgr base;
+  JDIMENSION needed_imcu_rows = 0;
+  int skipped_scan = -1;
+};
+
+const JOCTET* NextMarker(const JOCTET* data, size_t size) {
+  for (size_t i = 0; i + 1 < size; ++i) {
+    if (data[i] != 0xFF) continue;
+    const JOCTET code = data[i + 1];
+    if (code != 0x00 && code != 0xFF && (code < JPEG_RST0 || code > JPEG_RST0 + 7)) return data + i;
+  }
+  return nullptr;
+}
+
+void SkipRowsBelowRegion(j_common_ptr common) {
+  auto* cinfo = reinterpret_cast<j_decompress_ptr>(common);
+  auto* skipper = reinterpret_cast<ScanSkipper*>(cinfo->progress);
+  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  errors->in_skipped_rows = skipper->skipped_scan == cinfo->input_scan_number;
+  // unread_marker: the scan's data has ended already (an end-of-band run can
+  // cover the rest of the image in a few bytes), and the decoder holds the
+  // next marker; moving the input would lose that marker's segment.
+  if (errors->in_skipped_rows || cinfo->restart_interval != 0 || cinfo->unread_marker != 0 ||
+      cinfo->input_iMCU_row < skipper->needed_imcu_rows ||
+      cinfo->input_iMCU_row >= cinfo->total_iMCU_rows) {
+    return;
+  }
+  jpeg_source_mgr* source = cinfo->src;
+  const JOCTET* marker = NextMarker(source->next_input_byte, source->bytes_in_buffer);
+  if (marker == nullptr) return;  // truncated: decode on, and fail as before
+  source->bytes_in_buffer -= static_cast<size_t>(marker - source->next_input_byte);
+  source->next_input_byte = marker;
+  skipper->skipped_scan = cinfo->input_scan_number;
+  errors->in_skipped_rows = true;
 }
 
 void InitErrors(jpeg_decompress_struct& cinfo, ErrorManager& errors) {
@@ -181,6 +238,17 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
   if (mode == JpegDecodeMode::kFast) {
     cinfo.dct_method = JDCT_IFAST;
     cinfo.do_fancy_upsampling = FALSE;
+  }
+  ScanSkipper skipper;
+  if (jpeg_has_multiple_scans(&cinfo)) {
+    // The region's last row in the stored image, and the iMCU row after the
+    // one holding it (chroma upsampling reads one row of context below).
+    const int64_t last_row =
+        (int64_t{scaled_region.y + scaled_region.height} * 8 + eighths - 1) / eighths - 1;
+    const int64_t imcu_height = int64_t{cinfo.max_v_samp_factor} * DCTSIZE;
+    skipper.base.progress_monitor = SkipRowsBelowRegion;
+    skipper.needed_imcu_rows = static_cast<JDIMENSION>(last_row / imcu_height + 2);
+    cinfo.progress = &skipper.base;
   }
   jpeg_start_decompress(&cinfo);
   if (static_cast<int>(cinfo.output_width) != scaled_width) {

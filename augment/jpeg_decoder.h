@@ -5,7 +5,8 @@
 // just the rows and iMCU columns of a region, with the IDCT scaling the image
 // by 1/2, 1/4 or 1/8 on the way (libjpeg-turbo's SIMD scaled IDCTs) — so a small crop of a large
 // photo costs a fraction of a full decode (Huffman decoding of the skipped rows above the region
-// remains; libjpeg cannot skip entropy-coded data).
+// remains; entropy-coded data has no row index). In multi-scan (progressive) files, which libjpeg
+// absorbs whole before output, each scan's rows below the region are not entropy-decoded either.
 //
 //   ASSIGN_OR_RETURN(JpegHeader header, ReadJpegHeader(bytes, max_pixels));
 //   if (header.fast_path_ok) {

@@ -6,6 +6,7 @@ import importlib.util
 import logging
 import numbers
 import os
+import sys
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _heterodl
@@ -212,10 +213,11 @@ def _distributed_defaults() -> Tuple[int, int]:
     """(rank, world size) of the job this process is in: torch.distributed's
     when it is initialized, else torchrun's or Slurm's environment, else one
     process."""
-    if importlib.util.find_spec("torch") is not None:
-        import torch.distributed as dist
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
+    # A script that initialized torch.distributed imported it: a NumPy or JAX
+    # user's process is not made to import torch to find that it did not.
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
     for rank_name, size_name in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
         if rank_name in os.environ and size_name in os.environ:
             try:

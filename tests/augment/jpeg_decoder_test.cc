@@ -1,0 +1,119 @@
+// The JPEG region decoder's handling of multi-scan (progressive) files: the
+// rows below a region are not entropy-decoded, and the region is exactly
+// what a decode of every row gives.
+#include "augment/jpeg_decoder.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "opencv2/core.hpp"
+#include "opencv2/imgcodecs.hpp"
+#include "tests/testing/status_testing.h"
+
+namespace heterodl {
+namespace {
+
+cv::Mat Texture(int width, int height) {
+  cv::Mat image(height, width, CV_8UC3);
+  cv::RNG rng(7);
+  rng.fill(image, cv::RNG::UNIFORM, 0, 256);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      cv::Vec3b& pixel = image.at<cv::Vec3b>(y, x);
+      pixel[0] = static_cast<uint8_t>((pixel[0] + x * 2) / 2);
+      pixel[1] = static_cast<uint8_t>((pixel[1] + y * 3) / 2);
+    }
+  }
+  return image;
+}
+
+std::string Progressive(const cv::Mat& image) {
+  std::vector<uint8_t> encoded;
+  EXPECT_TRUE(cv::imencode(".jpg", image, encoded,
+                           {cv::IMWRITE_JPEG_QUALITY, 90, cv::IMWRITE_JPEG_PROGRESSIVE, 1}));
+  return std::string(encoded.begin(), encoded.end());
+}
+
+// `jpeg` with the last `fraction` of every scan's entropy-coded data (of
+// scans longer than 200 bytes) overwritten by stuffed 0xFF bytes, which no
+// Huffman table decodes: a decoder that reads those bytes reports corrupt
+// data. Returns how many scans were overwritten.
+int OverwriteScanTails(std::string& jpeg, double fraction) {
+  auto byte = [&jpeg](size_t i) { return static_cast<uint8_t>(jpeg[i]); };
+  int overwritten = 0;
+  size_t at = 2;  // after SOI
+  while (at + 4 <= jpeg.size() && byte(at) == 0xFF) {
+    const uint8_t marker = byte(at + 1);
+    if (marker == 0xD9) break;
+    const size_t length = size_t{byte(at + 2)} << 8 | byte(at + 3);
+    at += 2 + length;
+    if (marker != 0xDA) continue;
+    size_t end = at;  // the next marker ends the scan's data
+    while (end + 1 < jpeg.size() &&
+           !(byte(end) == 0xFF && byte(end + 1) != 0x00 && (byte(end + 1) & 0xF8) != 0xD0)) {
+      ++end;
+    }
+    if (end - at > 200) {
+      for (size_t i = at + static_cast<size_t>((end - at) * (1 - fraction)) & ~size_t{1};
+           i + 1 < end; i += 2) {
+        jpeg[i] = static_cast<char>(0xFF);
+        jpeg[i + 1] = 0x00;
+      }
+      ++overwritten;
+    }
+    at = end;
+  }
+  return overwritten;
+}
+
+TEST(JpegDecoderTest, ProgressiveRowsBelowTheRegionAreNeverRead) {
+  const cv::Mat image = Texture(480, 360);
+  const std::string intact = Progressive(image);
+  std::string damaged = intact;
+  ASSERT_GE(OverwriteScanTails(damaged, 0.4), 3);
+  ASSERT_OK_AND_ASSIGN(const JpegHeader header, ReadJpegHeader(intact, 1 << 30));
+  ASSERT_TRUE(header.progressive);
+
+  for (int eighths : {8, 2}) {
+    SCOPED_TRACE(eighths);
+    const cv::Size scaled = ScaledImageSize(header, eighths);
+    const cv::Rect all(0, 0, scaled.width, scaled.height);
+    cv::Mat reference;
+    ASSERT_OK(DecodeJpegRegion(intact, header, eighths, all, JpegDecodeMode::kExact, reference));
+    // The damage is real: a decode of every row meets it.
+    cv::Mat whole;
+    EXPECT_TRUE(absl::IsInvalidArgument(
+        DecodeJpegRegion(damaged, header, eighths, all, JpegDecodeMode::kExact, whole)));
+    // A band in the top rows never reads it, and is exact. (Full width: a
+    // column crop changes chroma upsampling at its edges, which the
+    // pipeline's tolerance test covers.)
+    for (const cv::Rect& region : {cv::Rect(0, 0, scaled.width, scaled.height / 8),
+                                   cv::Rect(0, scaled.height / 10, scaled.width,
+                                            scaled.height / 6)}) {
+      SCOPED_TRACE(::testing::Message() << region);
+      cv::Mat decoded;
+      ASSERT_OK(DecodeJpegRegion(damaged, header, eighths, region, JpegDecodeMode::kExact,
+                                 decoded));
+      EXPECT_EQ(cv::norm(decoded, reference(region), cv::NORM_INF), 0);
+      ASSERT_OK(DecodeJpegRegion(intact, header, eighths, region, JpegDecodeMode::kExact,
+                                 decoded));
+      EXPECT_EQ(cv::norm(decoded, reference(region), cv::NORM_INF), 0);
+    }
+  }
+}
+
+TEST(JpegDecoderTest, TruncatedProgressiveFilesAreStillErrors) {
+  const std::string intact = Progressive(Texture(320, 240));
+  ASSERT_OK_AND_ASSIGN(const JpegHeader header, ReadJpegHeader(intact, 1 << 30));
+  const cv::Rect top(0, 0, 320, 16);
+  for (size_t keep : {intact.size() / 3, intact.size() / 2, intact.size() - 3}) {
+    cv::Mat decoded;
+    EXPECT_TRUE(absl::IsInvalidArgument(DecodeJpegRegion(
+        intact.substr(0, keep), header, 8, top, JpegDecodeMode::kExact, decoded)))
+        << keep;
+  }
+}
+
+}  // namespace
+}  // namespace heterodl
