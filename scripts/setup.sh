@@ -17,19 +17,7 @@ APT_PACKAGES=(
   libgloo-dev mate-backgrounds gnuplot-nox procps iproute2
 )
 
-missing=()
-for package in "${APT_PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  [[ $(id -u) -ne 0 ]] && SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+bash scripts/apt_install.sh setup "${APT_PACKAGES[@]}"
 
 # The project's own virtual environment: LibTorch comes from PyPI's torch
 # wheel (Debian's Python refuses global pip installs).
