@@ -137,7 +137,7 @@ std::string RegionDecodePath(const ImageHeader& header, bool whole_image) {
   switch (header.format) {
     case ImageFormat::kJpeg:
       if (whole_image) return "libjpeg-turbo: whole image";
-      return header.jpeg.progressive ? "libjpeg-turbo: all scans, then region at DCT scale"
+      return header.jpeg.progressive ? "libjpeg-turbo: scans to the region's rows, at DCT scale"
                                      : "libjpeg-turbo: region at DCT scale";
     case ImageFormat::kPng:
       if (whole_image || header.png.interlaced) return "libpng: whole image";
