@@ -8,6 +8,7 @@
 #   .venv-wheel/torch-2.6      torch 2.6.0 from PyPI: another release, another
 #                              C++ ABI (pre-C++11) and DLPack implementation
 #   .venv-wheel/numpy          NumPy only, no torch
+#   .venv-wheel/jax            JAX (CPU) and NumPy, no torch
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OTHER_TORCH=2.6.0
@@ -36,4 +37,10 @@ fi
 fresh numpy
 if ! "$root/numpy/bin/python" -c "import numpy" 2>/dev/null; then
   "$root/numpy/bin/pip" install -q numpy
+fi
+
+fresh jax
+if ! "$root/jax/bin/python" -c "import jax" 2>/dev/null; then
+  echo "wheel venvs: installing jax (CPU) into $root/jax"
+  "$root/jax/bin/pip" install -q "jax[cpu]"
 fi

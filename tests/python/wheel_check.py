@@ -1,9 +1,9 @@
 """Runs inside a virtualenv the heterodl wheel was installed into (by
 wheel_test.py): one epoch across two ranks from real servers, checked for
-exactly-once delivery, with the venv's own torch or NumPy. Standard library
-plus what the venv has; never the build tree. Prints one JSON line.
+exactly-once delivery, with the venv's own torch, NumPy or JAX. Standard
+library plus what the venv has; never the build tree. Prints one JSON line.
 
-    python wheel_check.py SERVERS NUM_SAMPLES EXPECT_FORMAT
+    python wheel_check.py SERVERS NUM_SAMPLES EXPECT_FORMAT [jax]
 """
 
 import hashlib
@@ -12,6 +12,7 @@ import os
 import sys
 
 servers, num_samples, expect_format = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with_jax = sys.argv[4:] == ["jax"]
 
 import heterodl  # noqa: E402
 
@@ -64,6 +65,13 @@ else:
                                          pipeline="random_resized_crop(32)", seed=3)
     second = next(iter(as_numpy))
     result["dlpack"] = bool((numpy.from_dlpack(first.images) == second.images).all())
+    if with_jax:
+        import jax
+        import jax.numpy as jnp
+        result["jax"] = jax.__version__
+        result["jax_dlpack"] = bool(
+            (jnp.asarray(jax.dlpack.from_dlpack(first.images)) == jnp.asarray(second.images))
+            .all()) and bool((jax.dlpack.from_dlpack(first.labels) == second.labels).all())
     try:
         heterodl.RemoteDataLoader(servers, batch_size=8, pin_memory=True)
         result["pin_error"] = "none"

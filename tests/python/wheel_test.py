@@ -1,7 +1,9 @@
 """The built wheel, installed into fresh virtualenvs (one with the project's
 torch, one with another torch release, one with NumPy only), against a real
 `heterodl serve`: every venv gets every sample exactly once across two
-ranks, and the same pixels bit for bit.
+ranks, and the same pixels bit for bit. JAX takes the same batches through
+DLPack, and the installed extension needs nothing from the machine beyond
+what every manylinux system has.
 
 Run by ctest: python wheel_test.py BUILD_DIR. Needs dist/heterodl-*.whl
 (scripts/build_wheel.sh) and the venvs of tests/python/make_wheel_venvs.sh;
@@ -20,7 +22,12 @@ BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wheel_check.py")
-VENVS = {"torch-project": "torch", "torch-2.6": "torch", "numpy": "numpy"}
+VENVS = {"torch-project": "torch", "torch-2.6": "torch", "numpy": "numpy", "jax": "numpy"}
+# What a plain Linux machine with Python provides (the manylinux policies'
+# libraries); everything else the extension links must come from the wheel.
+SYSTEM_LIBRARIES = {"linux-vdso.so.1", "libc.so.6", "libm.so.6", "libstdc++.so.6",
+                    "libgcc_s.so.1", "libz.so.1", "libpthread.so.0", "libdl.so.2",
+                    "librt.so.1", "ld-linux-x86-64.so.2"}
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "testing"))
 from processes import sample_dataset, start_server  # noqa: E402
@@ -55,7 +62,8 @@ class WheelTest(unittest.TestCase):
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                         "--force-reinstall", self.wheel], check=True, timeout=300)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        done = subprocess.run([python, CHECK, self.address, str(self.num_samples), VENVS[venv]],
+        done = subprocess.run([python, CHECK, self.address, str(self.num_samples), VENVS[venv],
+                               *(["jax"] if venv == "jax" else [])],
                               capture_output=True, text=True, timeout=300, env=env,
                               cwd=os.path.dirname(self.dataset))
         self.assertEqual(done.returncode, 0, done.stderr[-3000:])
@@ -72,9 +80,30 @@ class WheelTest(unittest.TestCase):
         for venv in ("torch-project", "torch-2.6"):
             self.assertTrue(results[venv]["resume"], results[venv])
         self.assertFalse(results["numpy"]["torch_imported"])
+        self.assertTrue(results["jax"]["jax_dlpack"], results["jax"])
         self.assertIn("CUDA", results["numpy"]["pin_error"])
         digests = {result["images_sha256"] for result in results.values()}
         self.assertEqual(len(digests), 1, results)
+
+    def test_the_extension_needs_only_what_every_linux_has(self):
+        python = os.path.join(ROOT, ".venv-wheel", "numpy", "bin", "python")
+        self.run_in("numpy")
+        extension = subprocess.run(
+            [python, "-c", "import heterodl._heterodl as m; print(m.__file__)"],
+            capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+        linked = subprocess.run(["ldd", extension], capture_output=True, text=True, check=True,
+                                env={"PATH": os.environ["PATH"]}).stdout
+        bundled, system = [], []
+        for line in linked.splitlines():
+            name, _, where = line.strip().partition(" => ")
+            name = os.path.basename(name.split()[0])
+            self.assertNotIn("not found", where, line)
+            if "/heterodl.libs/" in where:
+                bundled.append(name)
+            else:
+                system.append(name)
+        self.assertTrue(any(name.startswith("libgrpc") for name in bundled), linked)
+        self.assertLessEqual(set(system), SYSTEM_LIBRARIES, linked)
 
 
 if __name__ == "__main__":
