@@ -9,6 +9,9 @@
 #                              C++ ABI (pre-C++11) and DLPack implementation
 #   .venv-wheel/numpy          NumPy only, no torch
 #   .venv-wheel/jax            JAX (CPU) and NumPy, no torch
+#   .venv-wheel/py3.12, py3.13 bare venvs of newer CPythons, where this machine
+#                              has them (pyenv's): the abi3 wheel built with
+#                              3.11 must import there unchanged
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OTHER_TORCH=2.6.0
@@ -44,3 +47,15 @@ if ! "$root/jax/bin/python" -c "import jax" 2>/dev/null; then
   echo "wheel venvs: installing jax (CPU) into $root/jax"
   "$root/jax/bin/pip" install -q "jax[cpu]"
 fi
+
+for version in 3.12 3.13; do
+  [[ -x $root/py$version/bin/python ]] && continue
+  for interpreter in "$HOME"/.pyenv/versions/"$version".*/bin/"python$version" \
+      "/usr/bin/python$version" "/usr/local/bin/python$version"; do
+    # A pyenv shim on PATH can name a version it will not run: try each.
+    if [[ -x $interpreter ]] && "$interpreter" -c "pass" 2>/dev/null; then
+      "$interpreter" -m venv "$root/py$version"
+      break
+    fi
+  done
+done

@@ -32,7 +32,10 @@ for rank in range(2):
         assert len(labels) == images.shape[0]
         digest.update(bytes(memoryview(images.numpy() if expect_format == "torch" else images)))
     for batch in loader:  # the same epoch again, as Batch objects
-        seen.extend(int(i) for i in batch.indices)
+        indices = batch.indices
+        if expect_format == "dlpack":  # no array library: the buffer protocol
+            indices = memoryview(indices).tolist()
+        seen.extend(int(i) for i in indices)
         assert batch.epoch == 1
 
 result = {"python": sys.version.split()[0], "format": expect_format,
@@ -54,6 +57,9 @@ if expect_format == "torch":
     first = next(iter(raw))
     result["dlpack"] = bool(torch.equal(torch.from_dlpack(first.images), full[0]))
     result["sys_modules_numpy"] = "numpy" in sys.modules
+elif expect_format == "dlpack":
+    result["array"] = repr(heterodl.RemoteDataLoader(servers, batch_size=8, seed=3).dataset)
+    result["modules"] = sorted(m for m in ("torch", "numpy", "jax") if m in sys.modules)
 else:
     import numpy
     result["numpy"] = numpy.__version__

@@ -55,14 +55,15 @@ class WheelTest(unittest.TestCase):
         cls.server.send_signal(signal.SIGTERM)
         cls.server.wait(timeout=30)
 
-    def run_in(self, venv):
+    def run_in(self, venv, expect_format=None):
         python = os.path.join(ROOT, ".venv-wheel", venv, "bin", "python")
         self.assertTrue(os.path.exists(python),
                         f"{python} missing: run tests/python/make_wheel_venvs.sh")
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                         "--force-reinstall", self.wheel], check=True, timeout=300)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        done = subprocess.run([python, CHECK, self.address, str(self.num_samples), VENVS[venv],
+        expect_format = expect_format or VENVS[venv]
+        done = subprocess.run([python, CHECK, self.address, str(self.num_samples), expect_format,
                                *(["jax"] if venv == "jax" else [])],
                               capture_output=True, text=True, timeout=300, env=env,
                               cwd=os.path.dirname(self.dataset))
@@ -84,6 +85,18 @@ class WheelTest(unittest.TestCase):
         self.assertIn("CUDA", results["numpy"]["pin_error"])
         digests = {result["images_sha256"] for result in results.values()}
         self.assertEqual(len(digests), 1, results)
+
+    def test_the_abi3_wheel_imports_into_newer_pythons(self):
+        newer = [venv for venv in ("py3.12", "py3.13")
+                 if os.path.exists(os.path.join(ROOT, ".venv-wheel", venv, "bin", "python"))]
+        if not newer:
+            self.skipTest("no CPython 3.12 or 3.13 on this machine")
+        for venv in newer:
+            with self.subTest(venv=venv):
+                result = self.run_in(venv, "dlpack")
+                self.assertTrue(result["python"].startswith(venv[2:]), result)
+                self.assertTrue(result["indices"], result)
+                self.assertEqual(result["modules"], [], result)  # no array library at all
 
     def test_the_extension_needs_only_what_every_linux_has(self):
         python = os.path.join(ROOT, ".venv-wheel", "numpy", "bin", "python")
