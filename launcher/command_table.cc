@@ -60,9 +60,10 @@ const std::vector<CommandInfo>& Commands() {
        {"images", "seed", "formats", "overwrite"},
        "heterodl dataset sample data/mixed --images 2000 --formats mixed"},
       {"status", "HOST:PORT...",
-       "live statistics of data servers: dataset, pipeline, recent images/s, streams",
-       {"json", HETERODL_TLS_CLIENT_FLAGS},
-       "heterodl status cpu1:50051 cpu2:50051"},
+       "live statistics of data servers: dataset, pipeline, recent images/s, capacity, streams; "
+       "with --demand, the data hosts needed for --max-stall",
+       {"json", "demand", "max_stall", HETERODL_TLS_CLIENT_FLAGS},
+       "heterodl status cpu1:50051 cpu2:50051 --demand 9000"},
       {"bench", "augment|transport|step|feed",
        "benchmarks: decode + augment per core, transport GB/s, step time and cost, feed as a "
        "trainer sees it",

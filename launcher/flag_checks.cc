@@ -99,6 +99,8 @@ absl::Status CheckFlagValues() {
   RETURN_IF_ERROR(AtLeast("warmup_steps", absl::GetFlag(FLAGS_warmup_steps), 0));
   RETURN_IF_ERROR(AtLeast("checkpoint_every", absl::GetFlag(FLAGS_checkpoint_every), 0));
   RETURN_IF_ERROR(AtLeast("device_step_ms", absl::GetFlag(FLAGS_device_step_ms), 0));
+  RETURN_IF_ERROR(AtLeast("demand", absl::GetFlag(FLAGS_demand), 0));
+  RETURN_IF_ERROR(InRange<double>("max_stall", absl::GetFlag(FLAGS_max_stall), 0, 0.99));
   RETURN_IF_ERROR(InRange<double>("bucket_mb", absl::GetFlag(FLAGS_bucket_mb), 0.001, 65536));
   RETURN_IF_ERROR(OneOf("optimizer", absl::GetFlag(FLAGS_optimizer), {"sgd", "adamw"}));
   RETURN_IF_ERROR(OneOf("lr_schedule", absl::GetFlag(FLAGS_lr_schedule), {"cosine", "constant"}));

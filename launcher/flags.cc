@@ -110,6 +110,11 @@ ABSL_FLAG(int32_t, slurm_data_component, -1,
           "cluster: Slurm het-job component that is the data group (default 0)");
 
 ABSL_FLAG(bool, json, false, "print machine-readable JSON");
+ABSL_FLAG(double, max_stall, 0.05,
+          "plan/status: largest acceptable data stall (share of the step, in [0, 1))");
+ABSL_FLAG(double, demand, 0,
+          "status: images/s the trainers would consume without waiting (all ranks; e.g. "
+          "batch x ranks x 1000 / synthetic-batch step ms): adds the data hosts needed");
 ABSL_FLAG(std::string, prices, HETERODL_DEFAULT_PRICES,
           "plan/bench step: price table (CSV: instance_type,vcpus,gpus,usd_per_hour,network_gbps)");
 ABSL_FLAG(std::string, gpu_instance, "ml.p3.2xlarge", "plan/bench step: the GPU instance type");

@@ -78,6 +78,8 @@ ABSL_DECLARE_FLAG(std::string, dnn_group);
 ABSL_DECLARE_FLAG(int32_t, slurm_data_component);
 // Output.
 ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(double, max_stall);
+ABSL_DECLARE_FLAG(double, demand);
 ABSL_DECLARE_FLAG(std::string, prices);
 ABSL_DECLARE_FLAG(std::string, gpu_instance);
 ABSL_DECLARE_FLAG(std::vector<std::string>, data_instance);

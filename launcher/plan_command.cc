@@ -11,7 +11,6 @@ ABSL_FLAG(double, images_per_sec_per_core, 0,
           "plan: decode + augment images/s per vCPU for your pipeline (heterodl bench augment "
           "prints it)");
 ABSL_FLAG(int32_t, image_size, 224, "plan: side of the square images on the wire");
-ABSL_FLAG(double, max_stall, 0.05, "plan: largest acceptable data stall (share of the step)");
 ABSL_FLAG(int32_t, max_data_instances, 16, "plan: most data instances of a type to consider");
 
 namespace heterodl {

@@ -1,4 +1,6 @@
-// `heterodl status HOST:PORT... [--json]`: live statistics of data servers.
+// `heterodl status HOST:PORT... [--demand D [--max-stall S]] [--json]`: live
+// statistics of data servers, their measured capacity, and with --demand the
+// data hosts a trainer consuming D images/s needs (the scaling signal).
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -7,7 +9,9 @@
 #include "launcher/commands.h"
 #include "launcher/flags.h"
 #include "src/client/server_status.h"
+#include "src/common/status_macros.h"
 #include "src/common/proto_json.h"
+#include "src/plan/planner.h"
 
 namespace heterodl {
 namespace {
@@ -25,19 +29,53 @@ void PrintServer(const v1::ServerReport& report) {
       "  images/s %.1f now (last 10 s), %.1f since start %.0f s ago, %d threads\n"
       "  streams %d (%d with a pixel channel), %d batches in flight\n"
       "  sent %d batches, %d samples, %d replaced after a read or decode failure\n"
-      "  seconds read %.2f, decode %.2f, augment %.2f, send %.2f; peak memory %d MiB\n\n",
+      "  seconds read %.2f, decode %.2f, augment %.2f, send %.2f; peak memory %d MiB\n",
       stats.recent_images_per_second(), stats.images_per_second(), stats.uptime_seconds(),
       stats.worker_threads(), stats.active_streams(), stats.pixel_channel_streams(),
       stats.batches_in_flight(), stats.batches_sent(), stats.samples_sent(),
       stats.samples_failed(), stats.read_seconds(), stats.decode_seconds(),
       stats.augment_seconds(), stats.send_seconds(), stats.peak_rss_bytes() >> 20);
+  if (report.capacity_images_per_second() > 0) {
+    absl::PrintF("  capacity %.0f images/s with every thread busy (busy now %.0f%%)\n\n",
+                 report.capacity_images_per_second(),
+                 100 * stats.recent_images_per_second() / report.capacity_images_per_second());
+  } else {
+    absl::PrintF("  capacity not known yet (nothing built)\n\n");
+  }
+}
+
+// Fills report.sizing from the servers that answered and have built
+// something; an error when none has (nothing to size from).
+absl::Status SizeDataGroup(double demand, double max_stall, v1::StatusReport& report) {
+  double capacity = 0;
+  int hosts = 0;
+  for (const v1::ServerReport& server : report.servers()) {
+    if (server.capacity_images_per_second() > 0) {
+      capacity += server.capacity_images_per_second();
+      ++hosts;
+    }
+  }
+  if (hosts == 0) {
+    return absl::FailedPreconditionError(
+        "--demand: no server has built a batch yet, so its capacity is not known");
+  }
+  v1::DataGroupSizing& sizing = *report.mutable_sizing();
+  sizing.set_demand_images_per_second(demand);
+  sizing.set_max_stall(max_stall);
+  sizing.set_capacity_per_host(capacity / hosts);
+  sizing.set_hosts(hosts);
+  ASSIGN_OR_RETURN(const int needed, DataHostsNeeded(demand, capacity / hosts, max_stall));
+  sizing.set_hosts_needed(needed);
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 int RunStatusCommand(const std::vector<std::string>& arguments) {
   if (arguments.empty()) {
-    std::fprintf(stderr, "usage: heterodl status HOST:PORT... [--json]\n");
+    std::fprintf(stderr,
+                 "usage: heterodl status HOST:PORT... [--demand IMAGES_PER_S [--max-stall S]] "
+                 "[--json]\n");
     return kExitUsage;
   }
   absl::StatusOr<std::string> token = AuthTokenFromFlags();
@@ -53,16 +91,32 @@ int RunStatusCommand(const std::vector<std::string>& arguments) {
     absl::StatusOr<v1::ServerStats> stats =
         FetchServerStatus(address, absl::Seconds(5), *token, TlsFromFlags());
     if (stats.ok()) {
+      server.set_capacity_images_per_second(BuildCapacity(*stats));
       *server.mutable_stats() = *std::move(stats);
     } else {
       server.set_error(std::string(stats.status().message()));
       result = kExitFailure;
     }
   }
+  const double demand = absl::GetFlag(FLAGS_demand);
+  absl::Status sized = absl::OkStatus();
+  if (demand > 0) sized = SizeDataGroup(demand, absl::GetFlag(FLAGS_max_stall), report);
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", ToJson(report).c_str());
   } else {
     for (const v1::ServerReport& server : report.servers()) PrintServer(server);
+    if (report.has_sizing()) {
+      const v1::DataGroupSizing& sizing = report.sizing();
+      absl::PrintF(
+          "data hosts needed: %d (now %d) for at most %.0f%% data stall at %.0f images/s, "
+          "each host building %.0f images/s\n",
+          sizing.hosts_needed(), sizing.hosts(), 100 * sizing.max_stall(),
+          sizing.demand_images_per_second(), sizing.capacity_per_host());
+    }
+  }
+  if (!sized.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(sized.message()).c_str());
+    result = kExitFailure;
   }
   return result;
 }

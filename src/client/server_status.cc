@@ -29,4 +29,10 @@ absl::StatusOr<v1::ServerStats> FetchServerStatus(const std::string& address,
   return stats;
 }
 
+double BuildCapacity(const v1::ServerStats& stats) {
+  const double busy = stats.read_seconds() + stats.decode_seconds() + stats.augment_seconds();
+  if (!(busy > 0) || stats.samples_sent() == 0) return 0;
+  return stats.worker_threads() * static_cast<double>(stats.samples_sent()) / busy;
+}
+
 }  // namespace heterodl

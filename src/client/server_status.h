@@ -19,6 +19,12 @@ absl::StatusOr<v1::ServerStats> FetchServerStatus(const std::string& address,
                                                   const std::string& auth_token = "",
                                                   const TlsConfig& tls = {});
 
+// Images/s the server's decode threads would build if they were never idle:
+// its threads times the samples it sent per second of their read, decode and
+// augment time. What `heterodl status` sizes a data group from; 0 before the
+// server has built anything.
+double BuildCapacity(const v1::ServerStats& stats);
+
 }  // namespace heterodl
 
 #endif  // HETERODL_SRC_CLIENT_SERVER_STATUS_H_

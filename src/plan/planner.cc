@@ -1,6 +1,7 @@
 #include "src/plan/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "absl/status/status.h"
@@ -19,6 +20,19 @@ namespace {
 constexpr double kMsPerHour = 3.6e6;
 
 }  // namespace
+
+absl::StatusOr<int> DataHostsNeeded(double demand, double capacity_per_host, double max_stall) {
+  if (!(demand > 0) || !(capacity_per_host > 0) || std::isinf(demand)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sizing needs a positive demand and host capacity (images/s), got ", demand, " and ",
+        capacity_per_host));
+  }
+  if (!(max_stall >= 0 && max_stall < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("max stall must be in [0, 1), got ", max_stall));
+  }
+  const double hosts = std::ceil(demand * (1 - max_stall) / capacity_per_host - 1e-9);
+  return static_cast<int>(std::clamp(hosts, 1.0, 1e6));
+}
 
 std::string ShapeName(const v1::ClusterEstimate& estimate) {
   if (estimate.data_instances() == 0) return absl::StrCat("1 x ", estimate.gpu_instance());

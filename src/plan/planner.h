@@ -80,6 +80,16 @@ struct PlanRequest {
 absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTable& prices,
                                         const PlanRequest& request);
 
+// The data group sized from measurements (`heterodl status --demand`): how
+// many data hosts that each build `capacity_per_host` images/s keep the data
+// stall at or under `max_stall` when the accelerators would consume
+// `demand` images/s without waiting. The planner's decode bound: the step
+// waits for data when the hosts build fewer than demand * (1 - max_stall)
+// images/s, and the stall is then 1 - rate / demand. At least 1.
+// INVALID_ARGUMENT for a non-positive demand or capacity, or a stall outside
+// [0, 1).
+absl::StatusOr<int> DataHostsNeeded(double demand, double capacity_per_host, double max_stall);
+
 // "1 x ml.p3.2xlarge + 2 x ml.c5.9xlarge".
 std::string ShapeName(const v1::ClusterEstimate& estimate);
 

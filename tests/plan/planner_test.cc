@@ -1,7 +1,10 @@
 #include "src/plan/planner.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 #include "src/common/read_file.h"
+#include "tests/testing/status_testing.h"
 
 namespace heterodl {
 namespace {
@@ -102,6 +105,28 @@ TEST(PlannerTest, NonsenseIsRefused) {
   Workload zero = Resnet50OnP3();
   zero.images_per_sec_per_core = 0;
   EXPECT_FALSE(MakePlan(zero, Prices(), request).ok());
+}
+
+TEST(DataGroupSizingTest, HostsFollowTheDecodeBound) {
+  // 9,000 images/s wanted, hosts building 2,000: 5% stall allows 8,550/s.
+  ASSERT_OK_AND_ASSIGN(int hosts, DataHostsNeeded(9000, 2000, 0.05));
+  EXPECT_EQ(hosts, 5);
+  ASSERT_OK_AND_ASSIGN(hosts, DataHostsNeeded(9000, 2000, 0.0));
+  EXPECT_EQ(hosts, 5);  // 4.5 hosts: five
+  ASSERT_OK_AND_ASSIGN(hosts, DataHostsNeeded(8000, 2000, 0.0));
+  EXPECT_EQ(hosts, 4);  // exactly four, not five from rounding
+  ASSERT_OK_AND_ASSIGN(hosts, DataHostsNeeded(100, 2000, 0.05));
+  EXPECT_EQ(hosts, 1);  // never none
+  ASSERT_OK_AND_ASSIGN(hosts, DataHostsNeeded(9000, 2000, 0.5));
+  EXPECT_EQ(hosts, 3);  // half the steps waiting: 4,500/s is enough
+}
+
+TEST(DataGroupSizingTest, NonsenseIsRefused) {
+  EXPECT_FALSE(DataHostsNeeded(0, 2000, 0.05).ok());
+  EXPECT_FALSE(DataHostsNeeded(9000, 0, 0.05).ok());
+  EXPECT_FALSE(DataHostsNeeded(9000, 2000, 1.0).ok());
+  EXPECT_FALSE(DataHostsNeeded(9000, 2000, -0.1).ok());
+  EXPECT_FALSE(DataHostsNeeded(std::nan(""), 2000, 0.05).ok());
 }
 
 }  // namespace

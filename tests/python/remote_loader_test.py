@@ -283,6 +283,33 @@ class RemoteDataLoaderTest(unittest.TestCase):
                 if value is not None:
                     os.environ[key] = value
 
+    def test_status_sizes_the_data_group_from_measured_capacity(self):
+        import json
+        import math
+        loader = self.loader()
+        self.assertEqual(sum(len(b) for b in loader), 90)  # both servers build something
+
+        def status(*flags):
+            return subprocess.run([HETERODL, "status", *self.addresses, *flags],
+                                  capture_output=True, text=True, timeout=60)
+        result = status("--demand", "5000", "--max-stall", "0.1", "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        report = json.loads(result.stdout)
+        capacities = [s["capacity_images_per_second"] for s in report["servers"]]
+        self.assertTrue(all(c > 0 for c in capacities), capacities)
+        sizing = report["sizing"]
+        self.assertEqual(sizing["hosts"], 2)
+        self.assertAlmostEqual(sizing["capacity_per_host"], sum(capacities) / 2, places=3)
+        self.assertEqual(sizing["hosts_needed"],
+                         max(1, math.ceil(5000 * 0.9 / sizing["capacity_per_host"] - 1e-9)))
+        text = status("--demand", "5000")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertRegex(text.stdout, r"capacity \d+ images/s with every thread busy")
+        self.assertRegex(text.stdout, r"data hosts needed: \d+ \(now 2\) for at most 5% data "
+                                      r"stall at 5000 images/s")
+        self.assertEqual(status("--demand", "-1").returncode, 2)
+        self.assertEqual(status("--max-stall", "1.5").returncode, 2)
+
     def test_the_api_describes_itself(self):
         self.assertRegex(heterodl.__version__, r"^\d+\.\d+\.\d+$")
         doc = heterodl.RemoteDataLoader.__doc__
