@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "src/client/data_group_watch.h"
 #include "src/client/remote_loader.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
@@ -228,6 +229,9 @@ class RankTrainer {
   // them, destroyed before them.
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<MetricsWriter> metrics_;
+  // Rank 0 with a metrics file: the data group's capacity for the scaling
+  // signal in its metrics lines.
+  std::unique_ptr<DataGroupWatch> data_group_;
   SampleLog sample_log_;
   std::optional<LrSchedule> schedule_;
   int64_t steps_per_epoch_ = 0;
@@ -283,6 +287,10 @@ absl::Status RankTrainer::SetUp() {
                                                static_cast<size_t>(options_.bucket_bytes));
   ASSIGN_OR_RETURN(metrics_,
                    MetricsWriter::Open(options_.metrics_file, options_.rank, start_.step > 0));
+  if (options_.rank == 0 && !options_.metrics_file.empty()) {
+    data_group_ = std::make_unique<DataGroupWatch>(options_.data_servers, options_.auth_token,
+                                                   options_.tls);
+  }
   RETURN_IF_ERROR(sample_log_.Open(options_.sample_log_dir, options_.rank, start_.step > 0));
   PlanSteps();
   schedule_.emplace(LrSchedule{options_.learning_rate, options_.warmup_steps, total_steps_,
@@ -420,6 +428,12 @@ void RankTrainer::Record(uint32_t epoch, Batch host, double lr, torch::Tensor lo
   record.learning_rate = lr;
   record.images_per_sec =
       record.step_ms > 0 ? record.batch_size * options_.world_size * 1000.0 / record.step_ms : 0;
+  if (data_group_ != nullptr) {
+    if (const std::optional<DataGroupCapacity> capacity = data_group_->capacity()) {
+      record.data_capacity_per_host = capacity->per_host;
+      record.data_hosts = capacity->hosts;
+    }
+  }
   pending_.push_back({record, std::move(loss), std::move(host)});
 }
 

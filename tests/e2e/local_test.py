@@ -4,6 +4,7 @@ Run by ctest as `python3 local_test.py BUILD_DIR`. Standard library only.
 """
 
 import json
+import math
 import os
 import re
 import signal
@@ -173,6 +174,25 @@ class LocalRunTest(unittest.TestCase):
                                  capture_output=True, text=True, timeout=60)
         self.assertNotEqual(missing.returncode, 0)
         self.assertIn("--tls-cert and --tls-key go together", missing.stderr)
+
+    def test_the_leader_s_metrics_carry_the_data_hosts_needed(self):
+        metrics = os.path.join(self.tmp, "sizing.jsonl")
+        result = self.run_local("--servers", "2", "--ranks", "2", "--epochs", "4",
+                                "--batch-size", "8", "--metrics-file", metrics)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        with open(metrics) as f:
+            steps = [row for row in map(json.loads, f) if "step" in row]
+        measured = [row for row in steps if row["data_hosts"] > 0]
+        self.assertTrue(measured, steps[-1])  # the servers are measured within the run
+        for row in measured:
+            self.assertLessEqual(row["data_hosts"], 2)
+            self.assertGreater(row["data_capacity_per_host"], 0)
+            demand = row["images_per_sec"] * row["step_ms"] / row["compute_ms"]
+            needed = max(1, math.ceil(demand * 0.95 / row["data_capacity_per_host"] - 1e-9))
+            self.assertEqual(row["data_hosts_needed"], needed, row)
+        # Not known before the first measurement: zeros, not guesses.
+        for row in steps[:steps.index(measured[0])]:
+            self.assertEqual((row["data_hosts"], row["data_hosts_needed"]), (0, 0))
 
     def test_steps_limit(self):
         result = self.run_local("--servers", "1", "--ranks", "2", "--steps", "2",

@@ -1,0 +1,60 @@
+#include "src/client/data_group_watch.h"
+
+#include <utility>
+
+#include "src/client/server_status.h"
+
+namespace heterodl {
+
+DataGroupWatch::DataGroupWatch(std::vector<std::string> servers, std::string auth_token,
+                               TlsConfig tls, absl::Duration soon, absl::Duration interval)
+    : servers_(std::move(servers)),
+      auth_token_(std::move(auth_token)),
+      tls_(std::move(tls)),
+      thread_([this, soon, interval] { Run(soon, interval); }) {}
+
+DataGroupWatch::~DataGroupWatch() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+std::optional<DataGroupCapacity> DataGroupWatch::capacity() const {
+  absl::MutexLock lock(&mu_);
+  return capacity_;
+}
+
+bool DataGroupWatch::Sleep(absl::Duration duration) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stopping_), duration);
+  return !stopping_;
+}
+
+void DataGroupWatch::Run(absl::Duration soon, absl::Duration interval) {
+  bool measured = false;
+  while (Sleep(measured ? interval : soon)) {
+    DataGroupCapacity round;
+    double total = 0;
+    for (const std::string& server : servers_) {
+      absl::StatusOr<v1::ServerStats> stats =
+          FetchServerStatus(server, absl::Seconds(2), auth_token_, tls_);
+      const double capacity = stats.ok() ? BuildCapacity(*stats) : 0;
+      if (capacity > 0) {
+        total += capacity;
+        ++round.hosts;
+      }
+    }
+    // Until every server is measured (one that has not built anything yet
+    // cannot be), the next round comes soon.
+    measured = round.hosts == static_cast<int>(servers_.size());
+    if (round.hosts > 0) {
+      round.per_host = total / round.hosts;
+      absl::MutexLock lock(&mu_);
+      capacity_ = round;
+    }
+  }
+}
+
+}  // namespace heterodl
