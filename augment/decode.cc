@@ -25,7 +25,7 @@ uint32_t LittleEndian32(const unsigned char* p) {
 absl::Status CheckClaimedSize(absl::string_view data, int64_t max_pixels) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
   int64_t width = 0, height = 0;
-  if (data.size() >= 24 && data.substr(0, 8) == absl::string_view("\x89PNG\r\n\x1a\n", 8)) {
+  if (data.size() >= 24 && SniffImageFormat(data) == ImageFormat::kPng) {
     width = BigEndian32(bytes + 16);
     height = BigEndian32(bytes + 20);
   } else if (data.size() >= 26 && data.substr(0, 2) == "BM") {

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "augment/image_format.h"
 
 namespace heterodl {
 namespace {
@@ -172,9 +173,9 @@ absl::StatusOr<JpegHeader> ReadJpegHeader(absl::string_view data, int64_t max_pi
   if (header.width <= 0 || header.height <= 0) {
     return absl::InvalidArgumentError("JPEG header with zero size");
   }
-  if (static_cast<int64_t>(header.width) * header.height > max_pixels) {
-    return absl::InvalidArgumentError(absl::StrCat("JPEG is ", header.width, "x", header.height,
-                                                   ", over the limit of ", max_pixels, " pixels"));
+  if (absl::Status claimed = CheckClaimedPixels(header.width, header.height, max_pixels);
+      !claimed.ok()) {
+    return claimed;
   }
   return header;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "opencv2/core.hpp"
@@ -186,8 +187,10 @@ absl::StatusOr<std::vector<SampleFormatShare>> ParseSampleFormats(absl::string_v
                                      [&](const auto& entry) { return entry.second == name_percent.first; });
     if (known == std::end(kFormatNames)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--formats: unknown format '", name_percent.first,
-          "' (known: jpeg, grayscale, progressive, png, webp, or 'mixed')"));
+          "--formats: unknown format '", name_percent.first, "' (known: ",
+          absl::StrJoin(kFormatNames, ", ",
+                        [](std::string* out, const auto& entry) { absl::StrAppend(out, entry.second); }),
+          ", or 'mixed')"));
     }
     share.format = known->first;
     const bool single = !absl::StrContains(part, '=');
