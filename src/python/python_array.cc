@@ -34,10 +34,7 @@ void Dealloc(PyObject* self) {
   delete array->view;
   delete array->buffer_shape;
   delete array->buffer_strides;
-  PyTypeObject* type = Py_TYPE(self);
-  auto free_object = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
-  free_object(self);
-  Py_DECREF(type);  // heap types are owned by their instances
+  FreeInstance(self);
 }
 
 // ---- buffer protocol ---------------------------------------------------------
@@ -210,8 +207,7 @@ PyType_Spec kSpec = {"heterodl._heterodl.Array", sizeof(ArrayObject), 0,
 PyType_Spec* ArrayTypeSpec() { return &kSpec; }
 
 PyObject* NewArray(PyTypeObject* type, ArrayView view) {
-  auto allocate = reinterpret_cast<allocfunc>(PyType_GetSlot(type, Py_tp_alloc));
-  PyObject* self = allocate(type, 0);
+  PyObject* self = AllocateInstance(type);
   if (self == nullptr) return nullptr;
   ArrayObject* array = AsArray(self);
   const Py_ssize_t item_size = ItemSize(view.type);

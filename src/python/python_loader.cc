@@ -96,8 +96,7 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   Py_END_ALLOW_THREADS
   if (!loader.ok()) return RaiseStatus(loader.status());
 
-  auto allocate = reinterpret_cast<allocfunc>(PyType_GetSlot(type, Py_tp_alloc));
-  PyObject* self = allocate(type, 0);
+  PyObject* self = AllocateInstance(type);
   if (self == nullptr) return nullptr;
   reinterpret_cast<LoaderObject*>(self)->loader = loader->release();
   return self;
@@ -108,10 +107,7 @@ void Dealloc(PyObject* self) {
   Py_BEGIN_ALLOW_THREADS  // closing streams joins the loader's threads
   delete loader;
   Py_END_ALLOW_THREADS
-  PyTypeObject* type = Py_TYPE(self);
-  auto free_object = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
-  free_object(self);
-  Py_DECREF(type);
+  FreeInstance(self);
 }
 
 PyObject* SetEpoch(PyObject* self, PyObject* args) {
