@@ -47,24 +47,21 @@ void PrintServer(const v1::ServerReport& report) {
 // Fills report.sizing from the servers that answered and have built
 // something; an error when none has (nothing to size from).
 absl::Status SizeDataGroup(double demand, double max_stall, v1::StatusReport& report) {
-  double capacity = 0;
-  int hosts = 0;
+  std::vector<v1::ServerStats> answers;
   for (const v1::ServerReport& server : report.servers()) {
-    if (server.capacity_images_per_second() > 0) {
-      capacity += server.capacity_images_per_second();
-      ++hosts;
-    }
+    if (server.error().empty()) answers.push_back(server.stats());
   }
-  if (hosts == 0) {
+  const DataGroupCapacity group = MeasureDataGroup(answers);
+  if (group.hosts == 0) {
     return absl::FailedPreconditionError(
         "--demand: no server has built a batch yet, so its capacity is not known");
   }
   v1::DataGroupSizing& sizing = *report.mutable_sizing();
   sizing.set_demand_images_per_second(demand);
   sizing.set_max_stall(max_stall);
-  sizing.set_capacity_per_host(capacity / hosts);
-  sizing.set_hosts(hosts);
-  ASSIGN_OR_RETURN(const int needed, DataHostsNeeded(demand, capacity / hosts, max_stall));
+  sizing.set_capacity_per_host(group.per_host);
+  sizing.set_hosts(group.hosts);
+  ASSIGN_OR_RETURN(const int needed, DataHostsNeeded(demand, group.per_host, max_stall));
   sizing.set_hosts_needed(needed);
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 
 #include "src/client/server_status.h"
 
+
 namespace heterodl {
 
 DataGroupWatch::DataGroupWatch(std::vector<std::string> servers, std::string auth_token,
@@ -35,22 +36,17 @@ bool DataGroupWatch::Sleep(absl::Duration duration) {
 void DataGroupWatch::Run(absl::Duration soon, absl::Duration interval) {
   bool measured = false;
   while (Sleep(measured ? interval : soon)) {
-    DataGroupCapacity round;
-    double total = 0;
+    std::vector<v1::ServerStats> answers;
     for (const std::string& server : servers_) {
       absl::StatusOr<v1::ServerStats> stats =
           FetchServerStatus(server, absl::Seconds(2), auth_token_, tls_);
-      const double capacity = stats.ok() ? BuildCapacity(*stats) : 0;
-      if (capacity > 0) {
-        total += capacity;
-        ++round.hosts;
-      }
+      if (stats.ok()) answers.push_back(*std::move(stats));
     }
+    const DataGroupCapacity round = MeasureDataGroup(answers);
     // Until every server is measured (one that has not built anything yet
     // cannot be), the next round comes soon.
     measured = round.hosts == static_cast<int>(servers_.size());
     if (round.hosts > 0) {
-      round.per_host = total / round.hosts;
       absl::MutexLock lock(&mu_);
       capacity_ = round;
     }

@@ -17,14 +17,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "src/client/data_group_capacity.h"
 #include "src/common/net/tls_config.h"
 
 namespace heterodl {
-
-struct DataGroupCapacity {
-  double per_host = 0;  // mean images/s a server builds with every thread busy
-  int hosts = 0;        // servers that answered and have built something
-};
 
 class DataGroupWatch {
  public:

@@ -35,4 +35,17 @@ double BuildCapacity(const v1::ServerStats& stats) {
   return stats.worker_threads() * static_cast<double>(stats.samples_sent()) / busy;
 }
 
+DataGroupCapacity MeasureDataGroup(const std::vector<v1::ServerStats>& servers) {
+  DataGroupCapacity group;
+  double total = 0;
+  for (const v1::ServerStats& stats : servers) {
+    if (const double capacity = BuildCapacity(stats); capacity > 0) {
+      total += capacity;
+      ++group.hosts;
+    }
+  }
+  if (group.hosts > 0) group.per_host = total / group.hosts;
+  return group;
+}
+
 }  // namespace heterodl

@@ -3,10 +3,12 @@
 #define HETERODL_SRC_CLIENT_SERVER_STATUS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "heterodl/data_service.pb.h"
+#include "src/client/data_group_capacity.h"
 #include "src/common/net/tls_config.h"
 
 namespace heterodl {
@@ -24,6 +26,10 @@ absl::StatusOr<v1::ServerStats> FetchServerStatus(const std::string& address,
 // augment time. What `heterodl status` sizes a data group from; 0 before the
 // server has built anything.
 double BuildCapacity(const v1::ServerStats& stats);
+
+// The data group of these servers: the mean BuildCapacity of those that have
+// built something, and how many they are.
+DataGroupCapacity MeasureDataGroup(const std::vector<v1::ServerStats>& servers);
 
 }  // namespace heterodl
 

@@ -21,5 +21,20 @@ TEST(BuildCapacityTest, ThreadsTimesSamplesPerBusySecond) {
   EXPECT_DOUBLE_EQ(BuildCapacity(stats), 1600);
 }
 
+TEST(MeasureDataGroupTest, MeansOverTheServersThatHaveBuiltSomething) {
+  v1::ServerStats fast, slow, idle;
+  fast.set_worker_threads(2);
+  fast.set_samples_sent(3000);
+  fast.set_decode_seconds(1.0);  // 6,000 images/s
+  slow.set_worker_threads(1);
+  slow.set_samples_sent(2000);
+  slow.set_decode_seconds(1.0);  // 2,000 images/s
+  const DataGroupCapacity group = MeasureDataGroup({fast, idle, slow});
+  EXPECT_EQ(group.hosts, 2);
+  EXPECT_DOUBLE_EQ(group.per_host, 4000);
+  EXPECT_EQ(MeasureDataGroup({idle}).hosts, 0);
+  EXPECT_EQ(MeasureDataGroup({}).hosts, 0);
+}
+
 }  // namespace
 }  // namespace heterodl

@@ -16,31 +16,12 @@ import unittest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import free_port, start_server  # noqa: E402
+from processes import free_port, install_built_wheel, start_server  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 SOURCE_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else ".")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
 EXAMPLES = os.path.join(SOURCE_DIR, "examples")
-# The PyTorch example runs as a user's script would: from a virtualenv the
-# built wheel is installed into (the project's torch), without PYTHONPATH.
-EXAMPLE_VENV = os.path.join(SOURCE_DIR, ".venv-wheel", "examples")
-
-
-def install_the_wheel():
-    """Installs dist/'s wheel into EXAMPLE_VENV; returns the venv's python."""
-    python = os.path.join(EXAMPLE_VENV, "bin", "python")
-    wheels = [os.path.join(SOURCE_DIR, "dist", name)
-              for name in os.listdir(os.path.join(SOURCE_DIR, "dist"))
-              if name.startswith("heterodl-") and "manylinux" in name] \
-        if os.path.isdir(os.path.join(SOURCE_DIR, "dist")) else []
-    if len(wheels) != 1 or not os.path.exists(python):
-        raise RuntimeError("the PyTorch example needs dist/heterodl-*.whl and .venv-wheel/examples: "
-                           "run scripts/build_wheel.sh and tests/python/make_wheel_venvs.sh "
-                           "(scripts/test.sh does)")
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
-                    "--force-reinstall", wheels[0]], check=True, timeout=300)
-    return python
 
 
 def cluster_view(environment, *flags):
@@ -80,7 +61,9 @@ class ExamplesTest(unittest.TestCase):
     # ---- examples/pytorch ----
 
     def test_the_pytorch_script_trains_on_the_remote_loader(self):
-        python = install_the_wheel()
+        # As a user's script runs: from a virtualenv the built wheel is
+        # installed into (the project's torch), without PYTHONPATH.
+        python = install_built_wheel(SOURCE_DIR, "examples")
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         script = os.path.join(EXAMPLES, "pytorch", "train_resnet18.py")
         result = subprocess.run([python, script, "--servers", self.address,

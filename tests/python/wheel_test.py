@@ -10,7 +10,6 @@ Run by ctest: python wheel_test.py BUILD_DIR. Needs dist/heterodl-*.whl
 scripts/test.sh makes both.
 """
 
-import glob
 import json
 import os
 import signal
@@ -30,21 +29,12 @@ SYSTEM_LIBRARIES = {"linux-vdso.so.1", "libc.so.6", "libm.so.6", "libstdc++.so.6
                     "librt.so.1", "ld-linux-x86-64.so.2"}
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "testing"))
-from processes import sample_dataset, start_server  # noqa: E402
-
-
-def the_wheel():
-    wheels = glob.glob(os.path.join(ROOT, "dist", "heterodl-*-cp311-abi3-manylinux_*.whl"))
-    if len(wheels) != 1:
-        raise RuntimeError(f"expected one repaired wheel in dist/, found {wheels}: run "
-                           "scripts/build_wheel.sh (scripts/test.sh does)")
-    return wheels[0]
+from processes import install_built_wheel, sample_dataset, start_server  # noqa: E402
 
 
 class WheelTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.wheel = the_wheel()
         cls.num_samples = 50
         cls.dataset = sample_dataset(HETERODL, cls.num_samples, "heterodl-wheel-")
         cls.server, cls.address = start_server(
@@ -56,11 +46,7 @@ class WheelTest(unittest.TestCase):
         cls.server.wait(timeout=30)
 
     def run_in(self, venv, expect_format=None):
-        python = os.path.join(ROOT, ".venv-wheel", venv, "bin", "python")
-        self.assertTrue(os.path.exists(python),
-                        f"{python} missing: run tests/python/make_wheel_venvs.sh")
-        subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
-                        "--force-reinstall", self.wheel], check=True, timeout=300)
+        python = install_built_wheel(ROOT, venv)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         expect_format = expect_format or VENVS[venv]
         done = subprocess.run([python, CHECK, self.address, str(self.num_samples), expect_format,
