@@ -22,6 +22,8 @@ ClusterSettings ClusterSettingsFromFlags() {
   ClusterSettings settings;
   settings.role = absl::GetFlag(FLAGS_role);
   settings.data_servers = absl::GetFlag(FLAGS_data_servers);
+  settings.data_servers_file = absl::GetFlag(FLAGS_data_servers_file);
+  settings.data_servers_dns = absl::GetFlag(FLAGS_data_servers_dns);
   settings.dnn_hosts = absl::GetFlag(FLAGS_dnn_hosts);
   settings.current_host = absl::GetFlag(FLAGS_current_host);
   if (absl::GetFlag(FLAGS_ranks_per_host) > 0) {

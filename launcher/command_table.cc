@@ -21,9 +21,10 @@ constexpr const char* kCommonFlags[] = {"log_level", "flagfile"};
       "device_step_ms",                                                                         \
       "bucket_mb", "checkpoint_dir", "checkpoint_every", "resume", "model_dir", "metrics_file", \
       "sample_log_dir", "connect_timeout", "pixel_channel"
-#define HETERODL_CLUSTER_FLAGS                                                          \
-  "role", "data_servers", "dnn_hosts", "current_host", "ranks_per_host", "master_port", \
-      "resource_config", "data_group", "dnn_group", "slurm_data_component"
+#define HETERODL_CLUSTER_FLAGS                                                                  \
+  "role", "data_servers", "data_servers_file", "data_servers_dns", "dnn_hosts", "current_host", \
+      "ranks_per_host", "master_port", "resource_config", "data_group", "dnn_group",            \
+      "slurm_data_component"
 
 }  // namespace
 
@@ -43,7 +44,8 @@ const std::vector<CommandInfo>& Commands() {
        "heterodl serve --dataset /data/imagenet/train --port 50051 --threads 32"},
       {"train", "",
        "dnn-group trainer: this host's ranks, fed by the data servers",
-       {"data_servers", "ranks", HETERODL_TRAINING_FLAGS, "dnn_hosts", "current_host",
+       {"data_servers", "data_servers_file", "data_servers_dns", "ranks", HETERODL_TRAINING_FLAGS,
+        "dnn_hosts", "current_host",
         "master_addr", "master_port", HETERODL_TLS_CLIENT_FLAGS},
        "heterodl train --data-servers cpu1:50051,cpu2:50051 --ranks 8 --model resnet50"},
       {"local", "",

@@ -68,6 +68,8 @@ ABSL_DECLARE_FLAG(std::string, sample_log_dir);
 // Cluster view (also HETERODL_* variables).
 ABSL_DECLARE_FLAG(std::string, role);
 ABSL_DECLARE_FLAG(std::string, data_servers);
+ABSL_DECLARE_FLAG(std::string, data_servers_file);
+ABSL_DECLARE_FLAG(std::string, data_servers_dns);
 ABSL_DECLARE_FLAG(std::string, dnn_hosts);
 ABSL_DECLARE_FLAG(std::string, current_host);
 ABSL_DECLARE_FLAG(int32_t, ranks_per_host);

@@ -1,4 +1,6 @@
 // `heterodl serve`: the data-group server.
+#include <string.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -35,8 +37,7 @@ absl::StatusOr<DataServerOptions> OptionsFromFlags() {
   options.dataset = absl::GetFlag(FLAGS_dataset);
   options.synthetic_samples = absl::GetFlag(FLAGS_synthetic);
   if (options.dataset.empty() && options.synthetic_samples <= 0) {
-    return absl::InvalidArgumentError(
-        "serve needs --dataset DIR (an image folder or a file list)");
+    return absl::InvalidArgumentError("serve needs --dataset DIR (an image folder or a file list)");
   }
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
@@ -56,9 +57,9 @@ absl::StatusOr<DataServerOptions> OptionsFromFlags() {
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_stream_mb))) << 20;
   options.pixel_port = absl::GetFlag(FLAGS_pixel_port);
   if (options.pixel_port < -1 || options.pixel_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "serve: --pixel-port must be -1 (off), 0 (any free port) or a port, got ",
-        options.pixel_port));
+    return absl::InvalidArgumentError(
+        absl::StrCat("serve: --pixel-port must be -1 (off), 0 (any free port) or a port, got ",
+                     options.pixel_port));
   }
   options.idle_timeout = absl::GetFlag(FLAGS_idle_timeout);
   options.startup_timeout = absl::GetFlag(FLAGS_startup_timeout);
@@ -77,8 +78,12 @@ int Serve(const DataServerOptions& options, StopSignal& stop) {
     return kExitFailure;
   }
   DataServer* running = server->get();
-  const StopSignal::Subscription on_signal = stop.Subscribe(
-      [running](int signal) { running->RequestStop(absl::StrCat("signal ", signal)); });
+  const StopSignal::Subscription on_signal = stop.Subscribe([running](int signal) {
+    // "SIGTERM": what a spot interruption or a pod deletion sends.
+    const char* name = sigabbrev_np(signal);
+    running->RequestStop(name != nullptr ? absl::StrCat("SIG", name)
+                                         : absl::StrCat("signal ", signal));
+  });
   LogInfo("listening on %s (port %d)", options.address, running->port());
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty() && !WritePortFile(port_file, running->port())) {

@@ -12,9 +12,10 @@
 #include "absl/time/clock.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
+#include "src/client/server_discovery.h"
 #include "src/client/shutdown.h"
-#include "src/common/process/child_process.h"
 #include "src/common/log.h"
+#include "src/common/process/child_process.h"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
@@ -31,6 +32,8 @@ std::vector<std::string> RankArguments(const std::string& trainer, const Cluster
       absl::StrCat("--local_rank=", local_rank),
       absl::StrCat("--world_size=", view.world_size),
       absl::StrCat("--data_servers=", absl::StrJoin(view.data_servers, ",")),
+      absl::StrCat("--data_servers_file=", view.data_servers_file),
+      absl::StrCat("--data_servers_dns=", view.data_servers_dns),
       absl::StrCat("--master_addr=", view.leader),
       absl::StrCat("--master_port=", view.master_port),
       absl::StrCat("--current_host=", view.current_host)};
@@ -106,10 +109,11 @@ int RunTrainCommand(StopSignal& stop) {
     return kExitUsage;
   }
   ClusterView view = *resolved;
-  if (view.data_servers.empty()) {
+  const ServerSources servers{view.data_servers, view.data_servers_file, view.data_servers_dns};
+  if (!ValidateServerSources(servers).ok()) {
     LogError(
-        "train needs data servers: --data_servers host:port,... (or a cluster "
-        "environment that names them)");
+        "train needs data servers: --data-servers host:port,..., --data-servers-file FILE or "
+        "--data-servers-dns NAME (or a cluster environment that names them)");
     return kExitUsage;
   }
   if (absl::GetFlag(FLAGS_ranks) > 0) {
@@ -140,12 +144,13 @@ int RunTrainCommand(StopSignal& stop) {
   const int result = SuperviseRanks(ranks, stop);
   if (view.node_rank == 0) {
     const std::string reason = result == kExitOk ? "training finished" : "training failed";
-    LogInfo("%s; telling %d data server(s) to shut down", reason, view.data_servers.size());
+    // Those listed now: servers may have joined and left while it ran.
+    const std::vector<std::string> listed = ServerDiscovery(servers).Refresh();
+    LogInfo("%s; telling %d data server(s) to shut down", reason, listed.size());
     absl::StatusOr<std::string> token = AuthTokenFromFlags();
-    absl::Status shutdown = token.ok()
-                                ? ShutdownDataServers(view.data_servers, reason, absl::Seconds(10),
-                                                      *token, TlsFromFlags())
-                                : token.status();
+    absl::Status shutdown =
+        token.ok() ? ShutdownDataServers(listed, reason, absl::Seconds(10), *token, TlsFromFlags())
+                   : token.status();
     if (!shutdown.ok()) LogWarning("%s", shutdown.ToString());
   }
   return result;

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
 
   heterodl::TrainerOptions options;
   options.data_servers = absl::StrSplit(absl::GetFlag(FLAGS_data_servers), ',', absl::SkipEmpty());
+  options.data_servers_file = absl::GetFlag(FLAGS_data_servers_file);
+  options.data_servers_dns = absl::GetFlag(FLAGS_data_servers_dns);
   options.model = absl::GetFlag(FLAGS_model);
   options.steps = absl::GetFlag(FLAGS_steps);
   options.epochs = absl::GetFlag(FLAGS_epochs);
@@ -68,10 +70,12 @@ int main(int argc, char** argv) {
   options.pixel_channel = absl::GetFlag(FLAGS_pixel_channel);
   heterodl::SetLogTag(absl::StrCat("train/", options.rank));
   if (absl::GetFlag(FLAGS_rank) < 0 || options.world_size == 0 ||
-      options.rank >= options.world_size || options.data_servers.empty()) {
+      options.rank >= options.world_size ||
+      (options.data_servers.empty() && options.data_servers_file.empty() &&
+       options.data_servers_dns.empty())) {
     heterodl::LogError(
         "heterodl-trainer is started by 'heterodl train'; it needs --rank, "
-        "--world_size and --data_servers");
+        "--world_size and --data_servers (or --data_servers_file, --data_servers_dns)");
     return 2;
   }
   absl::Status result = heterodl::RunTrainerRank(options);

@@ -4,11 +4,10 @@
 
 #include "src/client/server_status.h"
 
-
 namespace heterodl {
 
-DataGroupWatch::DataGroupWatch(std::vector<std::string> servers, std::string auth_token,
-                               TlsConfig tls, absl::Duration soon, absl::Duration interval)
+DataGroupWatch::DataGroupWatch(ServerSources servers, std::string auth_token, TlsConfig tls,
+                               absl::Duration soon, absl::Duration interval)
     : servers_(std::move(servers)),
       auth_token_(std::move(auth_token)),
       tls_(std::move(tls)),
@@ -37,7 +36,8 @@ void DataGroupWatch::Run(absl::Duration soon, absl::Duration interval) {
   bool measured = false;
   while (Sleep(measured ? interval : soon)) {
     std::vector<v1::ServerStats> answers;
-    for (const std::string& server : servers_) {
+    const std::vector<std::string> servers = servers_.Refresh();
+    for (const std::string& server : servers) {
       absl::StatusOr<v1::ServerStats> stats =
           FetchServerStatus(server, absl::Seconds(2), auth_token_, tls_);
       if (stats.ok()) answers.push_back(*std::move(stats));
@@ -45,7 +45,7 @@ void DataGroupWatch::Run(absl::Duration soon, absl::Duration interval) {
     const DataGroupCapacity round = MeasureDataGroup(answers);
     // Until every server is measured (one that has not built anything yet
     // cannot be), the next round comes soon.
-    measured = round.hosts == static_cast<int>(servers_.size());
+    measured = round.hosts == static_cast<int>(servers.size());
     if (round.hosts > 0) {
       absl::MutexLock lock(&mu_);
       capacity_ = round;

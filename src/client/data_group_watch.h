@@ -2,9 +2,10 @@
 // capacity, for the scaling signal in its metrics (docs/operations.md,
 // "Sizing the data group while it runs"). A background thread asks every
 // data server for its statistics (what `heterodl status` shows) now and
-// then, so no training step ever waits on it.
+// then, so no training step ever waits on it. The servers are those listed at
+// each round (src/client/server_discovery.h): data hosts come and go.
 //
-//   DataGroupWatch watch(servers, token, tls);
+//   DataGroupWatch watch({servers, servers_file, servers_dns}, token, tls);
 //   if (std::optional<DataGroupCapacity> c = watch.capacity()) Use(c->per_host);
 #ifndef HETERODL_SRC_CLIENT_DATA_GROUP_WATCH_H_
 #define HETERODL_SRC_CLIENT_DATA_GROUP_WATCH_H_
@@ -18,16 +19,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "src/client/data_group_capacity.h"
+#include "src/client/server_discovery.h"
 #include "src/common/net/tls_config.h"
 
 namespace heterodl {
 
 class DataGroupWatch {
  public:
-  // Polls `servers` every `soon` until each has built something (a server
-  // that has not cannot be measured), then every `interval`; a server that
-  // does not answer within 2 s is left out of that round.
-  DataGroupWatch(std::vector<std::string> servers, std::string auth_token, TlsConfig tls,
+  // Polls the listed servers every `soon` until each has built something (a
+  // server that has not cannot be measured), then every `interval`; a server
+  // that does not answer within 2 s is left out of that round.
+  DataGroupWatch(ServerSources servers, std::string auth_token, TlsConfig tls,
                  absl::Duration soon = absl::Milliseconds(500),
                  absl::Duration interval = absl::Seconds(10));
   // Stops polling (at once, or after the round under way).
@@ -44,7 +46,7 @@ class DataGroupWatch {
   // Waits up to `duration`; false when stopping.
   bool Sleep(absl::Duration duration) ABSL_LOCKS_EXCLUDED(mu_);
 
-  const std::vector<std::string> servers_;
+  ServerDiscovery servers_;  // only the polling thread uses it
   const std::string auth_token_;
   const TlsConfig tls_;
   mutable absl::Mutex mu_;

@@ -8,11 +8,19 @@ namespace heterodl {
 FeedSchedule::FeedSchedule(int64_t batches_per_epoch, int connections, FeedOptions options)
     : batches_per_epoch_(std::max<int64_t>(1, batches_per_epoch)),
       last_epoch_(options.last_epoch),
+      depth_limits_(options.depth),
       across_epochs_(options.across_epochs),
       window_(std::max(1, options.window)) {
-  connections_.resize(static_cast<size_t>(std::max(1, connections)));
-  for (Connection& connection : connections_) connection.depth = DepthController(options.depth);
+  for (int c = 0; c < connections; ++c) AddConnection();
 }
+
+int FeedSchedule::AddConnection() {
+  Connection& connection = connections_.emplace_back();
+  connection.depth = DepthController(depth_limits_);
+  return static_cast<int>(connections_.size()) - 1;
+}
+
+void FeedSchedule::Retire(int c) { connections_[c].retired = true; }
 
 int64_t FeedSchedule::Distance(BatchKey key) const {
   const int64_t epochs = static_cast<int64_t>(key.epoch) - next_to_deliver_.epoch;
@@ -27,7 +35,9 @@ bool FeedSchedule::InWindow(BatchKey key, int window) const {
 
 int FeedSchedule::RequestWindow() const {
   int depths = 0;
-  for (const Connection& connection : connections_) depths += connection.depth.depth();
+  for (const Connection& connection : connections_) {
+    if (!connection.retired) depths += connection.depth.depth();
+  }
   return std::min(window_, 2 * depths);
 }
 
@@ -111,6 +121,7 @@ std::vector<BatchKey> FeedSchedule::TakeRequests(int c, absl::Time now) {
   std::vector<BatchKey> keys;
   if (!started_) return keys;
   Connection& connection = connections_[c];
+  if (connection.retired) return keys;
   const int window = RequestWindow();
   while (outstanding(c) < connection.depth.depth()) {
     const std::optional<BatchKey> key = NextUnheld(window);
@@ -130,8 +141,7 @@ bool FeedSchedule::Expects(int c, BatchKey key) const {
   return connection.wanted.count(key) > 0 || connection.unwanted.count(key) > 0;
 }
 
-bool FeedSchedule::Receive(int c, BatchKey key, Batch batch, ServerTiming timing,
-                           absl::Time now) {
+bool FeedSchedule::Receive(int c, BatchKey key, Batch batch, ServerTiming timing, absl::Time now) {
   Connection& connection = connections_[c];
   connection.last_progress = now;
   ++stats_.received;

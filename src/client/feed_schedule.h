@@ -50,9 +50,9 @@ struct ServerTiming {
 };
 
 struct FeedStats {
-  int64_t requested = 0;   // keys asked for, over all connections
-  int64_t received = 0;    // batches that arrived (kept or not)
-  int64_t delivered = 0;   // handed to the trainer
+  int64_t requested = 0;  // keys asked for, over all connections
+  int64_t received = 0;   // batches that arrived (kept or not)
+  int64_t delivered = 0;  // handed to the trainer
   // Built and thrown away: held or in flight when the trainer repositioned
   // where the new order does not reach them.
   int64_t dropped = 0;
@@ -77,8 +77,8 @@ struct FeedOptions {
 
 class FeedSchedule {
  public:
-  // `batches_per_epoch` >= 1 for this rank; `connections` >= 1 streams
-  // numbered 0..connections-1.
+  // `batches_per_epoch` >= 1 for this rank; `connections` >= 0 streams
+  // numbered 0..connections-1 (more join with AddConnection).
   FeedSchedule(int64_t batches_per_epoch, int connections, FeedOptions options = {});
 
   // ---- The trainer's side.
@@ -117,6 +117,15 @@ class FeedSchedule {
   std::vector<int> Stalled(absl::Time now, absl::Duration timeout) const;
   // Restarts `c`'s stall clock (after cancelling its stream).
   void ResetStallClock(int c, absl::Time now) { connections_[c].last_progress = now; }
+  // A new connection (a data server that joined): its number, the next
+  // after the last. It asks for work from its next TakeRequests.
+  int AddConnection();
+  // Connection `c` is leaving for good (its server was removed): it is
+  // asked nothing more and no longer counts toward the window. What it
+  // still owes may yet arrive; Lost(c) gives the rest back.
+  void Retire(int c);
+  bool retired(int c) const { return connections_[c].retired; }
+  int connections() const { return static_cast<int>(connections_.size()); }
 
   // ---- Limits, measurements.
 
@@ -139,6 +148,7 @@ class FeedSchedule {
     std::map<BatchKey, absl::Time> unwanted;
     absl::Time last_progress = absl::InfinitePast();
     DepthController depth;
+    bool retired = false;
   };
 
   // Batches from the trainer's position to `key` (negative: before it).
@@ -160,6 +170,7 @@ class FeedSchedule {
 
   const int64_t batches_per_epoch_;
   const uint32_t last_epoch_;
+  const DepthLimits depth_limits_;
   const bool across_epochs_;
   int window_;
   bool started_ = false;

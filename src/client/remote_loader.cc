@@ -6,6 +6,7 @@
 #include <atomic>
 #include <limits>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -20,16 +21,17 @@
 #include "src/client/batch_check.h"
 #include "src/client/feed_schedule.h"
 #include "src/client/server_channel.h"
+#include "src/client/server_discovery.h"
 #include "src/common/fingerprint.h"
-#include "src/common/net/host_port.h"
 #include "src/common/log.h"
+#include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
 #include "src/data/epoch_plan.h"
 #include "src/wire/batch_codec.h"
 #include "src/wire/byte_stream.h"
 #include "src/wire/grpc_status.h"
-#include "src/wire/plan_config.h"
 #include "src/wire/pixel_channel_reader.h"
+#include "src/wire/plan_config.h"
 
 namespace heterodl {
 namespace {
@@ -73,6 +75,12 @@ constexpr absl::Duration kConnectAttempt = absl::Seconds(2);
 constexpr absl::Duration kConnectRetryPause = absl::Milliseconds(250);
 constexpr absl::Duration kInterruptPoll = absl::Milliseconds(200);
 constexpr absl::Duration kPixelChannelRetryAfter = absl::Minutes(10);
+// How often a server that serves another dataset is asked again (it may be
+// replaced by one that serves ours).
+constexpr absl::Duration kIncompatibleRetry = absl::Seconds(30);
+// The server's trailing metadata on the streams it ends because it is
+// leaving (SIGTERM): what it owes goes to the others, no warning.
+constexpr char kLeavingMetadataKey[] = "heterodl-leaving";
 // The loader's window, in batches, whatever the memory budget says.
 constexpr int kMinWindow = 2;
 constexpr int kMaxWindow = 256;
@@ -92,6 +100,10 @@ struct LiveStream {
   ByteStream* stream = nullptr;                 // once its open request is sent
   PixelChannelReader* pixel_channel = nullptr;  // of the open stream, if it has one
   StreamLimits limits;
+  // Its server serves another dataset: not used, asked again now and then.
+  bool incompatible = false;
+  // Its server ended the last stream because it is leaving.
+  bool left = false;
 };
 
 // What the loader last said about a server (all its connections together):
@@ -100,23 +112,30 @@ struct LiveStream {
 struct ServerHealth {
   std::string last_error;  // empty: delivering
   absl::Time last_logged = absl::InfinitePast();
+  // When it said it was leaving: failing to reach it after that is expected,
+  // and said only once it has lasted a minute.
+  absl::Time left_at = absl::InfinitePast();
 };
 
 class GrpcRemoteLoader final : public RemoteLoader {
  public:
-  GrpcRemoteLoader(RemoteLoaderOptions options, std::vector<ServerEndpoint> servers,
-                   DatasetDescription dataset, PlanParams params, int64_t batches_per_epoch,
-                   uint64_t batch_bytes_estimate)
+  // `discovery` null: the servers are fixed.
+  GrpcRemoteLoader(RemoteLoaderOptions options, ServerChannels channels,
+                   std::vector<std::unique_ptr<ServerEndpoint>> endpoints,
+                   std::unique_ptr<ServerDiscovery> discovery, DatasetDescription dataset,
+                   PlanParams params, int64_t batches_per_epoch, uint64_t batch_bytes_estimate)
       : options_(std::move(options)),
-        servers_(std::move(servers)),
+        channels_(std::move(channels)),
+        discovery_(std::move(discovery)),
         dataset_(std::move(dataset)),
         params_(params),
         batches_per_epoch_(batches_per_epoch),
         config_(ToPlanConfig(params, dataset_.fingerprint, options_.pipeline)),
         // Keeps what the window and the trainer's batches ever held.
         pixels_(BufferPool::Create(kMaxWindow + 8, options_.pixel_allocator)),
-        schedule_(batches_per_epoch, static_cast<int>(servers_.size()), FeedOptionsFor(options_)),
-        streams_(servers_.size()) {
+        schedule_(batches_per_epoch, static_cast<int>(endpoints.size()), FeedOptionsFor(options_)),
+        endpoints_(std::move(endpoints)),
+        streams_(endpoints_.size()) {
     absl::MutexLock lock(&mu_);
     LearnBatchBytesLocked(batch_bytes_estimate);
   }
@@ -127,11 +146,20 @@ class GrpcRemoteLoader final : public RemoteLoader {
       stopping_ = true;
       for (size_t c = 0; c < streams_.size(); ++c) CancelLocked(c);
     }
-    for (std::thread& thread : threads_) thread.join();
+    // No connection is added once discovery has stopped.
+    if (discovery_thread_.joinable()) discovery_thread_.join();
+    std::vector<std::thread> threads;
+    {
+      absl::MutexLock lock(&mu_);
+      threads.swap(threads_);
+    }
+    for (std::thread& thread : threads) thread.join();
   }
 
   void Start() {
-    for (size_t c = 0; c < servers_.size(); ++c) threads_.emplace_back([this, c] { StreamLoop(c); });
+    absl::MutexLock lock(&mu_);
+    for (size_t c = 0; c < endpoints_.size(); ++c) StartConnectionLocked(c);
+    if (discovery_ != nullptr) discovery_thread_ = std::thread([this] { DiscoveryLoop(); });
   }
 
   const DatasetDescription& dataset() const override { return dataset_; }
@@ -202,10 +230,13 @@ class GrpcRemoteLoader final : public RemoteLoader {
     stats.delivered = feed.delivered;
     stats.dropped = feed.dropped;
     stats.reassigned = feed.reassigned;
+    stats.stalled = stalled_;
     stats.window = schedule_.window();
     for (size_t c = 0; c < streams_.size(); ++c) {
+      if (schedule_.retired(static_cast<int>(c))) continue;
       stats.depths.push_back(schedule_.depth(static_cast<int>(c)));
     }
+    stats.servers = ServersLocked();
     return stats;
   }
 
@@ -226,8 +257,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
     batch_bytes = std::max<uint64_t>(batch_bytes, 1);
     if (batch_bytes == batch_bytes_) return;
     batch_bytes_ = batch_bytes;
-    schedule_.SetWindow(static_cast<int>(std::clamp<uint64_t>(
-        options_.max_buffered_bytes / batch_bytes_, kMinWindow, kMaxWindow)));
+    schedule_.SetWindow(static_cast<int>(
+        std::clamp<uint64_t>(options_.max_buffered_bytes / batch_bytes_, kMinWindow, kMaxWindow)));
     for (size_t c = 0; c < streams_.size(); ++c) ApplyLimitsLocked(c);
   }
 
@@ -261,6 +292,70 @@ class GrpcRemoteLoader final : public RemoteLoader {
     for (size_t c = 0; c < streams_.size(); ++c) DispatchLocked(c);
   }
 
+  // The servers in use (not retired), each once, sorted.
+  std::vector<std::string> ServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::set<std::string> servers;
+    for (size_t c = 0; c < endpoints_.size(); ++c) {
+      if (!schedule_.retired(static_cast<int>(c))) servers.insert(endpoints_[c]->address);
+    }
+    return {servers.begin(), servers.end()};
+  }
+
+  void StartConnectionLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ServerEndpoint* endpoint = endpoints_[c].get();
+    threads_.emplace_back([this, c, endpoint] { StreamLoop(c, *endpoint); });
+  }
+
+  // Re-reads the servers' sources every discovery_interval and follows them.
+  void DiscoveryLoop() {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](bool* stopping) { return *stopping; }, &stopping_),
+                             options_.discovery_interval);
+        if (stopping_) return;
+      }
+      // Outside the lock: a DNS lookup can take seconds.
+      const std::vector<std::string> servers = discovery_->Refresh();
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      FollowServersLocked(servers);
+    }
+  }
+
+  // Retires the connections of servers no longer listed and opens
+  // connections to servers newly listed.
+  void FollowServersLocked(const std::vector<std::string>& servers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::set<std::string> listed(servers.begin(), servers.end());
+    const std::vector<std::string> in_use = ServersLocked();
+    std::set<std::string> unlisted;
+    for (size_t c = 0; c < endpoints_.size(); ++c) {
+      const int connection = static_cast<int>(c);
+      if (schedule_.retired(connection) || listed.count(endpoints_[c]->address) > 0) continue;
+      unlisted.insert(endpoints_[c]->address);
+      schedule_.Retire(connection);
+      CancelLocked(c);
+    }
+    for (const std::string& address : unlisted) {
+      LogInfo("data server %s is no longer listed; its batches go to the others", address);
+    }
+    for (const std::string& address : servers) {
+      if (std::binary_search(in_use.begin(), in_use.end(), address)) continue;
+      LogInfo("data server %s listed; checking its dataset, then sending it batches", address);
+      for (int connection = 0; connection < options_.connections_per_server; ++connection) {
+        endpoints_.push_back(
+            std::make_unique<ServerEndpoint>(address, channels_.Open(address, connection)));
+        streams_.emplace_back();
+        const int c = schedule_.AddConnection();
+        ApplyLimitsLocked(static_cast<size_t>(c));
+        StartConnectionLocked(static_cast<size_t>(c));
+      }
+    }
+    DispatchAllLocked();
+  }
+
   // Ends connection `c`'s open call, waking its thread wherever it blocks.
   void CancelLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (streams_[c].context != nullptr) streams_[c].context->TryCancel();
@@ -271,66 +366,85 @@ class GrpcRemoteLoader final : public RemoteLoader {
   void CancelStalledLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const int c : schedule_.Stalled(now, options_.stall_timeout / 2)) {
       LogWarning("data server %s stalled for %s; giving its batches to others",
-                 servers_[c].address, absl::FormatDuration(options_.stall_timeout / 2));
+                 endpoints_[c]->address, absl::FormatDuration(options_.stall_timeout / 2));
       CancelLocked(static_cast<size_t>(c));
       schedule_.ResetStallClock(c, now);
+      ++stalled_;
     }
   }
 
   absl::Status StallErrorLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::string> states;
-    for (size_t c = 0; c < options_.servers.size(); c += 1) {  // each server once
-      const std::string& address = options_.servers[c];
+    for (const std::string& address : ServersLocked()) {
       const auto it = health_.find(address);
       const bool failing = it != health_.end() && !it->second.last_error.empty();
-      states.push_back(absl::StrCat(address, " (",
-                                    failing ? it->second.last_error : "connected, not sending",
-                                    ")"));
+      states.push_back(absl::StrCat(
+          address, " (", failing ? it->second.last_error : "connected, not sending", ")"));
     }
+    if (states.empty()) states.push_back("none is listed now");
     return absl::DeadlineExceededError(absl::StrCat("no batch from any data server for ",
-                                               absl::FormatDuration(options_.stall_timeout), ": ",
-                                               absl::StrJoin(states, ", ")));
+                                                    absl::FormatDuration(options_.stall_timeout),
+                                                    ": ", absl::StrJoin(states, ", ")));
   }
 
   // One connection's life: its stream, reopened with backoff, until the
-  // loader goes or a server refuses the plan.
-  void StreamLoop(size_t c) {
+  // loader goes, its server is no longer listed, or a server refuses the
+  // plan.
+  void StreamLoop(size_t c, ServerEndpoint& endpoint) {
+    const int connection = static_cast<int>(c);
     absl::Duration backoff = absl::Milliseconds(200);
     while (true) {
       {
         absl::MutexLock lock(&mu_);
-        if (stopping_ || !error_.ok()) return;
+        if (stopping_ || !error_.ok() || schedule_.retired(connection)) return;
       }
       bool delivered = false;
-      absl::Status status = RunStream(c, delivered);
+      absl::Status status = RunStream(c, endpoint, delivered);
       absl::MutexLock lock(&mu_);
-      schedule_.Lost(static_cast<int>(c));
+      schedule_.Lost(connection);
       DispatchAllLocked();  // what it owed goes to the others
-      if (stopping_) return;
+      if (stopping_ || schedule_.retired(connection)) return;
       if (status.ok()) status = absl::UnavailableError("the server ended the stream");
-      if (IsFatal(status)) {
-        error_ = absl::Status(status.code(), absl::StrCat("data server ", servers_[c].address, ": ",
-                                                          status.message()));
+      if (delivered) backoff = absl::Milliseconds(200);
+      if (streams_[c].incompatible) {
+        // That server's fault, not the plan's: the others go on.
+        backoff = kIncompatibleRetry;
+      } else if (IsFatal(status)) {
+        error_ = absl::Status(
+            status.code(), absl::StrCat("data server ", endpoint.address, ": ", status.message()));
         return;
       }
-      if (delivered) backoff = absl::Milliseconds(200);
       LogRetryLocked(c, status);
       mu_.AwaitWithTimeout(absl::Condition(
                                +[](bool* stopping) { return *stopping; }, &stopping_),
                            backoff);
-      backoff = std::min(backoff * 2, absl::Seconds(5));
+      backoff = std::clamp(backoff * 2, absl::Milliseconds(200), absl::Seconds(5));
     }
   }
 
   // Says why a server's streams are retried: each new reason, and a
   // still-failing server once a minute, not every retry of every connection.
+  // A server that said it was leaving is said to leave, once.
   void LogRetryLocked(size_t c, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ServerHealth& health = health_[servers_[c].address];
+    const std::string& address = endpoints_[c]->address;
+    ServerHealth& health = health_[address];
     const std::string reason = status.ToString();
     const absl::Time now = absl::Now();
-    if (reason != health.last_error || now - health.last_logged > absl::Minutes(1)) {
-      LogWarning("data server %s: %s; retrying (every 5 s at most) while others take its batches",
-                 servers_[c].address, reason);
+    if (streams_[c].left) {
+      streams_[c].left = false;
+      if (now - health.left_at > absl::Seconds(1)) {
+        LogInfo("data server %s is leaving (%s); its batches go to the others", address,
+                status.message());
+        health.left_at = now;
+        health.last_logged = now;
+      }
+    } else if (now - health.left_at < absl::Minutes(1)) {
+      // Gone as it said: not a failure yet.
+    } else if (reason != health.last_error || now - health.last_logged > absl::Minutes(1)) {
+      LogWarning(
+          "data server %s: %s; retrying (every %s at most) while others take its batches", address,
+          reason,
+          absl::FormatDuration(streams_[c].incompatible ? kIncompatibleRetry : absl::Seconds(5)));
       health.last_logged = now;
     }
     health.last_error = reason;
@@ -338,9 +452,11 @@ class GrpcRemoteLoader final : public RemoteLoader {
 
   // A batch arrived from connection c: a server that was failing is back.
   void MarkDeliveringLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const auto it = health_.find(servers_[c].address);
-    if (it == health_.end() || it->second.last_error.empty()) return;
-    LogInfo("data server %s: delivering again", servers_[c].address);
+    const auto it = health_.find(endpoints_[c]->address);
+    if (it == health_.end()) return;
+    it->second.left_at = absl::InfinitePast();
+    if (it->second.last_error.empty()) return;
+    LogInfo("data server %s: delivering again", endpoints_[c]->address);
     it->second.last_error.clear();
   }
 
@@ -349,8 +465,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
   // pixels itself: turned off, TLS, the server offers none, or its port is
   // unreachable, then with a warning).
   absl::StatusOr<std::unique_ptr<PixelChannelReader>> PrepareStream(size_t c,
+                                                                    ServerEndpoint& endpoint,
                                                                     const PixelTicket& ticket) {
-    ServerEndpoint& endpoint = servers_[c];
     // Its limits and pixel port now: a restarted server may differ.
     grpc::ClientContext context;
     AddAuthToken(context, options_.auth_token);
@@ -358,6 +474,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::CancelledError("the loader is closing");
+      if (schedule_.retired(static_cast<int>(c))) return absl::CancelledError("no longer listed");
       streams_[c].context = &context;
     }
     v1::DatasetInfo info;
@@ -369,8 +486,16 @@ class GrpcRemoteLoader final : public RemoteLoader {
         streams_[c].limits = {info.max_stream_batches(), info.max_stream_bytes()};
         ApplyLimitsLocked(c);
       }
+      // A server that joined mid-run, or one restarted on other files.
+      streams_[c].incompatible = asked.ok() && info.fingerprint() != dataset_.fingerprint;
     }
     if (!asked.ok()) return FromGrpcStatus(asked);
+    if (info.fingerprint() != dataset_.fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "serves '", info.source(), "' (fingerprint ", FingerprintToHex(info.fingerprint()),
+          "), not this job's dataset (fingerprint ", FingerprintToHex(dataset_.fingerprint),
+          "); not using it"));
+    }
     if (!options_.pixel_channel || options_.tls.enabled() ||
         absl::Now() < endpoint.pixel_channel_retry_after || info.pixel_port() == 0) {
       return nullptr;
@@ -390,13 +515,14 @@ class GrpcRemoteLoader final : public RemoteLoader {
 
   // One stream, open until it breaks or the loader goes. `delivered`: set
   // once a batch came through it.
-  absl::Status RunStream(size_t c, bool& delivered) {
+  absl::Status RunStream(size_t c, ServerEndpoint& endpoint, bool& delivered) {
     // The channel first: the server pairs it with the stream by its ticket.
     const PixelTicket ticket = NewPixelTicket();
-    ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelReader> pixel_channel, PrepareStream(c, ticket));
+    ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelReader> pixel_channel,
+                     PrepareStream(c, endpoint, ticket));
     grpc::ClientContext context;
     AddAuthToken(context, options_.auth_token);
-    ByteStream stream(*servers_[c].stream_stub, &context, kStreamBatchesMethod);
+    ByteStream stream(*endpoint.stream_stub, &context, kStreamBatchesMethod);
     v1::BatchRequest open;
     *open.mutable_open() = config_;
     open.set_client_id(client_id_);
@@ -405,6 +531,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::CancelledError("the loader is closing");
+      if (schedule_.retired(static_cast<int>(c))) return absl::CancelledError("no longer listed");
       streams_[c].context = &context;
       streams_[c].stream = &stream;
       streams_[c].pixel_channel = pixel_channel.get();
@@ -413,12 +540,20 @@ class GrpcRemoteLoader final : public RemoteLoader {
     const absl::Status result = ReadBatches(c, stream, pixel_channel.get(), delivered);
     {
       absl::MutexLock lock(&mu_);
-      streams_[c] = LiveStream{nullptr, nullptr, nullptr, streams_[c].limits};
+      streams_[c].context = nullptr;
+      streams_[c].stream = nullptr;
+      streams_[c].pixel_channel = nullptr;
     }
     if (absl::IsAborted(result)) {
       // The server ended the stream: its status says why (a refused plan is
       // fatal, a server going away is not), so read it before anything else.
-      return FromGrpcStatus(stream.Finish());
+      const grpc::Status ended = stream.Finish();
+      const auto& trailers = context.GetServerTrailingMetadata();
+      if (trailers.find(kLeavingMetadataKey) != trailers.end()) {
+        absl::MutexLock lock(&mu_);
+        streams_[c].left = true;
+      }
+      return FromGrpcStatus(ended);
     }
     // Our own reason to stop (a bad batch, the loader closing): cancel, or
     // Finish() would wait for the server.
@@ -488,7 +623,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
     if (decoded.header.images_on_channel() == 0) {
       if (decoded.pixels.size() != planned_bytes) {
         return absl::DataLossError(absl::StrCat("batch ", k, " carries ", decoded.pixels.size(),
-                                                " bytes of pixels; its shape makes ", planned_bytes));
+                                                " bytes of pixels; its shape makes ",
+                                                planned_bytes));
       }
       return absl::OkStatus();
     }
@@ -513,15 +649,17 @@ class GrpcRemoteLoader final : public RemoteLoader {
     absl::MutexLock lock(&mu_);
     plans_.emplace(epoch, shared);
     const uint32_t trainer_epoch = schedule_.position().epoch;
-    while (!plans_.empty() && (plans_.begin()->first < trainer_epoch || plans_.size() > kPlansKept)) {
+    while (!plans_.empty() &&
+           (plans_.begin()->first < trainer_epoch || plans_.size() > kPlansKept)) {
       plans_.erase(plans_.begin());
     }
     return shared;
   }
 
   const RemoteLoaderOptions options_;
-  // One per connection: connections_per_server per address.
-  std::vector<ServerEndpoint> servers_;
+  const ServerChannels channels_;
+  // Only the discovery thread uses it.
+  const std::unique_ptr<ServerDiscovery> discovery_;
   const DatasetDescription dataset_;
   const PlanParams params_;
   const int64_t batches_per_epoch_;
@@ -533,15 +671,21 @@ class GrpcRemoteLoader final : public RemoteLoader {
 
   mutable absl::Mutex mu_;
   FeedSchedule schedule_ ABSL_GUARDED_BY(mu_);
+  // One per connection, connections_per_server per server, numbered as the
+  // schedule numbers them; never erased (a server no longer listed has its
+  // connections retired), so a stream thread's endpoint stays put.
+  std::vector<std::unique_ptr<ServerEndpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
   std::vector<LiveStream> streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ServerHealth> health_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
   uint64_t batch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stalled_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_receipt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);  // one per connection
+  std::thread discovery_thread_;
 };
 
 // Asks a server for its DatasetInfo until it answers, `deadline` passes or
@@ -579,8 +723,11 @@ absl::StatusOr<v1::DatasetInfo> AwaitDatasetInfo(ServerEndpoint& server, absl::T
   return absl::UnavailableError(last.message());
 }
 
+ServerSources SourcesOf(const RemoteLoaderOptions& options) {
+  return {options.servers, options.servers_file, options.servers_dns};
+}
+
 absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
-  if (options.servers.empty()) return absl::InvalidArgumentError("no data servers given");
   if (options.world_size == 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", options.rank, " outside world_size ", options.world_size));
@@ -591,26 +738,55 @@ absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
   if (options.max_buffered_bytes == 0 || options.max_batch_bytes == 0) {
     return absl::InvalidArgumentError("max_buffered_bytes and max_batch_bytes must be > 0");
   }
-  // A malformed address is a mistake to report now, not a server to wait for.
-  for (const std::string& address : options.servers) {
-    RETURN_IF_ERROR(SplitServerAddress(address).status());
+  if (options.discovery_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("discovery_interval must be > 0");
   }
-  return absl::OkStatus();
+  // A malformed address is a mistake to report now, not a server to wait for.
+  return ValidateServerSources(SourcesOf(options));
 }
 
 // connections_per_server endpoints per address: the first connection to
 // every server, then the second to every server, and so on.
-absl::StatusOr<std::vector<ServerEndpoint>> MakeEndpoints(const RemoteLoaderOptions& options) {
-  // A batch with its header, on the gRPC path.
-  ASSIGN_OR_RETURN(const ServerChannels channels,
-                   ServerChannels::Create(options.tls, options.max_batch_bytes + (16 << 20)));
-  std::vector<ServerEndpoint> endpoints;
-  for (int connection = 0; connection < options.connections_per_server; ++connection) {
-    for (const std::string& address : options.servers) {
-      endpoints.emplace_back(address, channels.Open(address, connection));
+std::vector<std::unique_ptr<ServerEndpoint>> MakeEndpoints(const ServerChannels& channels,
+                                                           const std::vector<std::string>& servers,
+                                                           int connections_per_server) {
+  std::vector<std::unique_ptr<ServerEndpoint>> endpoints;
+  for (int connection = 0; connection < connections_per_server; ++connection) {
+    for (const std::string& address : servers) {
+      endpoints.push_back(
+          std::make_unique<ServerEndpoint>(address, channels.Open(address, connection)));
     }
   }
   return endpoints;
+}
+
+// The servers listed when the loader starts. With a servers file or a DNS
+// name that list none yet (the data group is still starting), waits up to
+// connect_timeout for one: UNAVAILABLE naming the sources after that,
+// CANCELLED when options.interrupt_connect says so.
+absl::StatusOr<std::vector<std::string>> FirstServers(ServerDiscovery& discovery,
+                                                      const RemoteLoaderOptions& options) {
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  bool said = false;
+  while (true) {
+    std::vector<std::string> servers = discovery.Refresh();
+    if (!servers.empty()) return servers;
+    if (!said) {
+      LogInfo("no data server listed yet (servers file '%s', DNS name '%s'); waiting up to %s",
+              options.servers_file, options.servers_dns,
+              absl::FormatDuration(options.connect_timeout));
+      said = true;
+    }
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "no data server listed within ", absl::FormatDuration(options.connect_timeout),
+          " (servers file '", options.servers_file, "', DNS name '", options.servers_dns, "')"));
+    }
+    if (options.interrupt_connect && options.interrupt_connect()) {
+      return absl::CancelledError("interrupted while waiting for data servers");
+    }
+    absl::SleepFor(kConnectRetryPause);
+  }
 }
 
 // How many askers have their answer.
@@ -626,7 +802,8 @@ struct AnswerCount {
 // Each of the first `count` endpoints' DatasetInfo (one per server), asked at
 // once; CANCELLED as soon as options.interrupt_connect says so.
 absl::StatusOr<std::vector<absl::StatusOr<v1::DatasetInfo>>> AskServers(
-    std::vector<ServerEndpoint>& servers, size_t count, const RemoteLoaderOptions& options) {
+    std::vector<std::unique_ptr<ServerEndpoint>>& servers, size_t count,
+    const RemoteLoaderOptions& options) {
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   std::vector<absl::StatusOr<v1::DatasetInfo>> infos(count, absl::UnknownError("not asked"));
   std::atomic<bool> abandon{false};
@@ -634,7 +811,7 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::DatasetInfo>>> AskServers(
   std::vector<std::thread> askers;
   for (size_t i = 0; i < count; ++i) {
     askers.emplace_back([&, i] {
-      infos[i] = AwaitDatasetInfo(servers[i], deadline, options.connect_timeout,
+      infos[i] = AwaitDatasetInfo(*servers[i], deadline, options.connect_timeout,
                                   options.auth_token, options.pipeline, abandon);
       absl::MutexLock lock(&answers.mu);
       ++answers.answered;
@@ -663,7 +840,7 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::DatasetInfo>>> AskServers(
 // the servers when none answered, or both sides of a mismatch; warns about
 // those that did not answer yet (they are used once they come up).
 absl::StatusOr<v1::DatasetInfo> AgreedDataset(
-    const std::vector<ServerEndpoint>& servers,
+    const std::vector<std::unique_ptr<ServerEndpoint>>& servers,
     const std::vector<absl::StatusOr<v1::DatasetInfo>>& infos, absl::Duration waited) {
   std::optional<size_t> first;
   std::vector<std::string> unreachable;
@@ -671,21 +848,21 @@ absl::StatusOr<v1::DatasetInfo> AgreedDataset(
     const absl::Status& refused = infos[i].status();
     if (!refused.ok() && !absl::IsUnavailable(refused) && !absl::IsDeadlineExceeded(refused)) {
       // No retry changes this answer (a wrong token, a bad pipeline).
-      return absl::Status(refused.code(), absl::StrCat("data server ", servers[i].address, ": ",
+      return absl::Status(refused.code(), absl::StrCat("data server ", servers[i]->address, ": ",
                                                        refused.message()));
     }
     if (!infos[i].ok()) {
       unreachable.push_back(
-          absl::StrCat(servers[i].address, " (", infos[i].status().message(), ")"));
+          absl::StrCat(servers[i]->address, " (", infos[i].status().message(), ")"));
       continue;
     }
     if (!first) {
       first = i;
     } else if (infos[i]->fingerprint() != infos[*first]->fingerprint()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "data servers serve different datasets: ", servers[*first].address, " has '",
+          "data servers serve different datasets: ", servers[*first]->address, " has '",
           infos[*first]->source(), "' (fingerprint ",
-          FingerprintToHex(infos[*first]->fingerprint()), ") but ", servers[i].address, " has '",
+          FingerprintToHex(infos[*first]->fingerprint()), ") but ", servers[i]->address, " has '",
           infos[i]->source(), "' (fingerprint ", FingerprintToHex(infos[i]->fingerprint()), ")"));
     }
   }
@@ -715,10 +892,16 @@ DatasetDescription Describe(const v1::DatasetInfo& info) {
 absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
     const RemoteLoaderOptions& options) {
   RETURN_IF_ERROR(ValidateOptions(options));
-  ASSIGN_OR_RETURN(std::vector<ServerEndpoint> endpoints, MakeEndpoints(options));
+  auto discovery = std::make_unique<ServerDiscovery>(SourcesOf(options));
+  ASSIGN_OR_RETURN(const std::vector<std::string> servers, FirstServers(*discovery, options));
+  // A batch with its header, on the gRPC path.
+  ASSIGN_OR_RETURN(ServerChannels channels,
+                   ServerChannels::Create(options.tls, options.max_batch_bytes + (16 << 20)));
+  std::vector<std::unique_ptr<ServerEndpoint>> endpoints =
+      MakeEndpoints(channels, servers, options.connections_per_server);
   // Each server's first connection answers for it.
   ASSIGN_OR_RETURN(const std::vector<absl::StatusOr<v1::DatasetInfo>> infos,
-                   AskServers(endpoints, options.servers.size(), options));
+                   AskServers(endpoints, servers.size(), options));
   ASSIGN_OR_RETURN(const v1::DatasetInfo info,
                    AgreedDataset(endpoints, infos, options.connect_timeout));
   PlanParams params;
@@ -732,8 +915,10 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   // The default pipeline's shape until the first batch tells.
   const uint64_t batch_bytes_estimate =
       uint64_t{options.batch_size} * info.height() * info.width() * 3;
-  auto loader = std::make_unique<GrpcRemoteLoader>(options, std::move(endpoints), Describe(info),
-                                                   params, batches_per_epoch, batch_bytes_estimate);
+  if (!discovery->sources().dynamic()) discovery.reset();  // nothing to follow
+  auto loader = std::make_unique<GrpcRemoteLoader>(
+      options, std::move(channels), std::move(endpoints), std::move(discovery), Describe(info),
+      params, batches_per_epoch, batch_bytes_estimate);
   loader->Start();
   return loader;
 }

@@ -26,7 +26,9 @@
 // checked against the plan before its pixels are read, and delivered in
 // order. A server that fails or stalls has its outstanding ids handed to the
 // others, and is retried with backoff; every batch reaches the trainer exactly
-// once. The decisions are src/client/feed_schedule.h's; this file is wiring.
+// once. Servers may join and leave while it runs (a servers file, a DNS name);
+// one leaving politely (SIGTERM) sends what it has built and hands back the
+// rest. The decisions are src/client/feed_schedule.h's; this file is wiring.
 //
 // This header is free of gRPC and protobuf: trainers include it next to
 // LibTorch.
@@ -49,7 +51,16 @@
 namespace heterodl {
 
 struct RemoteLoaderOptions {
-  std::vector<std::string> servers;  // host:port
+  // The data servers: a fixed list (host:port), and where more are found
+  // while the loader runs (src/client/server_discovery.h): a servers file
+  // re-read when it changes, a DNS name whose every address is a server. A
+  // server that appears is checked (its dataset's fingerprint, the token,
+  // TLS) and gets batches within discovery_interval; one that disappears
+  // hands what it owes to the others. At least one of the three.
+  std::vector<std::string> servers;
+  std::string servers_file;
+  std::string servers_dns;  // host:port
+  absl::Duration discovery_interval = absl::Seconds(2);
   uint32_t batch_size = 32;
   uint32_t rank = 0;
   uint32_t world_size = 1;
@@ -133,8 +144,12 @@ struct LoaderStats {
   int64_t dropped = 0;
   // Asked again of another connection after a stream failed or stalled.
   int64_t reassigned = 0;
+  // Streams cancelled for holding batches half a stall_timeout without
+  // sending one (a server that leaves politely never counts here).
+  int64_t stalled = 0;
   int window = 0;           // batches the loader may hold ahead
   std::vector<int> depths;  // per connection: batch ids it keeps requested
+  std::vector<std::string> servers;  // in use now (listed), sorted
 };
 
 class RemoteLoader {

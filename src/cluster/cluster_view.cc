@@ -10,8 +10,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/cluster.pb.h"
@@ -282,8 +282,8 @@ absl::StatusOr<std::vector<std::string>> ExpandDataServers(const std::string& da
     if (server.empty()) continue;
     if (server.find(':') == std::string::npos) absl::StrAppend(&server, ":", default_port);
     if (absl::Status valid = SplitServerAddress(server).status(); !valid.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "data servers (--data-servers / HETERODL_DATA_SERVERS): ", valid.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("data servers (--data-servers / HETERODL_DATA_SERVERS): ", valid.message()));
     }
     servers.push_back(std::move(server));
   }
@@ -304,6 +304,10 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
   const std::string data_servers =
       Setting(settings.data_servers, environment, "HETERODL_DATA_SERVERS");
   const std::string dnn_hosts = Setting(settings.dnn_hosts, environment, "HETERODL_DNN_HOSTS");
+  const std::string servers_file =
+      Setting(settings.data_servers_file, environment, "HETERODL_DATA_SERVERS_FILE");
+  const std::string servers_dns =
+      Setting(settings.data_servers_dns, environment, "HETERODL_DATA_SERVERS_DNS");
   const std::string current_host =
       Setting(settings.current_host, environment, "HETERODL_CURRENT_HOST");
   const std::string dataset = Setting(settings.dataset, environment, "HETERODL_DATASET");
@@ -314,7 +318,8 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
   ASSIGN_OR_RETURN(std::optional<int> master_port,
                    IntSetting(settings.master_port, environment, "HETERODL_MASTER_PORT"));
   const bool overridden = !role.empty() || !data_servers.empty() || !dnn_hosts.empty() ||
-                          !current_host.empty() || ranks || data_port || master_port;
+                          !current_host.empty() || ranks || data_port || master_port ||
+                          !servers_file.empty() || !servers_dns.empty();
 
   if (!current_host.empty()) view.current_host = current_host;
   if (!dnn_hosts.empty()) RETURN_IF_ERROR(OverrideDnnHosts(dnn_hosts, !current_host.empty(), view));
@@ -336,6 +341,18 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
   if (!dataset.empty()) view.dataset = dataset;
   CompleteView(view);
   view.data_servers = std::move(servers);
+  view.data_servers_file = servers_file;
+  if (!servers_dns.empty()) {
+    // A name without a port gets the data port, as hostlist entries do.
+    std::string named(absl::StripAsciiWhitespace(servers_dns));
+    if (named.find(':') == std::string::npos) absl::StrAppend(&named, ":", view.data_port);
+    if (absl::Status valid = SplitServerAddress(named).status(); !valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data servers' DNS name (--data-servers-dns / HETERODL_DATA_SERVERS_DNS): ",
+                       valid.message()));
+    }
+    view.data_servers_dns = std::move(named);
+  }
   if (overridden && view.source.find("+overrides") == std::string::npos) {
     view.source += "+overrides";
   }
@@ -393,6 +410,8 @@ std::string ClusterViewToJson(const ClusterView& view) {
   proto.set_source(view.source);
   proto.set_current_host(view.current_host);
   for (const std::string& server : view.data_servers) proto.add_data_servers(server);
+  proto.set_data_servers_file(view.data_servers_file);
+  proto.set_data_servers_dns(view.data_servers_dns);
   for (const std::string& host : view.dnn_hosts) proto.add_dnn_hosts(host);
   proto.set_leader(view.leader);
   proto.set_ranks_per_host(view.ranks_per_host);

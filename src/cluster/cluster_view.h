@@ -42,8 +42,13 @@ struct ClusterView {
   std::string source;
   std::string current_host;
   std::vector<std::string> data_servers;  // host:port, in a fixed order
-  std::vector<std::string> dnn_hosts;     // in a fixed order
-  std::string leader;                     // dnn_hosts[0]
+  // Where data servers are found while training runs, besides data_servers
+  // (src/client/server_discovery.h): a file re-read when it changes, and a
+  // DNS name (host:port) whose every address is a server; empty: none.
+  std::string data_servers_file;
+  std::string data_servers_dns;
+  std::vector<std::string> dnn_hosts;  // in a fixed order
+  std::string leader;                  // dnn_hosts[0]
   int ranks_per_host = 1;
   int world_size = 1;
   int node_rank = -1;  // index of current_host in dnn_hosts, else -1
@@ -65,6 +70,8 @@ struct ClusterView {
 struct ClusterSettings {
   std::string role;                         // HETERODL_ROLE: data | dnn | local
   std::string data_servers;                 // HETERODL_DATA_SERVERS: host:port,...
+  std::string data_servers_file;            // HETERODL_DATA_SERVERS_FILE
+  std::string data_servers_dns;             // HETERODL_DATA_SERVERS_DNS: name[:port]
   std::string dnn_hosts;                    // HETERODL_DNN_HOSTS: host,...
   std::string current_host;                 // HETERODL_CURRENT_HOST
   std::optional<int> ranks_per_host;        // HETERODL_RANKS_PER_HOST

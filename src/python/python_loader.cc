@@ -41,26 +41,29 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
       "servers", "batch_size", "pipeline", "rank", "world_size", "seed", "drop_last", "shuffle",
       "max_buffered_mb", "connections_per_server", "connect_timeout", "stall_timeout",
       "auth_token", "pin_memory", "tls_ca", "tls_cert", "tls_key", "tls_server_name",
-      "pixel_channel", "pin_device", nullptr};
+      "pixel_channel", "pin_device", "servers_file", "servers_dns", nullptr};
   PyObject* servers = nullptr;
   unsigned int batch_size = 0, rank = 0, world_size = 1;
   unsigned long long seed = 0;
   const char* pipeline = "";
   const char* auth_token = nullptr;
   const char *tls_ca = "", *tls_cert = "", *tls_key = "", *tls_server_name = "";
+  const char *servers_file = "", *servers_dns = "";
   int drop_last = 0, shuffle = 1, pin_memory = 0, pixel_channel = 1, pin_device = 0;
   int connections_per_server = 2;
   double max_buffered_mb = 1024, connect_timeout = 60, stall_timeout = 60;
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwargs, "OIsIIKppdiddzpssssp|i", const_cast<char**>(keywords), &servers,
+          args, kwargs, "OIsIIKppdiddzpssssp|iss", const_cast<char**>(keywords), &servers,
           &batch_size, &pipeline, &rank, &world_size, &seed, &drop_last, &shuffle,
           &max_buffered_mb, &connections_per_server, &connect_timeout, &stall_timeout,
           &auth_token, &pin_memory, &tls_ca, &tls_cert, &tls_key, &tls_server_name,
-          &pixel_channel, &pin_device)) {
+          &pixel_channel, &pin_device, &servers_file, &servers_dns)) {
     return nullptr;
   }
   RemoteLoaderOptions options;
   if (!ParseServers(servers, options.servers)) return nullptr;
+  options.servers_file = servers_file;
+  options.servers_dns = servers_dns;
   options.batch_size = batch_size;
   options.pipeline = pipeline;
   options.rank = rank;
@@ -180,12 +183,21 @@ PyObject* Stats(PyObject* self, PyObject* /*unused*/) {
     ok = depth != nullptr && PyList_Append(depths, depth) == 0;
     Py_XDECREF(depth);
   }
-  ok = SetItem(result, "depths", depths) && ok &&
+  PyObject* servers = PyList_New(0);
+  ok = ok && servers != nullptr;
+  for (size_t i = 0; ok && i < stats.servers.size(); ++i) {
+    PyObject* server = PyUnicode_FromStringAndSize(stats.servers[i].data(),
+                                                   static_cast<Py_ssize_t>(stats.servers[i].size()));
+    ok = server != nullptr && PyList_Append(servers, server) == 0;
+    Py_XDECREF(server);
+  }
+  ok = SetItem(result, "depths", depths) && ok && SetItem(result, "servers", servers) &&
        SetItem(result, "requested", PyLong_FromLongLong(stats.requested)) &&
        SetItem(result, "received", PyLong_FromLongLong(stats.received)) &&
        SetItem(result, "delivered", PyLong_FromLongLong(stats.delivered)) &&
        SetItem(result, "dropped", PyLong_FromLongLong(stats.dropped)) &&
        SetItem(result, "reassigned", PyLong_FromLongLong(stats.reassigned)) &&
+       SetItem(result, "stalled", PyLong_FromLongLong(stats.stalled)) &&
        SetItem(result, "window", PyLong_FromLong(stats.window));
   if (!ok) {
     Py_DECREF(result);

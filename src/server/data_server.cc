@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -14,10 +15,10 @@
 #include "absl/time/clock.h"
 #include "augment/pipeline.h"
 #include "heterodl/data_service.grpc.pb.h"
-#include "src/common/net/auth_token.h"
 #include "src/common/fingerprint.h"
-#include "src/common/net/host_port.h"
 #include "src/common/log.h"
+#include "src/common/net/auth_token.h"
+#include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
 #include "src/server/activity_monitor.h"
 #include "src/server/batch_service.h"
@@ -34,6 +35,42 @@ namespace {
 // size. Clients keep far fewer; the limit only stops a client from queueing
 // unbounded work (max_stream_bytes bounds the memory).
 constexpr int kMaxInFlightPerStream = 64;
+// Trailing metadata on a stream ended because the server is leaving: the
+// loader hands what it asked of this server to the others, without a
+// warning (src/client/remote_loader.cc).
+constexpr char kLeavingMetadataKey[] = "heterodl-leaving";
+
+class BatchStreamReactor;
+
+// The streams open now, so that a server about to stop can tell each one.
+class OpenStreams {
+ public:
+  // False once the server is leaving: the stream is to leave at once.
+  bool Add(BatchStreamReactor* stream) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    streams_.insert(stream);
+    return leave_reason_.empty();
+  }
+  // Empty while the server stays.
+  std::string leave_reason() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return leave_reason_;
+  }
+  // From the stream's OnDone, before it may be deleted, with none of its
+  // own locks held.
+  void Remove(BatchStreamReactor* stream) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    streams_.erase(stream);
+  }
+  // Tells every open stream that the server is leaving (see
+  // BatchStreamReactor::Leave); later streams are refused by the service.
+  void LeaveAll(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  std::set<BatchStreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
+  std::string leave_reason_ ABSL_GUARDED_BY(mu_);
+};
 
 // One StreamBatches call. Reads requests, schedules builds on the service's
 // pool, writes finished batches one at a time (gRPC allows one outstanding
@@ -53,13 +90,48 @@ class BatchStreamReactor final
  public:
   // REQUIRES: activity.TryOpenStream() succeeded for this stream.
   // `pixel_listener` null: this server offers no pixel channel.
-  BatchStreamReactor(BatchService& service, ActivityMonitor& activity, uint64_t max_stream_bytes,
-                     PixelChannelListener* pixel_listener)
-      : service_(service),
+  BatchStreamReactor(grpc::CallbackServerContext& context, BatchService& service,
+                     ActivityMonitor& activity, OpenStreams& open_streams,
+                     uint64_t max_stream_bytes, PixelChannelListener* pixel_listener)
+      : context_(context),
+        service_(service),
         activity_(activity),
+        open_streams_(open_streams),
         max_stream_bytes_(max_stream_bytes),
         pixel_listener_(pixel_listener) {
+    if (!open_streams_.Add(this)) {
+      absl::MutexLock lock(&mu_);
+      leaving_ = true;
+      leaving_reason_ = open_streams_.leave_reason();
+    }
     StartRead(&request_wire_);
+  }
+
+  // Keeps the reactor alive for a Leave() to come. From OpenStreams, while
+  // the stream is registered (so OnDone has not yet run past Remove).
+  void Retain() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    ++references_;
+  }
+
+  // The server is leaving (a SIGTERM, a spot interruption notice, its
+  // shutdown): batch ids asked from now on are not built, builds not yet
+  // started are dropped, the batches being built are finished and sent, and
+  // then the stream ends with UNAVAILABLE and kLeavingMetadataKey, so the
+  // client asks the other servers for everything else at once. Releases the
+  // reference Retain() took.
+  void Leave(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_) {
+    Actions actions;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!leaving_) {
+        leaving_ = true;
+        leaving_reason_ = reason;
+        if (work_ != nullptr) service_.CloseStream(*work_);
+      }
+      actions = AdvanceLocked();
+    }
+    PerformAndRelease(actions);
   }
 
   ~BatchStreamReactor() override {
@@ -113,6 +185,7 @@ class BatchStreamReactor final
   }
 
   void OnDone() override {
+    open_streams_.Remove(this);
     activity_.StreamClosed();
     bool destroy;
     std::shared_ptr<PixelChannel> channel;
@@ -217,6 +290,8 @@ class BatchStreamReactor final
     RETURN_IF_ERROR(service_.ValidateBatchId(*stream_, request_.batch()));
     {
       absl::MutexLock lock(&mu_);
+      // Not built: the client gets it back when the stream ends.
+      if (leaving_) return absl::OkStatus();
       if (in_flight_ >= max_in_flight_) {
         return absl::ResourceExhaustedError(
             absl::StrCat("more than ", max_in_flight_,
@@ -234,7 +309,12 @@ class BatchStreamReactor final
         absl::MutexLock lock(&mu_);
         --pending_builds_;
         if (!batch.ok()) {
-          FinishLocked(batch.status());
+          if (leaving_ && absl::IsCancelled(batch.status())) {
+            --in_flight_;  // dropped as the server leaves: handed back
+            activity_.BatchesRequested(-1);
+          } else {
+            FinishLocked(batch.status());
+          }
         } else if (!finish_requested_) {
           QueueLocked(*std::move(batch));
         }
@@ -303,9 +383,16 @@ class BatchStreamReactor final
       actions.write = &*writing_;
       return actions;
     }
-    if (!finish_requested_ && reads_done_ && pending_builds_ == 0 && ready_.empty() && !writing_ &&
-        pending_sends_ == 0) {
-      FinishLocked(absl::OkStatus());
+    const bool nothing_owed =
+        pending_builds_ == 0 && ready_.empty() && !writing_ && pending_sends_ == 0;
+    if (!finish_requested_ && nothing_owed && (reads_done_ || leaving_)) {
+      if (leaving_) {
+        context_.AddTrailingMetadata(kLeavingMetadataKey, "1");
+        FinishLocked(
+            absl::UnavailableError(absl::StrCat("the data server is leaving: ", leaving_reason_)));
+      } else {
+        FinishLocked(absl::OkStatus());
+      }
     }
     if (finish_requested_ && !writing_ && reads_starting_ == 0) {
       finish_started_ = true;
@@ -320,13 +407,15 @@ class BatchStreamReactor final
     finish_status_ = ToGrpcStatus(status);
     // Builds not started are dropped; their callbacks come from the pool.
     if (work_ != nullptr) service_.CloseStream(*work_);
-    if (!status.ok() && !absl::IsCancelled(status)) {
+    if (!status.ok() && !absl::IsCancelled(status) && !leaving_) {
       LogWarning("batch stream ended with error: %s", status.ToString());
     }
   }
 
+  grpc::CallbackServerContext& context_;
   BatchService& service_;
   ActivityMonitor& activity_;
+  OpenStreams& open_streams_;
   const uint64_t max_stream_bytes_;
   PixelChannelListener* const pixel_listener_;
   // Only touched by OnReadDone's thread, between StartRead calls.
@@ -355,8 +444,25 @@ class BatchStreamReactor final
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_started_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;
+  std::string leaving_reason_ ABSL_GUARDED_BY(mu_);
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
 };
+
+void OpenStreams::LeaveAll(const std::string& reason) {
+  std::vector<BatchStreamReactor*> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!leave_reason_.empty()) return;
+    leave_reason_ = reason;
+    for (BatchStreamReactor* stream : streams_) {
+      stream->Retain();
+      streams.push_back(stream);
+    }
+  }
+  // Outside mu_: a stream may end (and OnDone run) inside Leave().
+  for (BatchStreamReactor* stream : streams) stream->Leave(reason);
+}
 
 // A stream refused before it starts (authentication): finishes at once.
 class RejectedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -391,6 +497,7 @@ class DataServiceImpl final : public DataServiceBase {
                                            const v1::DatasetInfoRequest* request,
                                            v1::DatasetInfo* info) override {
     grpc::Status status = Authorize(*context);
+    if (status.ok()) status = RefuseIfLeaving();
     if (status.ok()) {
       activity_.Touch();
       absl::StatusOr<v1::DatasetInfo> described = service_.Info(request->pipeline());
@@ -406,14 +513,20 @@ class DataServiceImpl final : public DataServiceBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamBatches(
       grpc::CallbackServerContext* context) override {
     grpc::Status status = Authorize(*context);
+    if (status.ok()) status = RefuseIfLeaving();
     if (!status.ok()) return new RejectedStream(status);
     if (!activity_.TryOpenStream(max_streams_)) {
       return new RejectedStream(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("the server has its limit of ", max_streams_, " streams open")));
     }
-    return new BatchStreamReactor(service_, activity_, max_stream_bytes_, pixel_listener_);
+    return new BatchStreamReactor(*context, service_, activity_, open_streams_, max_stream_bytes_,
+                                  pixel_listener_);
   }
+
+  // Every open stream sends what it has built and ends; new ones, and
+  // loaders asking what this server serves, are refused from now on.
+  void Leave(const std::string& reason) { open_streams_.LeaveAll(reason); }
 
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
                                      v1::ServerStats* stats) override {
@@ -452,6 +565,13 @@ class DataServiceImpl final : public DataServiceBase {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong auth token");
   }
 
+  grpc::Status RefuseIfLeaving() const {
+    const std::string reason = open_streams_.leave_reason();
+    if (reason.empty()) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("the data server is leaving: ", reason));
+  }
+
   static grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context,
                                             const grpc::Status& status) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -466,6 +586,7 @@ class DataServiceImpl final : public DataServiceBase {
   const int max_streams_;
   const uint64_t max_stream_bytes_;
   std::function<void(const std::string&)> request_stop_;
+  OpenStreams open_streams_;
 };
 
 class GrpcDataServer final : public DataServer {
@@ -500,8 +621,7 @@ class GrpcDataServer final : public DataServer {
         const absl::Status probe = ProbeTcpBind(where->host, where->port);
         why = probe.ok() ? "gRPC refused it (see its log above)" : std::string(probe.message());
       }
-      return absl::UnavailableError(
-          absl::StrCat("cannot listen on ", options_.address, ": ", why));
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address, ": ", why));
     }
     return absl::OkStatus();
   }
@@ -531,8 +651,11 @@ class GrpcDataServer final : public DataServer {
       reason = stop_reason_;
     }
     LogInfo("stopping: %s", reason);
-    // Open streams get a short grace to finish their writes, then are
-    // cancelled; the worker pool drains when the service is destroyed.
+    // Open streams send the batches being built and end, handing back the
+    // rest (their loaders ask the other servers); those still writing after
+    // a short grace are cancelled. The worker pool drains when the service
+    // is destroyed.
+    impl_.Leave(reason);
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(options_.drain_timeout));
     server_->Wait();
@@ -609,9 +732,9 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
           FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads);
   ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelListener> pixel_listener,
                    ListenForPixelChannels(options));
-  auto service = std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads,
-                                                RequestLimits{}, pipeline_options,
-                                                options.worker_nice);
+  auto service =
+      std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads,
+                                     RequestLimits{}, pipeline_options, options.worker_nice);
   auto server =
       std::make_unique<GrpcDataServer>(options, std::move(pixel_listener), std::move(service));
   RETURN_IF_ERROR(server->Listen());

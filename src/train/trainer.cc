@@ -155,6 +155,8 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> ConnectLoader(const TrainerOptions
                                                             const torch::Device& device) {
   RemoteLoaderOptions loader_options;
   loader_options.servers = options.data_servers;
+  loader_options.servers_file = options.data_servers_file;
+  loader_options.servers_dns = options.data_servers_dns;
   loader_options.batch_size = options.batch_size;
   loader_options.rank = options.rank;
   loader_options.world_size = options.world_size;
@@ -288,8 +290,10 @@ absl::Status RankTrainer::SetUp() {
   ASSIGN_OR_RETURN(metrics_,
                    MetricsWriter::Open(options_.metrics_file, options_.rank, start_.step > 0));
   if (options_.rank == 0 && !options_.metrics_file.empty()) {
-    data_group_ = std::make_unique<DataGroupWatch>(options_.data_servers, options_.auth_token,
-                                                   options_.tls);
+    data_group_ = std::make_unique<DataGroupWatch>(
+        ServerSources{options_.data_servers, options_.data_servers_file,
+                      options_.data_servers_dns},
+        options_.auth_token, options_.tls);
   }
   RETURN_IF_ERROR(sample_log_.Open(options_.sample_log_dir, options_.rank, start_.step > 0));
   PlanSteps();

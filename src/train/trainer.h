@@ -24,6 +24,9 @@ namespace heterodl {
 
 struct TrainerOptions {
   std::vector<std::string> data_servers;  // host:port
+  // Where more are found while training runs (RemoteLoaderOptions).
+  std::string data_servers_file;
+  std::string data_servers_dns;
   std::string model = "small_cnn";
   // Stop after this many steps; 0 runs `epochs` whole epochs.
   int64_t steps = 0;

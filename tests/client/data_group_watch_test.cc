@@ -26,8 +26,8 @@ TEST_F(DataGroupWatchTest, MeasuresTheServersThatHaveBuiltSomething) {
   testing::RunningServer busy(*dataset_);
   testing::RunningServer idle(*dataset_);
   // Not a server at all: left out, never waited for long.
-  DataGroupWatch watch({busy.address(), idle.address(), "127.0.0.1:1"}, "", {},
-                       absl::Milliseconds(50), absl::Milliseconds(50));
+  DataGroupWatch watch(ServerSources{{busy.address(), idle.address(), "127.0.0.1:1"}, "", ""}, "",
+                       {}, absl::Milliseconds(50), absl::Milliseconds(50));
   // Nothing built anywhere: nothing to measure.
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(watch.capacity().has_value());

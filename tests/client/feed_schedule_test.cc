@@ -37,8 +37,8 @@ FeedOptions Options(int window, DepthLimits depth, bool across_epochs = true) {
 // asked (or not at all), and a trainer that reads.
 class Harness {
  public:
-  Harness(int64_t batches_per_epoch, int connections, int window,
-          DepthLimits depth = {}, bool across_epochs = true)
+  Harness(int64_t batches_per_epoch, int connections, int window, DepthLimits depth = {},
+          bool across_epochs = true)
       : schedule(batches_per_epoch, connections, Options(window, depth, across_epochs)),
         asked(static_cast<size_t>(connections)) {}
 
@@ -71,7 +71,8 @@ class Harness {
   // Reads what is ready; returns the keys read.
   std::vector<BatchKey> Read() {
     std::vector<BatchKey> read;
-    while (std::optional<Batch> batch = schedule.TakeNext()) read.push_back({batch->epoch, batch->index});
+    while (std::optional<Batch> batch = schedule.TakeNext())
+      read.push_back({batch->epoch, batch->index});
     return read;
   }
   // Answers and reads until the epoch ends.
@@ -87,6 +88,10 @@ class Harness {
   void Lose(int c) {
     asked[c].clear();
     schedule.Lost(c);
+  }
+  int Join() {
+    asked.emplace_back();
+    return schedule.AddConnection();
   }
 
   FeedSchedule schedule;
@@ -254,6 +259,55 @@ TEST(FeedScheduleTest, ALostConnectionsBatchesGoToTheOthersExactlyOnce) {
   EXPECT_GT(harness.schedule.stats().reassigned, 0);
 }
 
+TEST(FeedScheduleTest, ConnectionsJoiningAndRetiringMidEpochDeliverExactlyOnce) {
+  Harness harness(40, 1, 16);
+  harness.schedule.Reposition(0, 0);
+  std::vector<BatchKey> read;
+  // One server, then two more join; one of them is removed while it owes
+  // batches (some of which it still delivers), the first one is lost.
+  for (int round = 0; round < 1000 && read.size() < 40; ++round) {
+    if (round == 2) {
+      EXPECT_EQ(harness.Join(), 1);
+      EXPECT_EQ(harness.Join(), 2);
+    }
+    harness.Ask();
+    if (round == 5) {
+      ASSERT_FALSE(harness.asked[1].empty());
+      harness.schedule.Retire(1);
+      harness.Answer(1);  // delivered after its removal: still kept
+      harness.Lose(1);
+    }
+    if (round == 8) harness.Lose(0);
+    for (size_t c = 0; c < harness.asked.size(); ++c) harness.Answer(static_cast<int>(c));
+    for (BatchKey key : harness.Read()) read.push_back(key);
+  }
+  EXPECT_EQ(read, Epoch(0, 0, 40));
+  EXPECT_TRUE(harness.schedule.retired(1));
+  EXPECT_EQ(harness.schedule.outstanding(1), 0);
+}
+
+TEST(FeedScheduleTest, ARetiredConnectionIsAskedNothingAndLeavesTheWindow) {
+  Harness harness(100, 2, 64, DepthLimits{.min_depth = 4, .max_depth = 4, .initial_depth = 4});
+  harness.schedule.Reposition(0, 0);
+  harness.Ask();
+  EXPECT_EQ(harness.schedule.window(), 16);  // twice the two depths
+  harness.schedule.Retire(0);
+  harness.Lose(0);
+  EXPECT_EQ(harness.schedule.window(), 8);
+  harness.Ask();
+  EXPECT_TRUE(harness.asked[0].empty());
+  EXPECT_EQ(harness.asked[1].size(), 4u);
+  // With none left, nothing is asked until one joins.
+  harness.schedule.Retire(1);
+  harness.Lose(1);
+  harness.Ask();
+  EXPECT_EQ(harness.schedule.window(), 0);
+  const int c = harness.Join();
+  harness.Ask();
+  EXPECT_EQ(harness.asked[c].size(), 4u);
+  EXPECT_EQ(harness.asked[c].front(), Key(0, 0));
+}
+
 TEST(FeedScheduleTest, ABatchArrivingOnTheWrongConnectionIsNotExpected) {
   Harness harness(10, 2, 4);
   harness.schedule.Reposition(0, 0);
@@ -305,7 +359,7 @@ TEST(FeedScheduleTest, KeysLostWhileNoConnectionCouldTakeThemAreAskedForLater) {
   harness.Ask();  // 0 asks (0,0),(0,1); 1 asks (0,2),(0,3)
   harness.Answer(0);
   harness.Answer(0);
-  harness.Ask();  // 0 asks (0,4),(0,5)
+  harness.Ask();    // 0 asks (0,4),(0,5)
   harness.Lose(1);  // (0,2),(0,3) back; 0 is full
   // The window moves on as the trainer reads (0,0) and (0,1).
   EXPECT_EQ(harness.Read(), Epoch(0, 0, 2));
@@ -327,7 +381,7 @@ TEST(FeedScheduleTest, RepositionedWhileEveryConnectionIsFullTheScanStillFindsWo
   depth.min_depth = depth.max_depth = depth.initial_depth = 3;
   Harness harness(20, 1, 6, depth);
   harness.schedule.Reposition(0, 0);
-  harness.Ask();  // (0,0)..(0,2), the connection full
+  harness.Ask();                      // (0,0)..(0,2), the connection full
   harness.schedule.Reposition(0, 0);  // the same place again: the scan restarts
   for (int i = 0; i < 3; ++i) harness.Answer(0);
   // Read past where the scan restarted before any ask.

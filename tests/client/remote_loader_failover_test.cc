@@ -1,14 +1,23 @@
 // The remote loader when data servers go away, mid-epoch, at an epoch's end
 // or between epochs, and when they come back: every sample still reaches the
 // rank exactly once, in order.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "src/client/remote_loader.h"
 #include "src/client/server_status.h"
+#include "src/server/data_server.h"
 #include "tests/testing/served_dataset.h"
 
 namespace heterodl {
@@ -22,9 +31,11 @@ using testing::RunningServer;
 // it).
 class FailoverTest : public testing::ServedDatasetTest {
  protected:
-  std::unique_ptr<RemoteLoader> Connect(const std::vector<std::string>& servers) {
+  std::unique_ptr<RemoteLoader> Connect(const std::vector<std::string>& servers,
+                                        absl::Duration stall_timeout = absl::Seconds(10)) {
     RemoteLoaderOptions options = LoaderOptions(servers, 0, 1);
     options.batch_size = 2;
+    options.stall_timeout = stall_timeout;
     absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
     EXPECT_TRUE(loader.ok()) << loader.status();
     return loader.ok() ? *std::move(loader) : nullptr;
@@ -118,6 +129,143 @@ TEST_F(FailoverTest, AServerThatComesBackIsUsedAgain) {
     ReadEpochChecked(*loader, epoch, [](int64_t) {});
   }
   EXPECT_GT(served_by_a(), 0u);  // the new server at A's address served batches
+}
+
+TEST_F(FailoverTest, AServerLeavingPolitelyHandsItsBatchesBackAtOnce) {
+  auto a = std::make_unique<RunningServer>(*dataset_);
+  RunningServer b(*dataset_);
+  // A stall timeout far beyond the test's: only A's leaving can hand its
+  // batches to B in time.
+  std::unique_ptr<RemoteLoader> loader = Connect({a->address(), b.address()}, absl::Minutes(30));
+  ASSERT_NE(loader, nullptr);
+  ReadEpochChecked(*loader, 0, [&](int64_t k) {
+    if (k == 5) a->Stop();  // what SIGTERM does: the server leaves
+  });
+  ReadEpochChecked(*loader, 1, [](int64_t) {});
+  EXPECT_EQ(loader->stats().stalled, 0);
+}
+
+// Servers found while the loader runs: a servers file that a script
+// rewrites (a new file renamed over the old).
+class ElasticTest : public FailoverTest {
+ protected:
+  void SetUp() override {
+    servers_file_ = ::testing::TempDir() + "/servers_" +
+                    ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove(servers_file_);
+  }
+  void List(const std::vector<std::string>& servers) {
+    std::ofstream(servers_file_ + ".new") << absl::StrJoin(servers, "\n") << "\n";
+    std::filesystem::rename(servers_file_ + ".new", servers_file_);
+  }
+  // A loader that follows the file. Its memory bound is far beyond what
+  // the servers keep asked (the window is then twice that), as it is
+  // whenever a trainer waits for data: servers joining get work at once.
+  std::unique_ptr<RemoteLoader> ConnectListed() {
+    RemoteLoaderOptions options = LoaderOptions({}, 0, 1);
+    options.batch_size = 2;
+    options.servers_file = servers_file_;
+    options.discovery_interval = absl::Milliseconds(50);
+    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
+    EXPECT_TRUE(loader.ok()) << loader.status();
+    return loader.ok() ? *std::move(loader) : nullptr;
+  }
+  // Waits up to 10 s for the loader to use exactly `servers`.
+  static bool AwaitServers(const RemoteLoader& loader, std::vector<std::string> servers) {
+    std::sort(servers.begin(), servers.end());
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < give_up) {
+      if (loader.stats().servers == servers) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+  static uint64_t ServedBy(const std::string& address) {
+    absl::StatusOr<v1::ServerStats> status = FetchServerStatus(address, absl::Seconds(5));
+    EXPECT_TRUE(status.ok()) << status.status();
+    return status.ok() ? status->batches_sent() : 0;
+  }
+
+  std::string servers_file_;
+};
+
+TEST_F(ElasticTest, ServersJoiningAndLeavingTheListMidEpochLoseNothing) {
+  RunningServer a(*dataset_);
+  RunningServer b(*dataset_);
+  RunningServer c(*dataset_);
+  List({a.address()});
+  std::unique_ptr<RemoteLoader> loader = ConnectListed();
+  ASSERT_NE(loader, nullptr);
+  ReadEpochChecked(*loader, 0, [&](int64_t k) {
+    if (k == 3) {
+      List({a.address(), b.address(), c.address()});
+      EXPECT_TRUE(AwaitServers(*loader, {a.address(), b.address(), c.address()}));
+    }
+  });
+  // A alone may have built the rest of that epoch (these batches are tiny)
+  // before B and C were connected; they are asked as the trainer goes on.
+  uint32_t epoch = 1;
+  for (; epoch < 40 && (ServedBy(b.address()) == 0 || ServedBy(c.address()) == 0); ++epoch) {
+    ReadEpochChecked(*loader, epoch, [](int64_t) {});
+  }
+  EXPECT_GT(ServedBy(b.address()), 0u);
+  EXPECT_GT(ServedBy(c.address()), 0u);
+  ReadEpochChecked(*loader, epoch++, [&](int64_t k) {
+    if (k == 10) {
+      List({a.address(), b.address()});  // C leaves the list, with batches asked of it
+      EXPECT_TRUE(AwaitServers(*loader, {a.address(), b.address()}));
+    }
+  });
+  const uint64_t served_by_c = ServedBy(c.address());
+  ReadEpochChecked(*loader, epoch++, [&](int64_t k) {
+    if (k == 10) List({b.address()});  // the first one goes, too
+  });
+  EXPECT_TRUE(AwaitServers(*loader, {b.address()}));
+  ReadEpochChecked(*loader, epoch++, [](int64_t) {});
+  EXPECT_EQ(ServedBy(c.address()), served_by_c);  // asked nothing once unlisted
+}
+
+TEST_F(ElasticTest, AListedServerOfAnotherDatasetIsNotUsed) {
+  RunningServer a(*dataset_);
+  DataServerOptions other;
+  other.synthetic_samples = 60;  // another dataset, another fingerprint
+  other.address = "127.0.0.1:0";
+  other.threads = 1;
+  absl::StatusOr<std::unique_ptr<DataServer>> stranger = DataServer::Start(other);
+  ASSERT_TRUE(stranger.ok()) << stranger.status();
+  const std::string stranger_address = absl::StrCat("127.0.0.1:", (*stranger)->port());
+  List({a.address()});
+  std::unique_ptr<RemoteLoader> loader = ConnectListed();
+  ASSERT_NE(loader, nullptr);
+  ReadEpochChecked(*loader, 0, [&](int64_t k) {
+    if (k == 2) List({a.address(), stranger_address});
+  });
+  ReadEpochChecked(*loader, 1, [](int64_t) {});
+  EXPECT_EQ(ServedBy(stranger_address), 0u);
+  (*stranger)->RequestStop("test over");
+  EXPECT_TRUE((*stranger)->Wait().ok());
+}
+
+TEST_F(ElasticTest, ConnectWaitsForTheFirstServerToBeListed) {
+  RunningServer a(*dataset_);
+  std::thread lister([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    List({a.address()});
+  });
+  std::unique_ptr<RemoteLoader> loader = ConnectListed();
+  lister.join();
+  ASSERT_NE(loader, nullptr);
+  ReadEpochChecked(*loader, 0, [](int64_t) {});
+}
+
+TEST_F(ElasticTest, NoServerListedInTimeIsAClearError) {
+  RemoteLoaderOptions options = LoaderOptions({}, 0, 1);
+  options.servers_file = servers_file_;
+  options.connect_timeout = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
+  ASSERT_FALSE(loader.ok());
+  EXPECT_TRUE(absl::IsUnavailable(loader.status()));
+  EXPECT_NE(loader.status().message().find(servers_file_), std::string::npos);
 }
 
 }  // namespace

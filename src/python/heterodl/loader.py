@@ -31,7 +31,11 @@ def set_log_level(level: Union[str, int]) -> None:
     _heterodl._set_log_level(level.lower())
 
 
-def _server_list(servers: Union[str, Sequence[str]]) -> List[str]:
+def _server_list(servers: Union[str, Sequence[str]], others_given: bool = False) -> List[str]:
+    """The addresses in `servers`; none only when `others_given` (a servers
+    file or a DNS name names them)."""
+    if servers is None and others_given:
+        return []
     if isinstance(servers, str):
         servers = servers.split(",")
     try:
@@ -40,7 +44,7 @@ def _server_list(servers: Union[str, Sequence[str]]) -> List[str]:
         raise TypeError("servers must be 'host:port', 'host:port,host:port' or a list of "
                         f"them, not {type(servers).__name__}") from None
     listed = [s for s in listed if s]
-    if not listed:
+    if not listed and not others_given:
         raise ValueError("servers names no data server (expected 'host:port', ...)")
     return listed
 
@@ -245,8 +249,15 @@ class RemoteDataLoader:
 
     Args:
         servers: the data servers, "host:port", "host:port,host:port" or a
-            list of them. Any server can build any batch.
+            list of them. Any server can build any batch. May be None when
+            servers_file or servers_dns names them.
         batch_size: samples per batch for this rank.
+        servers_file: a file of data servers (one "host:port" per line),
+            re-read while the loader runs: servers added start getting
+            batches within seconds, servers removed hand theirs to the
+            others. Rewrite it by renaming a new file over it.
+        servers_dns: "name:port", a DNS name whose every address is a data
+            server (a Kubernetes headless Service), re-resolved likewise.
         pipeline: the augmentation pipeline the servers run, e.g.
             "random_resized_crop(224)|hflip(0.5)"; "" is the servers'
             default. One the servers cannot parse is a ValueError here.
@@ -280,15 +291,22 @@ class RemoteDataLoader:
             under TLS); False sends them through gRPC.
     """
 
-    def __init__(self, servers: Union[str, Sequence[str]], batch_size: int, pipeline: str = "",
+    def __init__(self, servers: Union[str, Sequence[str], None] = None,
+                 batch_size: Optional[int] = None, pipeline: str = "",
                  rank: Optional[int] = None, world_size: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, shuffle: bool = True, max_buffered_mb: float = 1024.0,
                  connections_per_server: int = 2, connect_timeout: float = 60.0,
                  stall_timeout: float = 60.0, auth_token: Optional[str] = None,
                  pin_memory: Optional[bool] = None, format: Optional[str] = None,
                  tls_ca: str = "", tls_cert: str = "", tls_key: str = "",
-                 tls_server_name: str = "", pixel_channel: bool = True):
-        self._servers = _server_list(servers)
+                 tls_server_name: str = "", pixel_channel: bool = True,
+                 servers_file: str = "", servers_dns: str = ""):
+        servers_file = os.fspath(servers_file)
+        servers_file = _string("servers_file", servers_file)
+        servers_dns = _string("servers_dns", servers_dns)
+        self._servers = _server_list(servers, bool(servers_file or servers_dns))
+        if batch_size is None:
+            raise TypeError("RemoteDataLoader() needs batch_size")
         if rank is None or world_size is None:
             default_rank, default_world_size = _distributed_defaults()
             rank = default_rank if rank is None else rank
@@ -327,7 +345,7 @@ class RemoteDataLoader:
             _integer("connections_per_server", connections_per_server, 1, 16),
             _positive("connect_timeout", connect_timeout, "seconds"),
             _positive("stall_timeout", stall_timeout, "seconds"), auth_token, bool(pin_memory),
-            *self._tls, bool(pixel_channel), pin_device)
+            *self._tls, bool(pixel_channel), pin_device, servers_file, servers_dns)
         self.rank = rank
         self.world_size = world_size
         self.pin_memory = bool(pin_memory)
@@ -354,18 +372,21 @@ class RemoteDataLoader:
 
     def stats(self) -> Dict[str, object]:
         """What the loader did: batches requested, received, delivered, dropped
-        (fetched ahead, then not wanted), reassigned (after a server failed);
-        its window and per-connection depths."""
+        (fetched ahead, then not wanted), reassigned (after a server failed or
+        left), stalled (servers cancelled for sitting on batches); its window,
+        per-connection depths and the servers it uses now."""
         return self._loader.stats()
 
     def shutdown_servers(self, reason: str = "training finished", timeout: float = 10.0) -> None:
         """Tells this loader's servers to shut down (see heterodl.shutdown_servers):
         call it once, from one rank, when training ends."""
-        shutdown_servers(self._servers, reason, timeout, self._auth_token, *self._tls)
+        shutdown_servers(self.servers, reason, timeout, self._auth_token, *self._tls)
 
     @property
     def servers(self) -> List[str]:
-        return list(self._servers)
+        """The data servers in use now (they change with servers_file and
+        servers_dns)."""
+        return list(self._loader.stats()["servers"])
 
     @property
     def format(self) -> str:
@@ -392,5 +413,5 @@ class RemoteDataLoader:
         return _EpochIterator(self._loader, self._import, self._copy_guard)
 
     def __repr__(self) -> str:
-        return (f"RemoteDataLoader(servers={self._servers!r}, {len(self)} batches per epoch, "
+        return (f"RemoteDataLoader(servers={self.servers!r}, {len(self)} batches per epoch, "
                 f"{self.num_samples} samples, rank {self.rank} of {self.world_size})")
