@@ -188,6 +188,41 @@ class RemoteDataLoaderTest(unittest.TestCase):
                 process.kill()
                 process.wait(timeout=30)
 
+    def test_servers_listed_in_a_file_join_and_leave_while_it_runs(self):
+        servers_file = os.path.join(self.tmp, "servers")
+
+        def listed(addresses):
+            with open(servers_file + ".new", "w") as f:
+                f.write("\n".join(addresses) + "\n")
+            os.replace(servers_file + ".new", servers_file)
+
+        def await_servers(loader, addresses):
+            deadline = time.time() + 10
+            while loader.servers != sorted(addresses) and time.time() < deadline:
+                time.sleep(0.02)
+            self.assertEqual(loader.servers, sorted(addresses))
+
+        listed(self.addresses[:1])
+        loader = self.loader(servers=None, servers_file=servers_file, batch_size=3)
+        self.assertEqual(loader.servers, self.addresses[:1])
+        for epoch in range(3):
+            loader.set_epoch(epoch)
+            seen = []
+            for batch in loader:
+                seen += batch.indices.tolist()
+                if epoch == 0 and batch.index == 3:
+                    listed(self.addresses)  # the second one joins mid-epoch
+                    await_servers(loader, self.addresses)
+                if epoch == 1 and batch.index == 5:
+                    listed(self.addresses[1:])  # the first one leaves mid-epoch
+                    await_servers(loader, self.addresses[1:])
+            self.assertEqual(sorted(seen), list(range(90)), f"epoch {epoch}")
+        self.assertEqual(loader.stats()["stalled"], 0)
+        with self.assertRaisesRegex(ValueError, "names no data server"):
+            self.loader(servers="")
+        with self.assertRaisesRegex(TypeError, "needs batch_size"):
+            heterodl.RemoteDataLoader(servers_file=servers_file)
+
     def test_shuffle_false_reads_the_dataset_in_order(self):
         for world_size in (1, 3):
             loader = self.loader(shuffle=False, rank=world_size - 1, world_size=world_size)
@@ -313,14 +348,15 @@ class RemoteDataLoaderTest(unittest.TestCase):
     def test_the_api_describes_itself(self):
         self.assertRegex(heterodl.__version__, r"^\d+\.\d+\.\d+$")
         doc = heterodl.RemoteDataLoader.__doc__
-        for parameter in ("servers", "batch_size", "pipeline", "stall_timeout", "auth_token"):
+        for parameter in ("servers", "batch_size", "pipeline", "stall_timeout", "auth_token",
+                          "servers_file", "servers_dns"):
             self.assertIn(parameter + ":", doc)
         package = os.path.dirname(heterodl.__file__)
         self.assertTrue(os.path.exists(os.path.join(package, "py.typed")))
         self.assertTrue(os.path.exists(os.path.join(package, "_heterodl.pyi")))
         loader = self.loader()
         self.assertIn("RemoteDataLoader(servers=", repr(loader))
-        self.assertEqual(loader.servers, self.addresses)
+        self.assertEqual(loader.servers, sorted(self.addresses))  # those in use now
         heterodl.set_log_level("warning")
         heterodl.set_log_level(20)  # logging.INFO
         with self.assertRaises(ValueError):

@@ -34,8 +34,10 @@ def set_log_level(level: Union[str, int]) -> None:
 def _server_list(servers: Union[str, Sequence[str]], others_given: bool = False) -> List[str]:
     """The addresses in `servers`; none only when `others_given` (a servers
     file or a DNS name names them)."""
-    if servers is None and others_given:
-        return []
+    if servers is None:
+        if others_given:
+            return []
+        raise ValueError("no data servers: give servers, servers_file or servers_dns")
     if isinstance(servers, str):
         servers = servers.split(",")
     try:
