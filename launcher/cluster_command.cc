@@ -58,6 +58,13 @@ int RunClusterCommand() {
       RoleName(view->role), view->source.c_str(), view->current_host.c_str(),
       absl::StrJoin(view->data_servers, ", ").c_str(), absl::StrJoin(view->dnn_hosts, ", ").c_str(),
       view->leader.c_str(), view->world_size, view->ranks_per_host);
+  if (!view->data_servers_file.empty()) {
+    std::printf("servers file  %s (re-read while training runs)\n", view->data_servers_file.c_str());
+  }
+  if (!view->data_servers_dns.empty()) {
+    std::printf("servers DNS   %s (every address, re-resolved while training runs)\n",
+                view->data_servers_dns.c_str());
+  }
   return kExitOk;
 }
 
@@ -145,7 +152,8 @@ int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop
       }
       return RunServeCommand(stop);
     case Role::kDnn:
-      if (view->homogeneous || view->data_servers.empty()) {
+      if (view->homogeneous || (view->data_servers.empty() && view->data_servers_file.empty() &&
+                                view->data_servers_dns.empty())) {
         // No data group: decode on this host, as `local` does.
         SetLogTag("local");
         if (absl::GetFlag(FLAGS_ranks) <= 0) absl::SetFlag(&FLAGS_ranks, view->ranks_per_host);

@@ -76,7 +76,8 @@ const std::vector<CommandInfo>& Commands() {
       {"plan", "",
        "which data instances to add to a GPU instance, and why",
        {"gpu_instance", "data_instance", "images_per_sec_per_core", "image_size", "batch_size",
-        "device_step_ms", "max_stall", "max_data_instances", "prices", "json"},
+        "device_step_ms", "max_stall", "max_data_instances", "spot", "interruption_overhead",
+        "prices", "json"},
        "heterodl plan --gpu-instance ml.p4d.24xlarge --images-per-sec-per-core 600"},
   };
   return *commands;

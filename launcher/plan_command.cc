@@ -12,6 +12,11 @@ ABSL_FLAG(double, images_per_sec_per_core, 0,
           "prints it)");
 ABSL_FLAG(int32_t, image_size, 224, "plan: side of the square images on the wire");
 ABSL_FLAG(int32_t, max_data_instances, 16, "plan: most data instances of a type to consider");
+ABSL_FLAG(bool, spot, false,
+          "plan: also consider spot data instances (types with a spot price in --prices)");
+ABSL_FLAG(double, interruption_overhead, 0.05,
+          "plan: with --spot, the share of a spot data host's time lost to interruptions "
+          "(notice, drain, replacement)");
 
 namespace heterodl {
 
@@ -26,7 +31,7 @@ int RunPlanCommand() {
     LogError(
         "usage: heterodl plan --device-step-ms MS --images-per-sec-per-core N "
         "[--batch-size B] [--gpu-instance TYPE] [--data-instance TYPE,...] [--image-size S] "
-        "[--max-stall 0.05] [--prices CSV] [--json]\n"
+        "[--max-stall 0.05] [--spot [--interruption-overhead 0.05]] [--prices CSV] [--json]\n"
         "  --device-step-ms: your GPU's step time with data always ready (a run with "
         "'serve --synthetic' measures it); --images-per-sec-per-core: from 'heterodl bench "
         "augment' for your pipeline");
@@ -42,6 +47,8 @@ int RunPlanCommand() {
   request.data_instances = absl::GetFlag(FLAGS_data_instance);
   request.max_data_stall = absl::GetFlag(FLAGS_max_stall);
   request.max_data_instances = absl::GetFlag(FLAGS_max_data_instances);
+  request.spot = absl::GetFlag(FLAGS_spot);
+  request.interruption_overhead = absl::GetFlag(FLAGS_interruption_overhead);
   absl::StatusOr<v1::PlanReport> plan = MakePlan(workload, *prices, request);
   if (!plan.ok()) {
     LogError("%s", plan.status().ToString());

@@ -73,6 +73,8 @@ constexpr absl::Duration kPixelChannelConnectTimeout = absl::Seconds(5);
 // wait asks the caller whether it was interrupted.
 constexpr absl::Duration kConnectAttempt = absl::Seconds(2);
 constexpr absl::Duration kConnectRetryPause = absl::Milliseconds(250);
+// Connect(): how long the other servers get to answer once one has.
+constexpr absl::Duration kStragglerGrace = absl::Seconds(2);
 constexpr absl::Duration kInterruptPoll = absl::Milliseconds(200);
 constexpr absl::Duration kPixelChannelRetryAfter = absl::Minutes(10);
 // How often a server that serves another dataset is asked again (it may be
@@ -698,9 +700,10 @@ absl::StatusOr<v1::DatasetInfo> AwaitDatasetInfo(ServerEndpoint& server, absl::T
                                                  absl::Duration timeout,
                                                  const std::string& auth_token,
                                                  const std::string& pipeline,
-                                                 const std::atomic<bool>& abandon) {
+                                                 const std::atomic<bool>& abandon,
+                                                 const std::atomic<bool>& enough) {
   absl::Status last = absl::DeadlineExceededError("no answer");
-  while (!abandon.load()) {
+  while (!abandon.load() && !enough.load()) {
     grpc::ClientContext context;
     AddAuthToken(context, auth_token);
     context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + kConnectAttempt)));
@@ -797,6 +800,7 @@ struct AnswerCount {
   const size_t expected;
   absl::Mutex mu;
   size_t answered ABSL_GUARDED_BY(mu) = 0;
+  absl::Time first_answer ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();  // a good one
 };
 
 // Each of the first `count` endpoints' DatasetInfo (one per server), asked at
@@ -807,13 +811,19 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::DatasetInfo>>> AskServers(
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   std::vector<absl::StatusOr<v1::DatasetInfo>> infos(count, absl::UnknownError("not asked"));
   std::atomic<bool> abandon{false};
+  std::atomic<bool> enough{false};
   AnswerCount answers(count);
   std::vector<std::thread> askers;
   for (size_t i = 0; i < count; ++i) {
     askers.emplace_back([&, i] {
-      infos[i] = AwaitDatasetInfo(*servers[i], deadline, options.connect_timeout,
-                                  options.auth_token, options.pipeline, abandon);
+      absl::StatusOr<v1::DatasetInfo> info =
+          AwaitDatasetInfo(*servers[i], deadline, options.connect_timeout, options.auth_token,
+                           options.pipeline, abandon, enough);
       absl::MutexLock lock(&answers.mu);
+      if (info.ok() && answers.first_answer == absl::InfiniteFuture()) {
+        answers.first_answer = absl::Now();
+      }
+      infos[i] = std::move(info);
       ++answers.answered;
     });
   }
@@ -823,6 +833,10 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::DatasetInfo>>> AskServers(
     while (!answers.AllAnswered()) {
       answers.mu.AwaitWithTimeout(absl::Condition(&answers, &AnswerCount::AllAnswered),
                                   kInterruptPoll);
+      // One server is enough to start with; the others get a short grace
+      // (a cluster starts its servers together) and are otherwise used once
+      // they answer: a DNS name may list a pod that is already gone.
+      if (absl::Now() - answers.first_answer > kStragglerGrace) break;
       if (answers.AllAnswered() || !options.interrupt_connect) continue;
       answers.mu.Unlock();  // the callback may take a while (Python's GIL)
       interrupted = options.interrupt_connect();
@@ -831,6 +845,7 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::DatasetInfo>>> AskServers(
     }
   }
   abandon.store(interrupted);
+  enough.store(true);
   for (std::thread& asker : askers) asker.join();
   if (interrupted) return absl::CancelledError("interrupted while waiting for data servers");
   return infos;

@@ -155,10 +155,11 @@ struct LoaderStats {
 class RemoteLoader {
  public:
   // Asks every server for its dataset description, waiting up to
-  // connect_timeout for servers that are not up yet. Fails naming the servers
-  // when none answers, or naming both sides when two servers serve different
-  // datasets (fingerprints differ). Servers that did not answer in time are
-  // still used once they come up.
+  // connect_timeout for one to answer, and 2 s more for the others once one
+  // has. Fails naming the servers when none answers, or naming both sides
+  // when two servers serve different datasets (fingerprints differ). Servers
+  // that did not answer in time are still used once they come up (and not
+  // if they serve another dataset).
   static absl::StatusOr<std::unique_ptr<RemoteLoader>> Connect(const RemoteLoaderOptions& options);
   virtual ~RemoteLoader() = default;
 

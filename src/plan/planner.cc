@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,7 +38,7 @@ absl::StatusOr<int> DataHostsNeeded(double demand, double capacity_per_host, dou
 std::string ShapeName(const v1::ClusterEstimate& estimate) {
   if (estimate.data_instances() == 0) return absl::StrCat("1 x ", estimate.gpu_instance());
   return absl::StrCat("1 x ", estimate.gpu_instance(), " + ", estimate.data_instances(), " x ",
-                      estimate.data_instance());
+                      estimate.data_instance(), estimate.data_spot() ? " (spot)" : "");
 }
 
 absl::StatusOr<PriceTable> PriceTable::Parse(const std::string& text, const std::string& source) {
@@ -53,15 +54,20 @@ absl::StatusOr<PriceTable> PriceTable::Parse(const std::string& text, const std:
     uint32_t gpus = 0;
     double price = 0;
     double gbps = 0;
-    if (fields.size() != 5 || fields[0].empty() || !absl::SimpleAtoi(fields[1], &vcpus) ||
-        !absl::SimpleAtoi(fields[2], &gpus) || !absl::SimpleAtod(fields[3], &price) ||
-        !absl::SimpleAtod(fields[4], &gbps) || vcpus == 0 || price <= 0 || gbps <= 0) {
+    double spot = 0;
+    const bool has_spot = fields.size() == 6 && !fields[5].empty();
+    if ((fields.size() != 5 && fields.size() != 6) || fields[0].empty() ||
+        !absl::SimpleAtoi(fields[1], &vcpus) || !absl::SimpleAtoi(fields[2], &gpus) ||
+        !absl::SimpleAtod(fields[3], &price) || !absl::SimpleAtod(fields[4], &gbps) ||
+        vcpus == 0 || price <= 0 || gbps <= 0 ||
+        (has_spot && (!absl::SimpleAtod(fields[5], &spot) || spot <= 0))) {
       return absl::InvalidArgumentError(absl::StrCat(
           source, ":", line_number,
-          ": expected instance_type,vcpus,gpus,usd_per_hour,network_gbps with positive "
-          "numbers, got '",
+          ": expected instance_type,vcpus,gpus,usd_per_hour,network_gbps[,spot_usd_per_hour] "
+          "with positive numbers, got '",
           line, "'"));
     }
+    instance.set_spot_usd_per_hour(spot);
     instance.set_name(fields[0]);
     instance.set_vcpus(vcpus);
     instance.set_gpus(gpus);
@@ -92,7 +98,7 @@ absl::StatusOr<v1::InstanceType> PriceTable::Find(const std::string& name) const
 }
 
 v1::ClusterEstimate PriceMeasured(const v1::InstanceType& gpu, const v1::InstanceType* data,
-                                  int data_instances, double step_ms) {
+                                  int data_instances, double step_ms, bool data_spot) {
   v1::ClusterEstimate estimate;
   estimate.set_gpu_instance(gpu.name());
   estimate.set_gpu_instances(1);
@@ -100,7 +106,8 @@ v1::ClusterEstimate PriceMeasured(const v1::InstanceType& gpu, const v1::Instanc
   if (data != nullptr && data_instances > 0) {
     estimate.set_data_instance(data->name());
     estimate.set_data_instances(static_cast<uint32_t>(data_instances));
-    price += data_instances * data->usd_per_hour();
+    estimate.set_data_spot(data_spot);
+    price += data_instances * (data_spot ? data->spot_usd_per_hour() : data->usd_per_hour());
   }
   estimate.set_usd_per_hour(price);
   estimate.set_step_ms(step_ms);
@@ -109,7 +116,8 @@ v1::ClusterEstimate PriceMeasured(const v1::InstanceType& gpu, const v1::Instanc
 }
 
 v1::ClusterEstimate Estimate(const Workload& workload, const v1::InstanceType& gpu,
-                             const v1::InstanceType* data, int data_instances) {
+                             const v1::InstanceType* data, int data_instances,
+                             const DataPurchase& purchase) {
   const bool homogeneous = data == nullptr || data_instances == 0;
   const double images = static_cast<double>(workload.batch_per_gpu) * gpu.gpus();
   double decode_ms;
@@ -119,10 +127,11 @@ v1::ClusterEstimate Estimate(const Workload& workload, const v1::InstanceType& g
     decode_ms = cores > 0 ? images / (cores * workload.images_per_sec_per_core) * 1000
                           : std::numeric_limits<double>::infinity();
   } else {
-    decode_ms =
-        images /
-        (static_cast<double>(data_instances) * data->vcpus() * workload.images_per_sec_per_core) *
-        1000;
+    const double available = purchase.spot ? 1 - purchase.interruption_overhead : 1;
+    decode_ms = images /
+                (static_cast<double>(data_instances) * data->vcpus() *
+                 workload.images_per_sec_per_core * available) *
+                1000;
     const double gbps = std::min(data_instances * data->network_gbps(), gpu.network_gbps()) *
                         workload.network_efficiency;
     network_ms = images * workload.image_bytes * 8 / (gbps * 1e9) * 1000;
@@ -137,7 +146,8 @@ v1::ClusterEstimate Estimate(const Workload& workload, const v1::InstanceType& g
     step_ms = std::max({workload.device_step_ms, decode_ms, network_ms});
     bound = step_ms == workload.device_step_ms ? "gpu" : step_ms == decode_ms ? "cpu" : "network";
   }
-  v1::ClusterEstimate estimate = PriceMeasured(gpu, data, data_instances, step_ms);
+  v1::ClusterEstimate estimate =
+      PriceMeasured(gpu, data, data_instances, step_ms, purchase.spot && !homogeneous);
   estimate.set_bound(bound);
   estimate.set_data_stall(step_ms > 0 ? 1.0 - workload.device_step_ms / step_ms : 0);
   return estimate;
@@ -154,14 +164,23 @@ absl::Status ValidateWorkload(const Workload& workload) {
   return absl::OkStatus();
 }
 
+// SageMaker's types ("ml.*") are bought with SageMaker, the rest directly.
+bool OnSageMaker(const std::string& instance_type) {
+  return absl::StartsWith(instance_type, "ml.");
+}
+
 // The instance types a data group may be made of: those asked for, or every
-// type without a GPU.
+// type without a GPU bought where `gpu` is (one SageMaker job cannot mix its
+// instances with EC2's).
 absl::StatusOr<std::vector<v1::InstanceType>> DataInstanceTypes(const PriceTable& prices,
+                                                               const v1::InstanceType& gpu,
                                                                const PlanRequest& request) {
   std::vector<v1::InstanceType> types;
   if (request.data_instances.empty()) {
     for (const v1::InstanceType& instance : prices.instances()) {
-      if (instance.gpus() == 0) types.push_back(instance);
+      if (instance.gpus() == 0 && OnSageMaker(instance.name()) == OnSageMaker(gpu.name())) {
+        types.push_back(instance);
+      }
     }
     return types;
   }
@@ -181,12 +200,17 @@ void ConsiderShapes(const Workload& workload, const v1::InstanceType& gpu,
   *plan.mutable_homogeneous() = Estimate(workload, gpu, nullptr, 0);
   const double baseline = plan.homogeneous().usd_per_step();
   plan.mutable_homogeneous()->set_price_performance_improvement(0);
-  for (const v1::InstanceType& data : data_types) {
-    for (int n = 1; n <= request.max_data_instances; ++n) {
-      v1::ClusterEstimate estimate = Estimate(workload, gpu, &data, n);
-      estimate.set_price_performance_improvement(1.0 - estimate.usd_per_step() / baseline);
-      *plan.add_considered() = estimate;
-      if (estimate.bound() != "cpu") break;
+  std::vector<DataPurchase> purchases = {DataPurchase{}};
+  if (request.spot) purchases.push_back({true, request.interruption_overhead});
+  for (const DataPurchase& purchase : purchases) {
+    for (const v1::InstanceType& data : data_types) {
+      if (purchase.spot && data.spot_usd_per_hour() <= 0) continue;  // no spot price known
+      for (int n = 1; n <= request.max_data_instances; ++n) {
+        v1::ClusterEstimate estimate = Estimate(workload, gpu, &data, n, purchase);
+        estimate.set_price_performance_improvement(1.0 - estimate.usd_per_step() / baseline);
+        *plan.add_considered() = estimate;
+        if (estimate.bound() != "cpu") break;
+      }
     }
   }
 }
@@ -260,9 +284,15 @@ absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTab
     return absl::InvalidArgumentError(
         absl::StrCat("'", gpu.name(), "' has no GPU in the price table"));
   }
+  if (!(request.interruption_overhead >= 0 && request.interruption_overhead < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the interruption overhead must be in [0, 1), got ", request.interruption_overhead));
+  }
   ASSIGN_OR_RETURN(const std::vector<v1::InstanceType> data_types,
-                   DataInstanceTypes(prices, request));
+                   DataInstanceTypes(prices, gpu, request));
   v1::PlanReport plan;
+  plan.set_spot(request.spot);
+  if (request.spot) plan.set_interruption_overhead(request.interruption_overhead);
   plan.set_device_step_ms(workload.device_step_ms);
   plan.set_batch_per_gpu(static_cast<uint32_t>(workload.batch_per_gpu));
   plan.set_images_per_sec_per_core(workload.images_per_sec_per_core);
@@ -275,18 +305,31 @@ absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTab
   if (best.data_instances() == 0) plan.mutable_recommended()->set_price_performance_improvement(0);
   plan.set_reason(
       ExplainChoice(workload, gpu, prices, plan, best, within_target, request.max_data_stall));
+  if (request.spot) {
+    const bool any_spot_price = std::any_of(data_types.begin(), data_types.end(), [](const auto& t) {
+      return t.spot_usd_per_hour() > 0;
+    });
+    plan.set_reason(absl::StrCat(
+        plan.reason(),
+        any_spot_price
+            ? absl::StrFormat(" Spot data hosts are counted at %.0f%% of their capacity (the "
+                              "interruption overhead); an interrupted one drains and hands its "
+                              "batches to the others, so none is lost.",
+                              100 * (1 - request.interruption_overhead))
+            : std::string(" None of these data types has a spot price in the table.")));
+  }
   return plan;
 }
 
 std::string FormatPlan(const v1::PlanReport& plan) {
   std::string text = absl::StrFormat(
       "plan: device step %.1f ms, batch %d per GPU, %.0f images/s per vCPU, %.0f bytes per image, "
-      "stall target %.0f%%\n\n  %-40s %10s %8s %9s %11s %8s %9s\n",
+      "stall target %.0f%%\n\n  %-48s %10s %8s %9s %11s %8s %9s\n",
       plan.device_step_ms(), plan.batch_per_gpu(), plan.images_per_sec_per_core(),
       plan.image_bytes(), 100 * plan.max_data_stall(), "configuration", "$/hour", "step ms",
       "stall", "$/step", "bound", "vs homo");
   auto row = [&text](const v1::ClusterEstimate& e) {
-    absl::StrAppendFormat(&text, "  %-40s %10.3f %8.1f %8.0f%% %11.6f %8s %8.0f%%\n", ShapeName(e),
+    absl::StrAppendFormat(&text, "  %-48s %10.3f %8.1f %8.0f%% %11.6f %8s %8.0f%%\n", ShapeName(e),
                           e.usd_per_hour(), e.step_ms(), 100 * e.data_stall(), e.usd_per_step(),
                           e.bound(), 100 * e.price_performance_improvement());
   };

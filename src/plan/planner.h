@@ -29,8 +29,9 @@ namespace heterodl {
 
 class PriceTable {
  public:
-  // CSV: instance_type,vcpus,gpus,usd_per_hour,network_gbps; '#' comments.
-  // Errors name the source and line.
+  // CSV: instance_type,vcpus,gpus,usd_per_hour,network_gbps[,spot_usd_per_hour]
+  // ('#' comments; the spot price may be left empty). Errors name the source
+  // and line.
   static absl::StatusOr<PriceTable> Parse(const std::string& text, const std::string& source);
   static absl::StatusOr<PriceTable> Load(const std::string& path);
 
@@ -57,22 +58,38 @@ struct Workload {
   bool device_uses_host_cpu = false;
 };
 
+// How the data instances are bought.
+struct DataPurchase {
+  // Spot (interruptible) at the table's spot price.
+  bool spot = false;
+  // Spot: the share of a data host's time lost to interruptions (the notice,
+  // the drain, the wait for a replacement; nothing a job needs is lost, see
+  // docs/operations.md): its decode capacity counts for 1 - this.
+  double interruption_overhead = 0;
+};
+
 // The step time, stall, bound and cost of one cluster shape.
 // `data` may be null (homogeneous; `data_instances` must then be 0).
+// REQUIRES: `data` has a spot price when purchase.spot.
 v1::ClusterEstimate Estimate(const Workload& workload, const v1::InstanceType& gpu,
-                             const v1::InstanceType* data, int data_instances);
+                             const v1::InstanceType* data, int data_instances,
+                             const DataPurchase& purchase = {});
 
 // The price side of a measured run: cost per hour and per step of the shape,
 // with `step_ms` as measured (no bound or stall).
 v1::ClusterEstimate PriceMeasured(const v1::InstanceType& gpu, const v1::InstanceType* data,
-                                  int data_instances, double step_ms);
+                                  int data_instances, double step_ms, bool data_spot = false);
 
 struct PlanRequest {
   std::string gpu_instance;
-  // CPU-only types to consider; empty: every type in the table without GPUs.
+  // CPU-only types to consider; empty: every type in the table without GPUs
+  // bought where the GPU instance is (ml.* types with an ml.* GPU instance).
   std::vector<std::string> data_instances;
   int max_data_instances = 16;
   double max_data_stall = 0.05;
+  // Also consider spot data instances (types with a spot price).
+  bool spot = false;
+  double interruption_overhead = 0.05;  // see DataPurchase
 };
 
 // INVALID_ARGUMENT for a workload or request that makes no sense (no GPU in
@@ -90,7 +107,7 @@ absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTab
 // [0, 1).
 absl::StatusOr<int> DataHostsNeeded(double demand, double capacity_per_host, double max_stall);
 
-// "1 x ml.p3.2xlarge + 2 x ml.c5.9xlarge".
+// "1 x ml.p3.2xlarge + 2 x ml.c5.9xlarge", "... + 3 x c5.12xlarge (spot)".
 std::string ShapeName(const v1::ClusterEstimate& estimate);
 
 // The plan as a table and a recommendation, for people.

@@ -258,6 +258,20 @@ TEST_F(ElasticTest, ConnectWaitsForTheFirstServerToBeListed) {
   ReadEpochChecked(*loader, 0, [](int64_t) {});
 }
 
+TEST_F(ElasticTest, EveryAddressOfADnsNameIsAServer) {
+  RunningServer a(*dataset_);
+  const std::string port = a.address().substr(a.address().rfind(':') + 1);
+  RemoteLoaderOptions options = LoaderOptions({}, 0, 1);
+  options.batch_size = 2;
+  options.servers_dns = "localhost:" + port;  // 127.0.0.1, and ::1 where it is on
+  options.discovery_interval = absl::Milliseconds(50);
+  absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const std::vector<std::string> servers = (*loader)->stats().servers;
+  EXPECT_NE(std::find(servers.begin(), servers.end(), a.address()), servers.end());
+  ReadEpochChecked(**loader, 0, [](int64_t) {});
+}
+
 TEST_F(ElasticTest, NoServerListedInTimeIsAClearError) {
   RemoteLoaderOptions options = LoaderOptions({}, 0, 1);
   options.servers_file = servers_file_;

@@ -168,6 +168,54 @@ class ExamplesTest(unittest.TestCase):
                 self.assertEqual(view["world_size"], 8 * len(pods("dnn")))
                 self.assertEqual(view["leader"], f"{pods('dnn')[0]}.{subdomain}")
 
+    def test_the_elastic_job_finds_the_data_pods_through_their_headless_service(self):
+        path = os.path.join(EXAMPLES, "kubernetes", "elastic.yaml")
+        with open(path) as f:
+            documents = {doc["kind"]: doc for doc in yaml.safe_load_all(f)}
+        self.assertEqual(sorted(documents), ["Deployment", "JobSet", "Service"])
+        service, deployment, jobset = (documents[k] for k in ("Service", "Deployment", "JobSet"))
+        # Headless, over exactly the data pods, with their ports.
+        self.assertEqual(service["spec"]["clusterIP"], "None")
+        pod = deployment["spec"]["template"]
+        self.assertEqual(service["spec"]["selector"], pod["metadata"]["labels"])
+        self.assertEqual(deployment["spec"]["selector"]["matchLabels"], pod["metadata"]["labels"])
+        data = pod["spec"]["containers"][0]
+        service_ports = sorted(p["port"] for p in service["spec"]["ports"])
+        self.assertEqual(sorted(p["containerPort"] for p in data["ports"]), service_ports)
+        self.assertEqual(data["readinessProbe"]["tcpSocket"]["port"], 50051)
+        # Long enough for the server's drain (3 s at most) after SIGTERM.
+        self.assertGreaterEqual(pod["spec"]["terminationGracePeriodSeconds"], 10)
+        # The JobSet's dnn job decides success, and the trainers resolve the
+        # Service's name at the data port.
+        self.assertEqual(jobset["spec"]["successPolicy"]["targetReplicatedJobs"], ["dnn"])
+        self.assertGreater(jobset["spec"]["ttlSecondsAfterFinished"], 0)
+        [dnn] = jobset["spec"]["replicatedJobs"]
+        trainer = dnn["template"]["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e["value"] for e in trainer["env"]}
+        name, port = env["HETERODL_DATA_SERVERS_DNS"].split(":")
+        self.assertEqual(name, service["metadata"]["name"])
+        self.assertIn(int(port), service_ports)
+        # What the launcher makes of each pod's environment.
+        data_env = {e["name"]: e["value"] for e in data["env"]}
+        self.assertEqual(cluster_view(data_env)["role"], "data")
+        subdomain = jobset["spec"]["network"]["subdomain"]
+        dnn_pods = expand(env["HETERODL_DNN_HOSTS"])
+        self.assertEqual(dnn_pods, [f"heterodl-train-dnn-0-{i}.{subdomain}"
+                                    for i in range(dnn["template"]["spec"]["parallelism"])])
+        view = cluster_view({**env, "HETERODL_CURRENT_HOST": dnn_pods[-1]})
+        self.assertEqual((view["role"], view["node_rank"]), ("dnn", len(dnn_pods) - 1))
+        self.assertEqual(view["data_servers_dns"], "heterodl-data:50051")
+        self.assertEqual(view.get("data_servers", []), [])
+        # The script that ties the data group to the JobSet is valid bash
+        # naming both objects.
+        script = os.path.join(EXAMPLES, "kubernetes", "elastic.sh")
+        subprocess.run(["bash", "-n", script], check=True)
+        with open(script) as f:
+            text = f.read()
+        for needed in ("deployment heterodl-data", "service heterodl-data",
+                       "jobset heterodl-train", "ownerReferences"):
+            self.assertIn(needed, text)
+
     # ---- examples/slurm ----
 
     def test_the_sbatch_script_is_a_heterogeneous_job_the_launcher_reads(self):

@@ -96,6 +96,67 @@ TEST(PlannerTest, TheNetworkBoundIsNamed) {
   EXPECT_NE(plan->reason().find("network"), std::string::npos);
 }
 
+TEST(PriceTableTest, SpotPricesAreAnOptionalSixthColumn) {
+  ASSERT_OK_AND_ASSIGN(PriceTable table,
+                       PriceTable::Parse("a,8,0,1.0,10,0.4\nb,8,0,1.0,10,\nc,8,0,1,10\n", "t"));
+  EXPECT_DOUBLE_EQ(table.Find("a")->spot_usd_per_hour(), 0.4);
+  EXPECT_DOUBLE_EQ(table.Find("b")->spot_usd_per_hour(), 0);  // none known
+  EXPECT_DOUBLE_EQ(table.Find("c")->spot_usd_per_hour(), 0);
+  EXPECT_FALSE(PriceTable::Parse("a,8,0,1.0,10,-1\n", "t").ok());
+  EXPECT_FALSE(PriceTable::Parse("a,8,0,1.0,10,0.4,9\n", "t").ok());
+  // The shipped table's spot rows: cheaper than on demand, each of them.
+  int spot_rows = 0;
+  for (const v1::InstanceType& type : Prices().instances()) {
+    if (type.spot_usd_per_hour() == 0) continue;
+    ++spot_rows;
+    EXPECT_LT(type.spot_usd_per_hour(), type.usd_per_hour()) << type.name();
+  }
+  EXPECT_GE(spot_rows, 5);
+}
+
+TEST(PlannerTest, SpotDataHostsArePricedAtSpotAndCountedLessTheInterruptions) {
+  const PriceTable prices = Prices();
+  const v1::InstanceType gpu = *prices.Find("ml.p3.2xlarge");
+  const v1::InstanceType c5 = *prices.Find("c5.12xlarge");
+  const Workload workload = Resnet50OnP3();
+  const v1::ClusterEstimate on_demand = Estimate(workload, gpu, &c5, 1);
+  const v1::ClusterEstimate spot = Estimate(workload, gpu, &c5, 1, {true, 0.2});
+  EXPECT_FALSE(on_demand.data_spot());
+  EXPECT_TRUE(spot.data_spot());
+  EXPECT_NEAR(spot.usd_per_hour(), gpu.usd_per_hour() + c5.spot_usd_per_hour(), 1e-9);
+  // 48 vCPUs x 100/s, a fifth of it lost: 3,840/s for 256 images.
+  EXPECT_NEAR(spot.step_ms(), std::max(180.0, 256 / 3840.0 * 1000), 1e-9);
+  EXPECT_NE(ShapeName(spot).find("(spot)"), std::string::npos);
+
+  PlanRequest request;
+  request.gpu_instance = "ml.p3.2xlarge";
+  request.data_instances = {"c5.4xlarge", "c5.12xlarge", "ml.c5.9xlarge"};
+  ASSERT_OK_AND_ASSIGN(v1::PlanReport without, MakePlan(workload, prices, request));
+  request.spot = true;
+  ASSERT_OK_AND_ASSIGN(v1::PlanReport with, MakePlan(workload, prices, request));
+  EXPECT_TRUE(with.recommended().data_spot());
+  EXPECT_LT(with.recommended().usd_per_step(), without.recommended().usd_per_step());
+  EXPECT_LE(with.recommended().data_stall(), 0.05);
+  // Every on-demand shape is still there beside the spot ones; the ml.*
+  // type has no spot price, so no spot shape of it.
+  EXPECT_GT(with.considered().size(), without.considered().size());
+  for (const v1::ClusterEstimate& shape : with.considered()) {
+    EXPECT_FALSE(shape.data_spot() && shape.data_instance() == "ml.c5.9xlarge");
+  }
+  EXPECT_NE(with.reason().find("95%"), std::string::npos);
+  request.interruption_overhead = 1.0;
+  EXPECT_FALSE(MakePlan(workload, prices, request).ok());
+}
+
+TEST(PlannerTest, BySageMakerGpusOnlySageMakerDataTypesAreConsidered) {
+  PlanRequest request;
+  request.gpu_instance = "ml.p3.2xlarge";
+  ASSERT_OK_AND_ASSIGN(v1::PlanReport plan, MakePlan(Resnet50OnP3(), Prices(), request));
+  for (const v1::ClusterEstimate& shape : plan.considered()) {
+    EXPECT_EQ(shape.data_instance().rfind("ml.", 0), 0u) << shape.data_instance();
+  }
+}
+
 TEST(PlannerTest, NonsenseIsRefused) {
   PlanRequest request;
   request.gpu_instance = "ml.c5.9xlarge";
