@@ -30,6 +30,7 @@
 #include "src/wire/batch_codec.h"
 #include "src/wire/byte_stream.h"
 #include "src/wire/grpc_status.h"
+#include "src/wire/leaving.h"
 #include "src/wire/pixel_channel_reader.h"
 #include "src/wire/plan_config.h"
 
@@ -80,9 +81,7 @@ constexpr absl::Duration kPixelChannelRetryAfter = absl::Minutes(10);
 // How often a server that serves another dataset is asked again (it may be
 // replaced by one that serves ours).
 constexpr absl::Duration kIncompatibleRetry = absl::Seconds(30);
-// The server's trailing metadata on the streams it ends because it is
-// leaving (SIGTERM): what it owes goes to the others, no warning.
-constexpr char kLeavingMetadataKey[] = "heterodl-leaving";
+
 // The loader's window, in batches, whatever the memory budget says.
 constexpr int kMinWindow = 2;
 constexpr int kMaxWindow = 256;

@@ -25,6 +25,7 @@
 #include "src/wire/batch_codec.h"
 #include "src/wire/credentials.h"
 #include "src/wire/grpc_status.h"
+#include "src/wire/leaving.h"
 #include "src/wire/pixel_channel_listener.h"
 #include "src/wire/tcp_address.h"
 
@@ -35,10 +36,6 @@ namespace {
 // size. Clients keep far fewer; the limit only stops a client from queueing
 // unbounded work (max_stream_bytes bounds the memory).
 constexpr int kMaxInFlightPerStream = 64;
-// Trailing metadata on a stream ended because the server is leaving: the
-// loader hands what it asked of this server to the others, without a
-// warning (src/client/remote_loader.cc).
-constexpr char kLeavingMetadataKey[] = "heterodl-leaving";
 
 class BatchStreamReactor;
 
@@ -129,7 +126,9 @@ class BatchStreamReactor final
         leaving_reason_ = reason;
         if (work_ != nullptr) service_.CloseStream(*work_);
       }
-      actions = AdvanceLocked();
+      // A stream not yet opened may still be in its constructor, before its
+      // first read: it ends when its open request is handled.
+      if (work_ != nullptr) actions = AdvanceLocked();
     }
     PerformAndRelease(actions);
   }

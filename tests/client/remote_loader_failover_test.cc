@@ -225,7 +225,7 @@ TEST_F(ElasticTest, ServersJoiningAndLeavingTheListMidEpochLoseNothing) {
   EXPECT_EQ(ServedBy(c.address()), served_by_c);  // asked nothing once unlisted
 }
 
-TEST_F(ElasticTest, AListedServerOfAnotherDatasetIsNotUsed) {
+TEST_F(ElasticTest, AListedServerOfAnotherDatasetOrTokenIsNotUsed) {
   RunningServer a(*dataset_);
   DataServerOptions other;
   other.synthetic_samples = 60;  // another dataset, another fingerprint
@@ -237,11 +237,17 @@ TEST_F(ElasticTest, AListedServerOfAnotherDatasetIsNotUsed) {
   List({a.address()});
   std::unique_ptr<RemoteLoader> loader = ConnectListed();
   ASSERT_NE(loader, nullptr);
+  // And one that wants a token this loader does not have.
+  RunningServer locked(*dataset_, "127.0.0.1:0", "another-token");
   ReadEpochChecked(*loader, 0, [&](int64_t k) {
-    if (k == 2) List({a.address(), stranger_address});
+    if (k == 2) List({a.address(), stranger_address, locked.address()});
   });
   ReadEpochChecked(*loader, 1, [](int64_t) {});
   EXPECT_EQ(ServedBy(stranger_address), 0u);
+  absl::StatusOr<v1::ServerStats> locked_stats =
+      FetchServerStatus(locked.address(), absl::Seconds(5), "another-token");
+  ASSERT_TRUE(locked_stats.ok()) << locked_stats.status();
+  EXPECT_EQ(locked_stats->batches_sent(), 0u);
   (*stranger)->RequestStop("test over");
   EXPECT_TRUE((*stranger)->Wait().ok());
 }

@@ -106,7 +106,8 @@ TEST(PriceTableTest, SpotPricesAreAnOptionalSixthColumn) {
   EXPECT_FALSE(PriceTable::Parse("a,8,0,1.0,10,0.4,9\n", "t").ok());
   // The shipped table's spot rows: cheaper than on demand, each of them.
   int spot_rows = 0;
-  for (const v1::InstanceType& type : Prices().instances()) {
+  const PriceTable shipped = Prices();
+  for (const v1::InstanceType& type : shipped.instances()) {
     if (type.spot_usd_per_hour() == 0) continue;
     ++spot_rows;
     EXPECT_LT(type.spot_usd_per_hour(), type.usd_per_hour()) << type.name();
