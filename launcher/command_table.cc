@@ -64,7 +64,8 @@ const std::vector<CommandInfo>& Commands() {
       {"status", "HOST:PORT...",
        "live statistics of data servers: dataset, pipeline, recent images/s, capacity, streams; "
        "with --demand, the data hosts needed for --max-stall",
-       {"json", "demand", "max_stall", HETERODL_TLS_CLIENT_FLAGS},
+       {"json", "demand", "max_stall", "data_servers_file", "data_servers_dns",
+        HETERODL_TLS_CLIENT_FLAGS},
        "heterodl status cpu1:50051 cpu2:50051 --demand 9000"},
       {"bench", "augment|transport|step|feed",
        "benchmarks: decode + augment per core, transport GB/s, step time and cost, feed as a "

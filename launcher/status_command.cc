@@ -1,6 +1,7 @@
 // `heterodl status HOST:PORT... [--demand D [--max-stall S]] [--json]`: live
 // statistics of data servers, their measured capacity, and with --demand the
 // data hosts a trainer consuming D images/s needs (the scaling signal).
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -8,6 +9,7 @@
 #include "heterodl/metrics.pb.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
+#include "src/client/server_discovery.h"
 #include "src/client/server_status.h"
 #include "src/common/status_macros.h"
 #include "src/common/proto_json.h"
@@ -68,11 +70,30 @@ absl::Status SizeDataGroup(double demand, double max_stall, v1::StatusReport& re
 
 }  // namespace
 
-int RunStatusCommand(const std::vector<std::string>& arguments) {
+int RunStatusCommand(const std::vector<std::string>& listed) {
+  // The servers named, and those a servers file or a DNS name lists now (a
+  // headless Service's name stands for every data pod, not one of them).
+  std::vector<std::string> arguments = listed;
+  const ServerSources sources{{},
+                              absl::GetFlag(FLAGS_data_servers_file),
+                              absl::GetFlag(FLAGS_data_servers_dns)};
+  if (sources.dynamic()) {
+    if (absl::Status valid = ValidateServerSources(sources); !valid.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(valid.message()).c_str());
+      return kExitUsage;
+    }
+    for (const std::string& server : ServerDiscovery(sources).Refresh()) {
+      if (std::find(arguments.begin(), arguments.end(), server) == arguments.end()) {
+        arguments.push_back(server);
+      }
+    }
+  }
   if (arguments.empty()) {
     std::fprintf(stderr,
-                 "usage: heterodl status HOST:PORT... [--demand IMAGES_PER_S [--max-stall S]] "
-                 "[--json]\n");
+                 "usage: heterodl status HOST:PORT... [--data-servers-file F] "
+                 "[--data-servers-dns NAME:PORT] [--demand IMAGES_PER_S [--max-stall S]] "
+                 "[--json]\n%s",
+                 sources.dynamic() ? "(the servers file or DNS name lists no server now)\n" : "");
     return kExitUsage;
   }
   absl::StatusOr<std::string> token = AuthTokenFromFlags();

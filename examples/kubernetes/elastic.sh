@@ -10,7 +10,7 @@
 # Then, while it trains, size the data group by hand or from the measured
 # need (docs/operations.md, "An elastic data group on Kubernetes"):
 #   kubectl scale deployment/heterodl-data --replicas=6
-#   heterodl status heterodl-data:50051 --demand 20000 --json   # sizing.hosts_needed
+#   heterodl status --data-servers-dns heterodl-data:50051 --demand 20000 --json   # sizing.hosts_needed
 set -euo pipefail
 cd "$(dirname "$0")"
 namespace=${1:-default}

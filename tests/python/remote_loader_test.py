@@ -344,6 +344,24 @@ class RemoteDataLoaderTest(unittest.TestCase):
                                       r"stall at 5000 images/s")
         self.assertEqual(status("--demand", "-1").returncode, 2)
         self.assertEqual(status("--max-stall", "1.5").returncode, 2)
+        # The servers a servers file lists, as the trainers see them (one
+        # named on the command line too is asked once).
+        listed = os.path.join(self.tmp, "status-servers")
+        with open(listed, "w") as f:
+            f.write("\n".join(self.addresses) + "\n")
+        from_file = subprocess.run(
+            [HETERODL, "status", self.addresses[0], "--data-servers-file", listed, "--json",
+             "--demand", "5000"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(from_file.returncode, 0, from_file.stderr)
+        report = json.loads(from_file.stdout)
+        self.assertEqual(sorted(s["address"] for s in report["servers"]), sorted(self.addresses))
+        self.assertEqual(report["sizing"]["hosts"], 2)
+        empty = os.path.join(self.tmp, "no-servers")
+        open(empty, "w").close()
+        nothing = subprocess.run([HETERODL, "status", "--data-servers-file", empty],
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(nothing.returncode, 2)
+        self.assertIn("lists no server", nothing.stderr)
 
     def test_the_api_describes_itself(self):
         self.assertRegex(heterodl.__version__, r"^\d+\.\d+\.\d+$")
