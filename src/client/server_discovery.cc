@@ -105,9 +105,9 @@ void ServerDiscovery::Note(std::string& last, const std::string& source,
   const std::string now = status.ok() ? "" : std::string(status.message());
   if (now == last) return;
   if (status.ok()) {
-    LogInfo("%s readable again", source);
+    LogInfo("%s: answering again", source);
   } else {
-    LogWarning("%s: %s; keeping the servers it last gave", source, now);
+    LogWarning("%s: %s; keeping the servers it last gave (if any)", source, now);
   }
   last = now;
 }
