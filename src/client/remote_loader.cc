@@ -118,6 +118,21 @@ struct ServerHealth {
   absl::Time left_at = absl::InfinitePast();
 };
 
+// connections_per_server endpoints per address: the first connection to
+// every server, then the second to every server, and so on.
+std::vector<std::unique_ptr<ServerEndpoint>> MakeEndpoints(const ServerChannels& channels,
+                                                           const std::vector<std::string>& servers,
+                                                           int connections_per_server) {
+  std::vector<std::unique_ptr<ServerEndpoint>> endpoints;
+  for (int connection = 0; connection < connections_per_server; ++connection) {
+    for (const std::string& address : servers) {
+      endpoints.push_back(
+          std::make_unique<ServerEndpoint>(address, channels.Open(address, connection)));
+    }
+  }
+  return endpoints;
+}
+
 class GrpcRemoteLoader final : public RemoteLoader {
  public:
   // `discovery` null: the servers are fixed.
@@ -345,9 +360,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
     for (const std::string& address : servers) {
       if (std::binary_search(in_use.begin(), in_use.end(), address)) continue;
       LogInfo("data server %s listed; checking its dataset, then sending it batches", address);
-      for (int connection = 0; connection < options_.connections_per_server; ++connection) {
-        endpoints_.push_back(
-            std::make_unique<ServerEndpoint>(address, channels_.Open(address, connection)));
+      for (std::unique_ptr<ServerEndpoint>& endpoint :
+           MakeEndpoints(channels_, {address}, options_.connections_per_server)) {
+        endpoints_.push_back(std::move(endpoint));
         streams_.emplace_back();
         const int c = schedule_.AddConnection();
         ApplyLimitsLocked(static_cast<size_t>(c));
@@ -480,6 +495,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
     }
     v1::DatasetInfo info;
     const grpc::Status asked = endpoint.stub->GetDatasetInfo(&context, {}, &info);
+    // A server that joined mid-run, or one restarted on other files.
+    const bool incompatible = asked.ok() && info.fingerprint() != dataset_.fingerprint;
     {
       absl::MutexLock lock(&mu_);
       streams_[c].context = nullptr;
@@ -487,11 +504,10 @@ class GrpcRemoteLoader final : public RemoteLoader {
         streams_[c].limits = {info.max_stream_batches(), info.max_stream_bytes()};
         ApplyLimitsLocked(c);
       }
-      // A server that joined mid-run, or one restarted on other files.
-      streams_[c].incompatible = asked.ok() && info.fingerprint() != dataset_.fingerprint;
+      streams_[c].incompatible = incompatible;
     }
     if (!asked.ok()) return FromGrpcStatus(asked);
-    if (info.fingerprint() != dataset_.fingerprint) {
+    if (incompatible) {
       return absl::FailedPreconditionError(absl::StrCat(
           "serves '", info.source(), "' (fingerprint ", FingerprintToHex(info.fingerprint()),
           "), not this job's dataset (fingerprint ", FingerprintToHex(dataset_.fingerprint),
@@ -747,20 +763,6 @@ absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
   return ValidateServerSources(SourcesOf(options));
 }
 
-// connections_per_server endpoints per address: the first connection to
-// every server, then the second to every server, and so on.
-std::vector<std::unique_ptr<ServerEndpoint>> MakeEndpoints(const ServerChannels& channels,
-                                                           const std::vector<std::string>& servers,
-                                                           int connections_per_server) {
-  std::vector<std::unique_ptr<ServerEndpoint>> endpoints;
-  for (int connection = 0; connection < connections_per_server; ++connection) {
-    for (const std::string& address : servers) {
-      endpoints.push_back(
-          std::make_unique<ServerEndpoint>(address, channels.Open(address, connection)));
-    }
-  }
-  return endpoints;
-}
 
 // The servers listed when the loader starts. With a servers file or a DNS
 // name that list none yet (the data group is still starting), waits up to
