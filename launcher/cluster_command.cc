@@ -14,6 +14,7 @@
 #include "launcher/command_line.h"
 #include "launcher/flag_checks.h"
 #include "launcher/flags.h"
+#include "src/client/server_discovery.h"
 #include "src/common/log.h"
 
 namespace heterodl {
@@ -152,8 +153,9 @@ int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop
       }
       return RunServeCommand(stop);
     case Role::kDnn:
-      if (view->homogeneous || (view->data_servers.empty() && view->data_servers_file.empty() &&
-                                view->data_servers_dns.empty())) {
+      if (view->homogeneous ||
+          ServerSources{view->data_servers, view->data_servers_file, view->data_servers_dns}
+              .empty()) {
         // No data group: decode on this host, as `local` does.
         SetLogTag("local");
         if (absl::GetFlag(FLAGS_ranks) <= 0) absl::SetFlag(&FLAGS_ranks, view->ranks_per_host);

@@ -98,10 +98,10 @@ ABSL_FLAG(std::string, role, "", "cluster: data | dnn | local (default: detected
 ABSL_FLAG(std::string, data_servers, "",
           "train/cluster: the data servers, host:port,... (hostlist patterns as host[1-4]:port)");
 ABSL_FLAG(std::string, data_servers_file, "",
-          "train/cluster: a file of data servers (host:port per line), re-read when it changes "
-          "while training runs");
+          "train/status/cluster: a file of data servers (host:port per line), re-read when it "
+          "changes while training runs");
 ABSL_FLAG(std::string, data_servers_dns, "",
-          "train/cluster: a DNS name (name[:port]) whose every address is a data server, "
+          "train/status/cluster: a DNS name (name[:port]) whose every address is a data server, "
           "re-resolved while training runs (a Kubernetes headless Service)");
 ABSL_FLAG(std::string, dnn_hosts, "", "cluster: dnn hosts, host,...");
 ABSL_FLAG(std::string, current_host, "", "cluster: this host's name in the host lists");

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "launcher/flags.h"
 #include "launcher/stop_signal.h"
+#include "src/client/server_discovery.h"
 #include "src/common/log.h"
 #include "src/common/memory/malloc_tuning.h"
 #include "src/common/process/signal_watcher.h"
@@ -71,8 +72,9 @@ int main(int argc, char** argv) {
   heterodl::SetLogTag(absl::StrCat("train/", options.rank));
   if (absl::GetFlag(FLAGS_rank) < 0 || options.world_size == 0 ||
       options.rank >= options.world_size ||
-      (options.data_servers.empty() && options.data_servers_file.empty() &&
-       options.data_servers_dns.empty())) {
+      heterodl::ServerSources{options.data_servers, options.data_servers_file,
+                              options.data_servers_dns}
+          .empty()) {
     heterodl::LogError(
         "heterodl-trainer is started by 'heterodl train'; it needs --rank, "
         "--world_size and --data_servers (or --data_servers_file, --data_servers_dns)");

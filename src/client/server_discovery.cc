@@ -33,7 +33,7 @@ void AddUnique(std::vector<std::string>& to, const std::string& address) {
 }  // namespace
 
 absl::Status ValidateServerSources(const ServerSources& sources) {
-  if (sources.fixed.empty() && !sources.dynamic()) {
+  if (sources.empty()) {
     return absl::InvalidArgumentError(
         "no data servers given (a list, a servers file or a DNS name)");
   }

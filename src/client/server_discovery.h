@@ -37,6 +37,8 @@ struct ServerSources {
   std::string dns_name;  // host:port; the host's every address is a server
   // Whether the set can change during a run.
   bool dynamic() const { return !servers_file.empty() || !dns_name.empty(); }
+  // No source at all.
+  bool empty() const { return fixed.empty() && !dynamic(); }
 };
 
 // INVALID_ARGUMENT naming the entry: no source at all, or an address (fixed,
