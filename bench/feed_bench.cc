@@ -102,19 +102,26 @@ double Max(const std::vector<double>& values) {
   return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
 }
 
+// The loader's settings a run compares: today's, or one thing as it was.
+struct LoaderVariant {
+  bool prefetch_across_epochs = true;
+  bool same_host_pixels = true;
+};
+
 // A trainer's loop over the loader: epochs one after another, each batch
 // waited for, then (optionally) a modelled accelerator step. Runs at least
 // three epochs and options.seconds. `world_size` > 1 makes rank 0's epochs
 // short (one batch each when it is samples / batch).
 absl::StatusOr<v1::FeedRun> DriveLoader(const FeedBenchOptions& options, const std::string& address,
-                                        uint32_t world_size, bool prefetch_across_epochs) {
+                                        uint32_t world_size, LoaderVariant variant = {}) {
   RemoteLoaderOptions loader_options;
   loader_options.servers = {address};
   loader_options.batch_size = static_cast<uint32_t>(options.batch_size);
   loader_options.world_size = world_size;
   loader_options.drop_last = world_size > 1;
   loader_options.pipeline = options.pipeline;
-  loader_options.prefetch_across_epochs = prefetch_across_epochs;
+  loader_options.prefetch_across_epochs = variant.prefetch_across_epochs;
+  loader_options.same_host_pixels = variant.same_host_pixels;
   loader_options.connect_timeout = absl::Seconds(60);
   ASSIGN_OR_RETURN(std::unique_ptr<RemoteLoader> loader, RemoteLoader::Connect(loader_options));
   const absl::Duration device_step = absl::Milliseconds(options.device_step_ms);
@@ -157,6 +164,7 @@ absl::StatusOr<v1::FeedRun> DriveLoader(const FeedBenchOptions& options, const s
   run.set_dropped(static_cast<uint64_t>(stats.dropped));
   run.set_window(static_cast<uint32_t>(stats.window));
   for (int depth : stats.depths) run.add_depths(static_cast<uint32_t>(depth));
+  run.set_same_host_streams(static_cast<uint32_t>(stats.same_host_streams));
   return run;
 }
 
@@ -267,10 +275,11 @@ std::string FormatRun(const char* title, const v1::FeedRun& run) {
       "  %-34s %8.0f images/s  %4d epochs x %4d batches\n"
       "  %-34s epoch boundary %7.1f ms mean %7.1f max | other steps %7.1f mean %7.1f median "
       "%7.1f max\n"
-      "  %-34s window %d, depths %s, %d fetched ahead and dropped\n",
+      "  %-34s window %d, depths %s, %d fetched ahead and dropped; pixels %s\n",
       title, run.images_per_sec(), run.epochs(), run.batches_per_epoch(), "waiting in Next():",
       run.boundary_wait_ms_mean(), run.boundary_wait_ms_max(), run.inner_wait_ms_mean(),
-      run.inner_wait_ms_median(), run.inner_wait_ms_max(), "", run.window(), depths, run.dropped());
+      run.inner_wait_ms_median(), run.inner_wait_ms_max(), "", run.window(), depths, run.dropped(),
+      run.same_host_streams() > 0 ? "from shared memory" : "over a socket");
 }
 
 std::string FormatTable(const v1::FeedBenchReport& report) {
@@ -296,6 +305,9 @@ std::string FormatTable(const v1::FeedBenchReport& report) {
                         report.one_batch_ratio());
   absl::StrAppend(&text, FormatRun("no prefetch across epochs (before)",
                                    report.without_cross_epoch_prefetch()));
+  absl::StrAppend(&text, FormatRun("pixels over TCP loopback (before)", report.over_tcp()));
+  absl::StrAppendFormat(&text, "  %-34s %8.2f\n", "its pipeline efficiency",
+                        report.tcp_efficiency());
   if (report.peers_size() > 0) {
     absl::StrAppendFormat(&text, "\n  system-level peers, same files and cores, Python consumers:\n");
     absl::StrAppendFormat(&text, "  %-40s %8.0f images/s\n", "heterodl RemoteDataLoader",
@@ -310,14 +322,19 @@ std::string FormatTable(const v1::FeedBenchReport& report) {
 
 // What the rounds measured, each figure once per round.
 struct Rounds {
-  std::vector<double> engine_rates, efficiencies, one_batch_ratios;
-  std::vector<v1::FeedRun> long_runs, one_batch_runs, no_prefetch_runs;
+  std::vector<double> engine_rates, efficiencies, one_batch_ratios, tcp_efficiencies;
+  std::vector<v1::FeedRun> long_runs, one_batch_runs, no_prefetch_runs, tcp_runs;
 
   // Ratios are taken within a round, against the engine's rate averaged
   // from the measurements before and after it.
-  void Add(double engine, v1::FeedRun long_run, v1::FeedRun one_batch, v1::FeedRun no_prefetch) {
+  void Add(double engine, v1::FeedRun long_run, v1::FeedRun one_batch, v1::FeedRun no_prefetch,
+           v1::FeedRun over_tcp) {
     engine_rates.push_back(engine);
-    if (engine > 0) efficiencies.push_back(long_run.images_per_sec() / engine);
+    if (engine > 0) {
+      efficiencies.push_back(long_run.images_per_sec() / engine);
+      tcp_efficiencies.push_back(over_tcp.images_per_sec() / engine);
+    }
+    tcp_runs.push_back(std::move(over_tcp));
     if (long_run.images_per_sec() > 0) {
       one_batch_ratios.push_back(one_batch.images_per_sec() / long_run.images_per_sec());
     }
@@ -333,6 +350,8 @@ struct Rounds {
     *report.mutable_without_cross_epoch_prefetch() = MedianRun(no_prefetch_runs);
     report.set_pipeline_efficiency(Median(efficiencies));
     report.set_one_batch_ratio(Median(one_batch_ratios));
+    *report.mutable_over_tcp() = MedianRun(tcp_runs);
+    report.set_tcp_efficiency(Median(tcp_efficiencies));
   }
 };
 
@@ -356,19 +375,22 @@ absl::Status RunRounds(const FeedBenchOptions& options, const std::string& serve
   // Warm-up: the server's first allocations, the files into the page cache.
   FeedBenchOptions warm_up = options;
   warm_up.seconds = 1;
-  RETURN_IF_ERROR(DriveLoader(warm_up, server, 1, true).status());
+  RETURN_IF_ERROR(DriveLoader(warm_up, server, 1).status());
   const auto engine_rate = [&] {
     return MeasureEngineRate(options.dataset, options.pipeline, Threads(options),
                              std::min(options.seconds, 3.0));
   };
   ASSIGN_OR_RETURN(double engine_before, engine_rate());
   for (int round = 0; round < std::max(1, options.rounds); ++round) {
-    ASSIGN_OR_RETURN(v1::FeedRun long_run, DriveLoader(options, server, 1, true));
-    ASSIGN_OR_RETURN(v1::FeedRun one_batch, DriveLoader(options, server, one_batch_world, true));
-    ASSIGN_OR_RETURN(v1::FeedRun no_prefetch, DriveLoader(options, server, 1, false));
+    ASSIGN_OR_RETURN(v1::FeedRun long_run, DriveLoader(options, server, 1));
+    ASSIGN_OR_RETURN(v1::FeedRun one_batch, DriveLoader(options, server, one_batch_world));
+    ASSIGN_OR_RETURN(v1::FeedRun no_prefetch,
+                     DriveLoader(options, server, 1, {.prefetch_across_epochs = false}));
+    ASSIGN_OR_RETURN(v1::FeedRun over_tcp,
+                     DriveLoader(options, server, 1, {.same_host_pixels = false}));
     ASSIGN_OR_RETURN(const double engine_after, engine_rate());
     rounds.Add((engine_before + engine_after) / 2, std::move(long_run), std::move(one_batch),
-               std::move(no_prefetch));
+               std::move(no_prefetch), std::move(over_tcp));
     engine_before = engine_after;
   }
   return absl::OkStatus();

@@ -251,6 +251,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
     for (size_t c = 0; c < streams_.size(); ++c) {
       if (schedule_.retired(static_cast<int>(c))) continue;
       stats.depths.push_back(schedule_.depth(static_cast<int>(c)));
+      if (streams_[c].pixel_channel != nullptr && streams_[c].pixel_channel->local()) {
+        ++stats.same_host_streams;
+      }
     }
     stats.servers = ServersLocked();
     return stats;
@@ -513,8 +516,14 @@ class GrpcRemoteLoader final : public RemoteLoader {
           "), not this job's dataset (fingerprint ", FingerprintToHex(dataset_.fingerprint),
           "); not using it"));
     }
-    if (!options_.pixel_channel || options_.tls.enabled() ||
-        absl::Now() < endpoint.pixel_channel_retry_after || info.pixel_port() == 0) {
+    if (!options_.pixel_channel || options_.tls.enabled()) return nullptr;
+    if (options_.same_host_pixels && !info.pixel_socket().empty()) {
+      // Refused at once unless the server is on this host: then over TCP.
+      absl::StatusOr<std::unique_ptr<PixelChannelReader>> local = PixelChannelReader::ConnectLocal(
+          info.pixel_socket(), ticket, kPixelChannelConnectTimeout);
+      if (local.ok()) return local;
+    }
+    if (absl::Now() < endpoint.pixel_channel_retry_after || info.pixel_port() == 0) {
       return nullptr;
     }
     const absl::StatusOr<HostPort> address = SplitHostPort(endpoint.address);

@@ -93,6 +93,12 @@ struct RemoteLoaderOptions {
   // the channel's port cannot be reached, pixels go through gRPC (with a
   // warning) and the port is tried again 10 minutes later.
   bool pixel_channel = true;
+  // With pixel_channel: when a server runs on this host and builds its
+  // batches in shared memory (DatasetInfo.pixel_socket), copy the pixels
+  // from there instead of reading them from a TCP socket (one copy in user
+  // space instead of two in the kernel and the TCP stack around them). A
+  // server on another host is reached over TCP as before.
+  bool same_host_pixels = true;
   // How long Connect() waits for servers to answer. A server that refuses
   // connections or does not resolve is said at once (and once per new
   // reason) while the wait goes on: clusters start servers and trainers in
@@ -150,6 +156,8 @@ struct LoaderStats {
   int window = 0;           // batches the loader may hold ahead
   std::vector<int> depths;  // per connection: batch ids it keeps requested
   std::vector<std::string> servers;  // in use now (listed), sorted
+  // Open streams whose pixels come from a same-host server's shared memory.
+  int same_host_streams = 0;
 };
 
 class RemoteLoader {

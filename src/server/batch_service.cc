@@ -34,14 +34,15 @@ v1::SampleStatus ToProto(SampleOutcome outcome) {
 
 BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
                            RequestLimits limits, PipelineOptions pipeline_options,
-                           int worker_nice)
+                           int worker_nice, HostAllocator buffer_allocator)
     : dataset_(std::move(dataset)),
       default_pipeline_(std::move(default_pipeline)),
       default_assembler_(dataset_, default_pipeline_),
       limits_(limits),
       pipeline_options_(pipeline_options),
       start_time_(absl::Now()),
-      buffers_(BufferPool::Create(static_cast<size_t>(2 * threads + 4))),
+      buffers_(BufferPool::Create(static_cast<size_t>(2 * threads + 4),
+                                  std::move(buffer_allocator))),
       pool_(threads, worker_nice) {}
 
 BatchService::~BatchService() = default;

@@ -68,9 +68,11 @@ class BatchService {
  public:
   // `default_pipeline` serves streams that name no pipeline.
   // `pipeline_options` apply to the pipelines that streams name, too.
-  // `worker_nice`: see SamplePool.
+  // `worker_nice`: see SamplePool. `buffer_allocator`: where batches are
+  // built (the heap by default; shared memory for same-host loaders).
   BatchService(Dataset dataset, Pipeline default_pipeline, int threads, RequestLimits limits = {},
-               PipelineOptions pipeline_options = {}, int worker_nice = 0);
+               PipelineOptions pipeline_options = {}, int worker_nice = 0,
+               HostAllocator buffer_allocator = {});
   ~BatchService();
 
   // The dataset, and `pipeline`'s output shape (the default pipeline's when

@@ -17,6 +17,7 @@
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/common/fingerprint.h"
 #include "src/common/log.h"
+#include "src/common/memory/shared_regions.h"
 #include "src/common/net/auth_token.h"
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
@@ -502,7 +503,10 @@ class DataServiceImpl final : public DataServiceBase {
       absl::StatusOr<v1::DatasetInfo> described = service_.Info(request->pipeline());
       if (!described.ok()) return Finished(context, ToGrpcStatus(described.status()));
       *info = *std::move(described);
-      if (pixel_listener_ != nullptr) info->set_pixel_port(pixel_listener_->port());
+      if (pixel_listener_ != nullptr) {
+        info->set_pixel_port(pixel_listener_->port());
+        info->set_pixel_socket(pixel_listener_->local_socket());
+      }
       info->set_max_stream_batches(kMaxInFlightPerStream);
       info->set_max_stream_bytes(max_stream_bytes_);
     }
@@ -684,7 +688,7 @@ class GrpcDataServer final : public DataServer {
 // The pixel channel port on the service's host; null when turned off or
 // under TLS (the channel is plaintext).
 absl::StatusOr<std::unique_ptr<PixelChannelListener>> ListenForPixelChannels(
-    const DataServerOptions& options) {
+    const DataServerOptions& options, std::shared_ptr<SharedRegions> shared_regions) {
   if (options.pixel_port < 0) return nullptr;
   if (!options.tls.cert_file.empty()) {
     LogInfo("pixel channels off: TLS is on and they are plaintext; pixels go through gRPC");
@@ -692,8 +696,10 @@ absl::StatusOr<std::unique_ptr<PixelChannelListener>> ListenForPixelChannels(
   }
   ASSIGN_OR_RETURN(const HostPort address, SplitHostPort(options.address));
   ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelListener> listener,
-                   PixelChannelListener::Listen(address.host, options.pixel_port));
-  LogInfo("pixel channels on port %d", listener->port());
+                   PixelChannelListener::Listen(address.host, options.pixel_port, {},
+                                                std::move(shared_regions)));
+  LogInfo("pixel channels on port %d%s", listener->port(),
+          listener->local_socket().empty() ? "" : ", same-host loaders through shared memory");
   return listener;
 }
 
@@ -729,11 +735,18 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   LogInfo("dataset %s: %d samples, %d classes, fingerprint %s; pipeline %s; %d threads",
           dataset.source(), dataset.size(), dataset.class_names().size(),
           FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads);
+  // Batches live in shared memory only when a same-host loader can be told
+  // where: through a pixel channel.
+  std::shared_ptr<SharedRegions> shared_regions;
+  if (options.same_host_pixels && options.pixel_port >= 0 && options.tls.cert_file.empty()) {
+    shared_regions = SharedRegions::Create();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelListener> pixel_listener,
-                   ListenForPixelChannels(options));
-  auto service =
-      std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads,
-                                     RequestLimits{}, pipeline_options, options.worker_nice);
+                   ListenForPixelChannels(options, shared_regions));
+  auto service = std::make_unique<BatchService>(
+      std::move(dataset), std::move(pipeline), threads, RequestLimits{}, pipeline_options,
+      options.worker_nice,
+      shared_regions != nullptr ? shared_regions->allocator() : HostAllocator{});
   auto server =
       std::make_unique<GrpcDataServer>(options, std::move(pixel_listener), std::move(service));
   RETURN_IF_ERROR(server->Listen());

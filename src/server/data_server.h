@@ -58,6 +58,10 @@ struct DataServerOptions {
   // `address`: 0 picks a free one, -1 turns them off (pixels then go through
   // gRPC, as they always do under TLS). Loaders learn it from DatasetInfo.
   int pixel_port = 0;
+  // With pixel channels on: build batches in shared memory and let loaders
+  // on this host copy them from there (src/wire/pixel_channel.h, "Same
+  // host") instead of through a socket.
+  bool same_host_pixels = true;
   // Grace given to open streams on shutdown before they are cancelled.
   absl::Duration drain_timeout = absl::Seconds(3);
 };

@@ -21,6 +21,24 @@
 //
 // The ticket travels inside the (authenticated) gRPC call, so a channel is as
 // authorized as its stream. It is plaintext: loaders do not use it under TLS.
+//
+// Same host. A server whose batches live in shared memory
+// (src/common/memory/shared_regions.h) also listens on an abstract Unix
+// socket, DatasetInfo.pixel_socket: a random name, reachable only from the
+// server's network namespace, so a loader that can connect is on its host.
+// Over TCP loopback a batch is copied into the kernel and out again, and the
+// TCP stack runs for every 64 KiB: a tenth of a 2-core machine at 3,000
+// images/s (docs/benchmarks.md). On the Unix socket the loader sends the same
+// hello; then, for every batch, the server writes a PixelRecord instead of
+// the pixels:
+// - kShared: the pixels are `bytes` bytes at `offset` in region `region`.
+//   The record that first names a region carries its memfd (SCM_RIGHTS).
+//   The loader maps it once, copies the pixels out and writes one
+//   kPixelAck byte; only then may the server reuse the memory;
+// - kInline: `bytes` bytes of pixels follow on the socket (pixels that do not
+//   live in a region, such as a synthetic dataset's);
+// - kForget: region `region` was freed; the loader unmaps it.
+// Records are in the host's byte order: both ends share the host.
 #ifndef HETERODL_SRC_WIRE_PIXEL_CHANNEL_H_
 #define HETERODL_SRC_WIRE_PIXEL_CHANNEL_H_
 
@@ -38,6 +56,20 @@ namespace heterodl {
 inline constexpr char kPixelChannelMagic[4] = {'H', 'D', 'P', '1'};
 
 using PixelTicket = std::array<uint8_t, 16>;
+
+enum class PixelRecordKind : uint32_t { kInline = 1, kShared = 2, kForget = 3 };
+
+struct PixelRecord {
+  PixelRecordKind kind = PixelRecordKind::kInline;
+  uint32_t reserved = 0;
+  uint64_t region = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+static_assert(sizeof(PixelRecord) == 32, "a record is 32 bytes on the wire");
+
+// What a same-host loader writes after copying a kShared record's pixels.
+inline constexpr uint8_t kPixelAck = 1;
 
 inline constexpr size_t kPixelChannelHelloBytes = sizeof(kPixelChannelMagic) + sizeof(PixelTicket);
 

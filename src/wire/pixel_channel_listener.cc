@@ -5,18 +5,24 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
+#include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -31,10 +37,33 @@ namespace {
 // thread from the others.
 constexpr size_t kMaxBytesPerTurn = 8 << 20;
 
+// send() with `descriptor` passed along (SCM_RIGHTS), non-blocking.
+ssize_t SendWithDescriptor(int socket, const uint8_t* data, size_t size, int descriptor) {
+  iovec part{const_cast<uint8_t*>(data), size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &descriptor, sizeof(int));
+  return ::sendmsg(socket, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 struct QueuedPixels {
   OutgoingPixels pixels;
   size_t offset = 0;
   PixelChannel::SentCallback sent;
+  // Same-host channels: the record written before (or instead of) the
+  // pixels, how much of it is written, and the region's memfd to pass with
+  // its first byte (-1: none; owned by the region, which `pixels` keeps).
+  std::optional<PixelRecord> record;
+  size_t record_sent = 0;
+  int attach_fd = -1;
 };
 
 // The state of all channels of one listener, and its epoll thread's work.
@@ -42,11 +71,14 @@ struct QueuedPixels {
 // may call send() without holding mu_ on pixels it has looked up under mu_.
 class ListenerCore {
  public:
-  ListenerCore(UniqueFd listen_socket, UniqueFd epoll, UniqueFd wake, PixelChannelLimits limits)
+  ListenerCore(UniqueFd listen_socket, UniqueFd local_socket, UniqueFd epoll, UniqueFd wake,
+               PixelChannelLimits limits, std::shared_ptr<SharedRegions> regions)
       : listen_socket_(std::move(listen_socket)),
+        local_listen_socket_(std::move(local_socket)),
         epoll_(std::move(epoll)),
         wake_(std::move(wake)),
-        limits_(limits) {}
+        limits_(limits),
+        regions_(std::move(regions)) {}
 
   // The epoll thread: runs until Stop(), then breaks every channel.
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
@@ -60,13 +92,22 @@ class ListenerCore {
   void Send(uint64_t channel, OutgoingPixels pixels, PixelChannel::SentCallback sent)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Close(uint64_t channel) ABSL_LOCKS_EXCLUDED(mu_);
+  // From SharedRegions, on whichever thread freed the region: queues a
+  // kForget record for the loaders that know it. Takes no lock of the core
+  // but freed_mu_ (a region may be freed under mu_).
+  void RegionFreed(uint64_t region) ABSL_LOCKS_EXCLUDED(freed_mu_);
 
  private:
   struct ChannelState {
     PixelTicket ticket{};
     UniqueFd socket;  // none until the loader's connection arrives
+    bool local = false;  // a same-host loader, on the Unix socket
     absl::Time attach_deadline;
     std::deque<QueuedPixels> queue;
+    // Same host: pixels the loader was pointed at and has not yet acked,
+    // in order, and the regions whose memfd it has.
+    std::deque<QueuedPixels> awaiting_ack;
+    std::set<uint64_t> regions_sent;
     bool writable = false;
     bool close_requested = false;
   };
@@ -74,8 +115,16 @@ class ListenerCore {
   // waiting for its ticket to be claimed.
   struct Unpaired {
     UniqueFd socket;
+    bool local = false;
     uint8_t hello[kPixelChannelHelloBytes] = {};
     size_t received = 0;
+    absl::Time deadline;
+  };
+  // A same-host channel the server ended while its loader may still be
+  // copying: the pixels stay until the loader closes its end.
+  struct Lingering {
+    UniqueFd socket;
+    std::deque<QueuedPixels> awaiting_ack;
     absl::Time deadline;
   };
 
@@ -83,16 +132,26 @@ class ListenerCore {
     const uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof(one));
   }
-  void AcceptAll() ABSL_LOCKS_EXCLUDED(mu_);
+  void AcceptAll(int listen_socket, bool local) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads a same-host loader's acks; false when its connection is done.
+  bool ReadAcksLocked(int fd, std::deque<QueuedPixels>& awaiting, bool& protocol_error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLingeringLocked(int fd, bool timed_out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // kForget records for the regions freed since the last turn.
+  void QueueForgetsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(freed_mu_);
+  // The record of pixels queued on a same-host channel.
+  void DescribeLocked(ChannelState& state, QueuedPixels& queued) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleEvent(int fd, uint32_t events) ABSL_LOCKS_EXCLUDED(mu_);
   void ReadHelloLocked(int fd, Unpaired& unpaired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AttachLocked(uint64_t channel, UniqueFd socket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AttachLocked(uint64_t channel, Unpaired connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the unpaired connection on `fd` out of unpaired_.
-  UniqueFd TakeUnpairedLocked(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Unpaired TakeUnpairedLocked(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseUnpairedLocked(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails the channel's queued pixels, closes its socket and forgets it;
-  // logs `why` unless empty.
-  void BreakLocked(uint64_t channel, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // logs `why` unless empty. Pixels a same-host loader may be copying linger
+  // unless `loader_gone`.
+  void BreakLocked(uint64_t channel, const std::string& why, bool loader_gone = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes what was asked to close and what missed its deadline.
   void SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes what the writable channels have queued; true when some channel
@@ -104,10 +163,15 @@ class ListenerCore {
   // Used by the epoll thread only, closed when it ends (so the port is free
   // even while channels still refer to this core).
   UniqueFd listen_socket_;
+  UniqueFd local_listen_socket_;  // none without shared regions
   UniqueFd epoll_;
-  // Written from any thread under mu_, read by the epoll thread.
+  // Written from any thread, read by the epoll thread.
   const UniqueFd wake_;
   const PixelChannelLimits limits_;
+  const std::shared_ptr<SharedRegions> regions_;
+
+  absl::Mutex freed_mu_;
+  std::vector<uint64_t> freed_regions_ ABSL_GUARDED_BY(freed_mu_);
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -118,6 +182,7 @@ class ListenerCore {
   std::map<int, Unpaired> unpaired_ ABSL_GUARDED_BY(mu_);         // by socket descriptor
   std::map<PixelTicket, int> presented_ ABSL_GUARDED_BY(mu_);     // unclaimed ticket -> socket
   std::map<int, uint64_t> attached_ ABSL_GUARDED_BY(mu_);         // socket -> channel
+  std::map<int, Lingering> lingering_ ABSL_GUARDED_BY(mu_);       // by socket descriptor
   // Callbacks owed, run by the loop outside mu_.
   std::vector<std::pair<PixelChannel::SentCallback, bool>> callbacks_ ABSL_GUARDED_BY(mu_);
 };
@@ -134,6 +199,7 @@ void ListenerCore::Run() {
     for (int i = 0; i < count; ++i) HandleEvent(events[i].data.fd, events[i].events);
     {
       absl::MutexLock lock(&mu_);
+      QueueForgetsLocked();
       SweepLocked();
     }
     busy = FlushAll();
@@ -141,17 +207,24 @@ void ListenerCore::Run() {
   }
   {
     absl::MutexLock lock(&mu_);
-    while (!channels_.empty()) BreakLocked(channels_.begin()->first, "");
+    // The server is going: its memory is about to go with it, and the pixels
+    // a loader has not copied yet are lost to that loader either way.
+    while (!channels_.empty()) BreakLocked(channels_.begin()->first, "", /*loader_gone=*/true);
+    while (!lingering_.empty()) EndLingeringLocked(lingering_.begin()->first, false);
     while (!unpaired_.empty()) CloseUnpairedLocked(unpaired_.begin()->first);
     stopped_ = true;
   }
   RunCallbacks();
   listen_socket_.reset();
+  local_listen_socket_.reset();
   epoll_.reset();
 }
 
 void ListenerCore::HandleEvent(int fd, uint32_t events) {
-  if (fd == listen_socket_.get()) return AcceptAll();
+  if (fd == listen_socket_.get()) return AcceptAll(fd, /*local=*/false);
+  if (local_listen_socket_.valid() && fd == local_listen_socket_.get()) {
+    return AcceptAll(fd, /*local=*/true);
+  }
   if (fd == wake_.get()) {
     uint64_t count = 0;
     (void)!::read(wake_.get(), &count, sizeof(count));
@@ -159,10 +232,24 @@ void ListenerCore::HandleEvent(int fd, uint32_t events) {
   }
   absl::MutexLock lock(&mu_);
   if (auto it = unpaired_.find(fd); it != unpaired_.end()) return ReadHelloLocked(fd, it->second);
+  if (auto it = lingering_.find(fd); it != lingering_.end()) {
+    bool protocol_error = false;
+    if (!ReadAcksLocked(fd, it->second.awaiting_ack, protocol_error)) {
+      EndLingeringLocked(fd, false);
+    }
+    return;
+  }
   auto it = attached_.find(fd);
   if (it == attached_.end()) return;
   const uint64_t channel = it->second;
-  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+  if (channels_[channel].local && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+    bool protocol_error = false;
+    if (!ReadAcksLocked(fd, channels_[channel].awaiting_ack, protocol_error)) {
+      return BreakLocked(channel,
+                         protocol_error ? "a same-host loader sent more than its acks; closed" : "",
+                         /*loader_gone=*/true);
+    }
+  } else if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
     // A loader sends nothing after its hello: this is its end of the
     // connection, as when it cancels the stream (which says why, if anything
     // went wrong), or a protocol error.
@@ -176,9 +263,80 @@ void ListenerCore::HandleEvent(int fd, uint32_t events) {
   if (events & EPOLLOUT) channels_[channel].writable = true;
 }
 
-void ListenerCore::AcceptAll() {
+bool ListenerCore::ReadAcksLocked(int fd, std::deque<QueuedPixels>& awaiting,
+                                  bool& protocol_error) {
+  uint8_t acks[256];
   while (true) {
-    UniqueFd socket(::accept4(listen_socket_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    const ssize_t n = ::recv(fd, acks, sizeof(acks), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) return false;  // the loader's end is closed: it reads no more
+    for (ssize_t i = 0; i < n; ++i) {
+      if (acks[i] != kPixelAck || awaiting.empty()) {
+        protocol_error = true;
+        return false;
+      }
+      callbacks_.emplace_back(std::move(awaiting.front().sent), true);
+      awaiting.pop_front();
+    }
+  }
+}
+
+void ListenerCore::EndLingeringLocked(int fd, bool timed_out) {
+  auto it = lingering_.find(fd);
+  if (it == lingering_.end()) return;
+  if (timed_out) {
+    LogWarning("a same-host loader kept its ended pixel channel open for %s; its %d batches' "
+               "memory is reused",
+               absl::FormatDuration(limits_.linger_timeout), it->second.awaiting_ack.size());
+  }
+  for (QueuedPixels& queued : it->second.awaiting_ack) {
+    callbacks_.emplace_back(std::move(queued.sent), false);
+  }
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  lingering_.erase(it);  // closes the socket, releases the pixels
+}
+
+void ListenerCore::RegionFreed(uint64_t region) {
+  {
+    absl::MutexLock lock(&freed_mu_);
+    freed_regions_.push_back(region);
+  }
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+}
+
+void ListenerCore::QueueForgetsLocked() {
+  std::vector<uint64_t> freed;
+  {
+    absl::MutexLock lock(&freed_mu_);
+    freed.swap(freed_regions_);
+  }
+  for (uint64_t region : freed) {
+    for (auto& [id, state] : channels_) {
+      if (state.regions_sent.erase(region) == 0) continue;
+      QueuedPixels forget;
+      forget.record = PixelRecord{PixelRecordKind::kForget, 0, region, 0, 0};
+      state.queue.push_back(std::move(forget));
+    }
+  }
+}
+
+void ListenerCore::DescribeLocked(ChannelState& state, QueuedPixels& queued) {
+  const std::optional<SharedSpan> span =
+      regions_ == nullptr ? std::nullopt : regions_->Find(queued.pixels.data, queued.pixels.size);
+  if (!span) {
+    queued.record = PixelRecord{PixelRecordKind::kInline, 0, 0, 0, queued.pixels.size};
+    return;
+  }
+  queued.record =
+      PixelRecord{PixelRecordKind::kShared, 0, span->region, span->offset, queued.pixels.size};
+  if (state.regions_sent.insert(span->region).second) queued.attach_fd = span->fd;
+}
+
+void ListenerCore::AcceptAll(int listen_socket, bool local) {
+  while (true) {
+    UniqueFd socket(::accept4(listen_socket, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!socket.valid()) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -197,6 +355,7 @@ void ListenerCore::AcceptAll() {
     event.data.fd = socket.get();
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, socket.get(), &event) != 0) continue;
     Unpaired& unpaired = unpaired_[socket.get()];
+    unpaired.local = local;
     unpaired.deadline = absl::Now() + limits_.attach_timeout;
     unpaired.socket = std::move(socket);
   }
@@ -233,7 +392,7 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
     if (channels_[channel].socket.valid()) return CloseUnpairedLocked(fd);  // a second one
     AttachLocked(channel, TakeUnpairedLocked(fd));
     // A loader already gone breaks its channel now, not at the deadline.
-    if (ended) BreakLocked(channel, "");
+    if (ended) BreakLocked(channel, "", /*loader_gone=*/true);
     return;
   }
   if (ended) return CloseUnpairedLocked(fd);
@@ -243,18 +402,19 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
   unpaired.deadline = absl::Now() + limits_.attach_timeout;
 }
 
-void ListenerCore::AttachLocked(uint64_t channel, UniqueFd socket) {
+void ListenerCore::AttachLocked(uint64_t channel, Unpaired connection) {
   ChannelState& state = channels_[channel];
-  attached_[socket.get()] = channel;
-  state.socket = std::move(socket);
+  attached_[connection.socket.get()] = channel;
+  state.local = connection.local;
+  state.socket = std::move(connection.socket);
   state.writable = true;  // a fresh socket; EPOLLOUT says when it is again
 }
 
-UniqueFd ListenerCore::TakeUnpairedLocked(int fd) {
+ListenerCore::Unpaired ListenerCore::TakeUnpairedLocked(int fd) {
   auto it = unpaired_.find(fd);
-  UniqueFd socket = std::move(it->second.socket);
+  Unpaired connection = std::move(it->second);
   unpaired_.erase(it);
-  return socket;
+  return connection;
 }
 
 void ListenerCore::CloseUnpairedLocked(int fd) {
@@ -272,18 +432,31 @@ void ListenerCore::CloseUnpairedLocked(int fd) {
   unpaired_.erase(it);  // closes the socket
 }
 
-void ListenerCore::BreakLocked(uint64_t channel, const std::string& why) {
+void ListenerCore::BreakLocked(uint64_t channel, const std::string& why, bool loader_gone) {
   auto it = channels_.find(channel);
   if (it == channels_.end()) return;
   ChannelState& state = it->second;
   if (!why.empty()) LogWarning("%s", why);
   for (QueuedPixels& queued : state.queue) callbacks_.emplace_back(std::move(queued.sent), false);
   if (state.socket.valid()) {
-    attached_.erase(state.socket.get());
-    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, state.socket.get(), nullptr);
+    const int fd = state.socket.get();
+    attached_.erase(fd);
+    if (!loader_gone && !state.awaiting_ack.empty()) {
+      // The loader may be copying out of this memory right now: it sees the
+      // end of the channel when it next reads, closes its end, and only
+      // then is the memory released (to be reused for other batches).
+      ::shutdown(fd, SHUT_WR);
+      lingering_[fd] = {std::move(state.socket), std::exchange(state.awaiting_ack, {}),
+                        absl::Now() + limits_.linger_timeout};
+    } else {
+      epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    }
+  }
+  for (QueuedPixels& queued : state.awaiting_ack) {
+    callbacks_.emplace_back(std::move(queued.sent), false);
   }
   claimed_.erase(state.ticket);
-  channels_.erase(it);  // closes the socket
+  channels_.erase(it);  // closes the socket unless it lingers
 }
 
 void ListenerCore::SweepLocked() {
@@ -306,6 +479,11 @@ void ListenerCore::SweepLocked() {
     if (now > unpaired.deadline) expired.push_back(fd);
   }
   for (int fd : expired) CloseUnpairedLocked(fd);
+  expired.clear();
+  for (const auto& [fd, lingering] : lingering_) {
+    if (now > lingering.deadline) expired.push_back(fd);
+  }
+  for (int fd : expired) EndLingeringLocked(fd, /*timed_out=*/true);
 }
 
 bool ListenerCore::FlushAll() {
@@ -330,17 +508,36 @@ void ListenerCore::Flush(uint64_t channel) {
     int fd;
     const uint8_t* data;
     size_t size;
+    bool record = false;
+    int attach_fd = -1;
     {
       absl::MutexLock lock(&mu_);
       auto it = channels_.find(channel);
       if (it == channels_.end() || !it->second.writable || it->second.queue.empty()) return;
-      const QueuedPixels& front = it->second.queue.front();
-      fd = it->second.socket.get();
-      data = front.pixels.data + front.offset;
-      size = front.pixels.size - front.offset;
+      ChannelState& state = it->second;
+      QueuedPixels& front = state.queue.front();
+      fd = state.socket.get();
+      // Described when it reaches the front, so the loader gets a region's
+      // memfd with the first record it reads that names the region.
+      if (state.local && !front.record) DescribeLocked(state, front);
+      if (front.record && front.record_sent < sizeof(PixelRecord)) {
+        record = true;
+        data = reinterpret_cast<const uint8_t*>(&*front.record) + front.record_sent;
+        size = sizeof(PixelRecord) - front.record_sent;
+        attach_fd = front.attach_fd;
+      } else {
+        data = front.pixels.data + front.offset;
+        size = front.pixels.size - front.offset;
+      }
     }
-    // Outside mu_: only this thread pops the queue or closes the socket.
-    const ssize_t n = size == 0 ? 0 : ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    // Outside mu_: only this thread pops the queue or closes the socket, and
+    // a deque's elements stay where they are while others are pushed.
+    ssize_t n = 0;
+    if (attach_fd >= 0) {
+      n = SendWithDescriptor(fd, data, size, attach_fd);
+    } else if (size > 0) {
+      n = ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     const int error = errno;
     absl::MutexLock lock(&mu_);
     ChannelState& state = channels_[channel];
@@ -354,10 +551,23 @@ void ListenerCore::Flush(uint64_t channel) {
       // are worth a line.
       const bool peer_gone = error == EPIPE || error == ECONNRESET;
       return BreakLocked(channel,
-                         peer_gone ? "" : absl::StrCat("pixel channel send: ", ErrnoText(error)));
+                         peer_gone ? "" : absl::StrCat("pixel channel send: ", ErrnoText(error)),
+                         /*loader_gone=*/peer_gone);
     }
     written += static_cast<size_t>(n);
     QueuedPixels& front = state.queue.front();
+    if (record) {
+      front.record_sent += static_cast<size_t>(n);
+      if (n > 0) front.attach_fd = -1;  // it went with the first byte
+      if (front.record_sent < sizeof(PixelRecord)) continue;
+      if (front.record->kind == PixelRecordKind::kShared) {
+        state.awaiting_ack.push_back(std::move(front));
+        state.queue.pop_front();
+      } else if (front.record->kind == PixelRecordKind::kForget) {
+        state.queue.pop_front();
+      }
+      continue;  // kInline: its pixels follow
+    }
     front.offset += static_cast<size_t>(n);
     if (front.offset == front.pixels.size) {
       callbacks_.emplace_back(std::move(front.sent), true);
@@ -437,14 +647,28 @@ class EpollPixelChannel final : public PixelChannel {
 
 class EpollPixelChannelListener final : public PixelChannelListener {
  public:
-  EpollPixelChannelListener(std::shared_ptr<ListenerCore> core, int port)
-      : core_(std::move(core)), port_(port), thread_([core = core_] { core->Run(); }) {}
+  EpollPixelChannelListener(std::shared_ptr<ListenerCore> core, int port, std::string local_socket,
+                            std::shared_ptr<SharedRegions> regions)
+      : core_(std::move(core)),
+        port_(port),
+        local_socket_(std::move(local_socket)),
+        regions_(std::move(regions)),
+        thread_([core = core_] { core->Run(); }) {
+    if (regions_ != nullptr) {
+      regions_->SetReleaseListener(
+          [weak = std::weak_ptr<ListenerCore>(core_)](uint64_t region) {
+            if (std::shared_ptr<ListenerCore> core = weak.lock()) core->RegionFreed(region);
+          });
+    }
+  }
   ~EpollPixelChannelListener() override {
+    if (regions_ != nullptr) regions_->SetReleaseListener({});
     core_->Stop();
     thread_.join();
   }
 
   int port() const override { return port_; }
+  std::string local_socket() const override { return local_socket_; }
 
   absl::StatusOr<std::shared_ptr<PixelChannel>> Claim(const PixelTicket& ticket) override {
     absl::StatusOr<uint64_t> id = core_->Claim(ticket);
@@ -455,13 +679,36 @@ class EpollPixelChannelListener final : public PixelChannelListener {
  private:
   const std::shared_ptr<ListenerCore> core_;
   const int port_;
+  const std::string local_socket_;
+  const std::shared_ptr<SharedRegions> regions_;
   std::thread thread_;
 };
+
+// An abstract Unix socket (no file; gone with the process) with a random
+// name, listening. Abstract names belong to a network namespace: only a
+// loader on this host (in this namespace) reaches it.
+absl::StatusOr<std::pair<UniqueFd, std::string>> ListenLocal() {
+  const PixelTicket nonce = NewPixelTicket();
+  const std::string name =
+      absl::StrCat("heterodl-pixels-", absl::BytesToHexString(PixelTicketBytes(nonce)));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!socket.valid() || ::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      ::listen(socket.get(), 128) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for same-host pixel channels: ", ErrnoText(errno)));
+  }
+  return std::make_pair(std::move(socket), name);
+}
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PixelChannelListener>> PixelChannelListener::Listen(
-    const std::string& host, int port, PixelChannelLimits limits) {
+    const std::string& host, int port, PixelChannelLimits limits,
+    std::shared_ptr<SharedRegions> shared_regions) {
   const std::string where = absl::StrCat(host, ":", port);
   absl::StatusOr<AddressInfo> addresses = ResolveTcp(host, port, /*passive=*/true);
   if (!addresses.ok()) return addresses.status();
@@ -501,9 +748,25 @@ absl::StatusOr<std::unique_ptr<PixelChannelListener>> PixelChannelListener::List
       epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &wake_event) != 0) {
     return absl::UnavailableError(absl::StrCat("pixel channel port: epoll: ", ErrnoText(errno)));
   }
-  return std::make_unique<EpollPixelChannelListener>(
-      std::make_shared<ListenerCore>(std::move(socket), std::move(epoll), std::move(wake), limits),
-      bound_port);
+  UniqueFd local_socket;
+  std::string local_name;
+  if (shared_regions != nullptr) {
+    absl::StatusOr<std::pair<UniqueFd, std::string>> local = ListenLocal();
+    if (!local.ok()) return local.status();
+    std::tie(local_socket, local_name) = *std::move(local);
+    epoll_event local_event{};
+    local_event.events = EPOLLIN | EPOLLET;
+    local_event.data.fd = local_socket.get();
+    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, local_socket.get(), &local_event) != 0) {
+      return absl::UnavailableError(absl::StrCat("pixel channel port: epoll: ", ErrnoText(errno)));
+    }
+  }
+  auto core = std::make_shared<ListenerCore>(std::move(socket), std::move(local_socket),
+                                             std::move(epoll), std::move(wake), limits,
+                                             shared_regions);
+  return std::make_unique<EpollPixelChannelListener>(std::move(core), bound_port,
+                                                     std::move(local_name),
+                                                     std::move(shared_regions));
 }
 
 }  // namespace heterodl

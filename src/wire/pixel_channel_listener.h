@@ -15,6 +15,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/common/memory/shared_regions.h"
 #include "src/wire/outgoing_pixels.h"
 #include "src/wire/pixel_channel.h"
 
@@ -25,8 +26,9 @@ class PixelChannel {
  public:
   // Runs once per Send, on the listener's thread and never inside Send or
   // Close (callers may hold their own locks there): `sent` is true once the
-  // kernel has taken every byte, false when the channel broke or was closed
-  // first.
+  // kernel has taken every byte (on a same-host channel, once the loader has
+  // copied the pixels out of shared memory), false when the channel broke or
+  // was closed first. Until then the pixels are kept alive.
   using SentCallback = absl::AnyInvocable<void(bool sent)>;
 
   virtual ~PixelChannel() = default;
@@ -43,6 +45,9 @@ struct PixelChannelLimits {
   // A connection must present its ticket, a presented ticket must be
   // claimed, and a claimed ticket's connection must arrive, within this.
   absl::Duration attach_timeout = absl::Seconds(10);
+  // A same-host channel the server ends while its loader may still be
+  // copying pixels keeps them until the loader closes its end, or this long.
+  absl::Duration linger_timeout = absl::Seconds(60);
   // Connections not yet paired with a stream; more are closed at once, so
   // a port scanner cannot pile them up.
   int max_unpaired = 1024;
@@ -54,12 +59,19 @@ class PixelChannelListener {
  public:
   // Binds `host` (a name or address; "0.0.0.0" or "::" for all) and `port`
   // (0: any free port). UNAVAILABLE naming the address when it cannot.
+  // With `shared_regions` (where the server builds its batches), it also
+  // listens for same-host loaders on an abstract Unix socket, and sends them
+  // the pixels that lie in those regions as places to copy from.
   static absl::StatusOr<std::unique_ptr<PixelChannelListener>> Listen(
-      const std::string& host, int port, PixelChannelLimits limits = {});
+      const std::string& host, int port, PixelChannelLimits limits = {},
+      std::shared_ptr<SharedRegions> shared_regions = nullptr);
   // Closes every channel; callbacks still owed run before it returns.
   virtual ~PixelChannelListener() = default;
 
   virtual int port() const = 0;
+  // The abstract Unix socket's name (without its leading NUL); empty when
+  // there is none.
+  virtual std::string local_socket() const = 0;
   // The channel of `ticket`, whose connection may have arrived or not yet.
   // ALREADY_EXISTS when the ticket was claimed before.
   virtual absl::StatusOr<std::shared_ptr<PixelChannel>> Claim(const PixelTicket& ticket) = 0;

@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -50,13 +52,14 @@ absl::Status SendAll(int fd, const uint8_t* data, size_t size, const std::string
 }
 
 // A connection to `address` with the hello sent, blocking from then on.
-absl::StatusOr<UniqueFd> ConnectOne(const addrinfo& address, const std::string& where,
-                                    const PixelTicket& ticket, absl::Time deadline) {
-  UniqueFd socket(::socket(address.ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+absl::StatusOr<UniqueFd> ConnectOne(int family, const sockaddr* address, socklen_t length,
+                                    const std::string& where, const PixelTicket& ticket,
+                                    absl::Time deadline) {
+  UniqueFd socket(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!socket.valid()) {
     return absl::UnavailableError(absl::StrCat("pixel channel socket: ", ErrnoText(errno)));
   }
-  if (::connect(socket.get(), address.ai_addr, address.ai_addrlen) != 0 && errno != EINPROGRESS) {
+  if (::connect(socket.get(), address, length) != 0 && errno != EINPROGRESS) {
     return absl::UnavailableError(absl::StrCat("pixel channel to ", where, ": ", ErrnoText(errno)));
   }
   absl::Status connected = AwaitConnect(socket.get(), where, deadline);
@@ -82,16 +85,170 @@ absl::StatusOr<std::unique_ptr<PixelChannelReader>> PixelChannelReader::Connect(
   absl::Status last =
       absl::UnavailableError(absl::StrCat("pixel channel to ", where, ": no address"));
   for (const addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
-    absl::StatusOr<UniqueFd> socket = ConnectOne(*a, where, ticket, deadline);
+    absl::StatusOr<UniqueFd> socket =
+        ConnectOne(a->ai_family, a->ai_addr, a->ai_addrlen, where, ticket, deadline);
     if (socket.ok()) {
-      return std::unique_ptr<PixelChannelReader>(new PixelChannelReader(*std::move(socket)));
+      return std::unique_ptr<PixelChannelReader>(
+          new PixelChannelReader(*std::move(socket), /*local=*/false));
     }
     last = socket.status();
   }
   return last;
 }
 
+absl::StatusOr<std::unique_ptr<PixelChannelReader>> PixelChannelReader::ConnectLocal(
+    const std::string& socket_name, const PixelTicket& ticket, absl::Duration timeout) {
+  const std::string where = absl::StrCat("same-host socket @", socket_name);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (socket_name.empty() || socket_name.size() + 1 > sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("pixel channel: bad ", where));
+  }
+  std::memcpy(address.sun_path + 1, socket_name.data(), socket_name.size());
+  const socklen_t length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + socket_name.size());
+  absl::StatusOr<UniqueFd> socket =
+      ConnectOne(AF_UNIX, reinterpret_cast<const sockaddr*>(&address), length, where, ticket,
+                 absl::Now() + timeout);
+  if (!socket.ok()) return socket.status();
+  return std::unique_ptr<PixelChannelReader>(
+      new PixelChannelReader(*std::move(socket), /*local=*/true));
+}
+
+PixelChannelReader::~PixelChannelReader() {
+  for (const auto& [id, region] : regions_) UnmapSharedRegion(region);
+}
+
+absl::Status PixelChannelReader::Unavailable(const std::string& what) const {
+  if (interrupted_.load()) return absl::UnavailableError("pixel channel interrupted");
+  return absl::UnavailableError(what);
+}
+
+absl::Status PixelChannelReader::ReadRecord(PixelRecord& record, UniqueFd& descriptor) {
+  auto* bytes = reinterpret_cast<uint8_t*>(&record);
+  size_t received = 0;
+  while (received < sizeof(record)) {
+    iovec part{bytes + received, sizeof(record) - received};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(socket_.get(), &message, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    // Descriptors are taken (and so closed) before anything is judged.
+    for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+         header = CMSG_NXTHDR(&message, header)) {
+      if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+        if (descriptor.valid() || received > 0) {
+          ::close(fd);
+          return absl::DataLossError("same-host pixel channel: an unexpected descriptor");
+        }
+        descriptor.reset(fd);
+      }
+    }
+    if (n <= 0) {
+      return Unavailable(n == 0 ? std::string("the server closed the pixel channel")
+                                : absl::StrCat("pixel channel: ", ErrnoText(errno)));
+    }
+    if (message.msg_flags & MSG_CTRUNC) {
+      return absl::DataLossError("same-host pixel channel: more descriptors than one");
+    }
+    received += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PixelChannelReader::ReadLocal(uint8_t* destination, size_t size) {
+  while (true) {
+    PixelRecord record;
+    UniqueFd descriptor;
+    if (absl::Status read = ReadRecord(record, descriptor); !read.ok()) return read;
+    switch (record.kind) {
+      case PixelRecordKind::kForget: {
+        auto it = regions_.find(record.region);
+        if (it != regions_.end()) {
+          UnmapSharedRegion(it->second);
+          regions_.erase(it);
+        }
+        if (descriptor.valid()) {
+          return absl::DataLossError("same-host pixel channel: a descriptor with kForget");
+        }
+        continue;
+      }
+      case PixelRecordKind::kInline: {
+        if (record.bytes != size || descriptor.valid()) {
+          return absl::DataLossError(absl::StrCat("same-host pixel channel: ", record.bytes,
+                                                  " inline bytes where ", size, " were due"));
+        }
+        size_t received = 0;
+        while (received < size) {
+          const ssize_t n =
+              ::recv(socket_.get(), destination + received, size - received, MSG_WAITALL);
+          if (n > 0) {
+            received += static_cast<size_t>(n);
+          } else if (!(n < 0 && errno == EINTR)) {
+            return Unavailable(n == 0 ? std::string("the server closed the pixel channel")
+                                      : absl::StrCat("pixel channel: ", ErrnoText(errno)));
+          }
+        }
+        return absl::OkStatus();
+      }
+      case PixelRecordKind::kShared:
+        break;
+      default:
+        return absl::DataLossError(absl::StrCat("same-host pixel channel: record kind ",
+                                                static_cast<uint32_t>(record.kind)));
+    }
+    if (record.bytes != size) {
+      return absl::DataLossError(absl::StrCat("same-host pixel channel: ", record.bytes,
+                                              " bytes where ", size, " were due"));
+    }
+    auto it = regions_.find(record.region);
+    if (descriptor.valid()) {
+      // At most a few dozen regions live at once (the server's batch pool);
+      // a server that never says kForget is cut off before it maps this
+      // process full.
+      constexpr size_t kMaxRegions = 4096;
+      if (it != regions_.end() || regions_.size() >= kMaxRegions) {
+        return absl::DataLossError(
+            absl::StrCat("same-host pixel channel: region ", record.region, " sent again"));
+      }
+      absl::StatusOr<MappedRegion> mapped = MapSharedRegion(descriptor.release(), 0);
+      if (!mapped.ok()) return absl::DataLossError(mapped.status().message());
+      it = regions_.emplace(record.region, *mapped).first;
+    }
+    if (it == regions_.end()) {
+      return absl::DataLossError(
+          absl::StrCat("same-host pixel channel: region ", record.region, " was never sent"));
+    }
+    const MappedRegion& region = it->second;
+    if (record.offset > region.bytes || size > region.bytes - record.offset) {
+      return absl::DataLossError(absl::StrCat("same-host pixel channel: ", size, " bytes at ",
+                                              record.offset, " of a region of ", region.bytes));
+    }
+    std::memcpy(destination, region.data + record.offset, size);
+    // The server reuses the memory only after the ack or after this end
+    // closes, and Interrupt() sets the flag before it closes: a copy that
+    // raced with reuse is caught here.
+    if (interrupted_.load()) return absl::UnavailableError("pixel channel interrupted");
+    while (true) {
+      const ssize_t n = ::send(socket_.get(), &kPixelAck, 1, MSG_NOSIGNAL);
+      if (n == 1) return absl::OkStatus();
+      if (!(n < 0 && errno == EINTR)) {
+        return Unavailable(absl::StrCat("pixel channel: ", ErrnoText(errno)));
+      }
+    }
+  }
+}
+
 absl::Status PixelChannelReader::ReadExactly(uint8_t* destination, size_t size) {
+  if (local_) return ReadLocal(destination, size);
   size_t received = 0;
   while (received < size) {
     if (interrupted_.load()) return absl::UnavailableError("pixel channel interrupted");

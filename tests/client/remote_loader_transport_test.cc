@@ -1,6 +1,7 @@
-// How the remote loader's pixels travel: on a pixel channel beside gRPC, or
-// inside gRPC when the server offers no channel or its port cannot be
-// reached; the batches are the same either way.
+// How the remote loader's pixels travel: copied from a same-host server's
+// shared memory, on a pixel channel beside gRPC, or inside gRPC when the
+// server offers no channel or its port cannot be reached; the batches are the
+// same every way.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -153,6 +154,50 @@ TEST_F(PixelTransportTest, PixelChannelsAndGrpcCarryTheSameBatches) {
   }
 }
 
+// The number of the loader's open streams on a same-host channel, once it
+// has read a batch (both connections' streams open on their own threads).
+int SameHostStreamsWhileReading(RemoteLoader& loader, int expected) {
+  EXPECT_TRUE(loader.SetEpoch(0).ok());
+  absl::StatusOr<std::optional<Batch>> batch = loader.Next();
+  EXPECT_TRUE(batch.ok() && batch->has_value());
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (loader.stats().same_host_streams != expected && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return loader.stats().same_host_streams;
+}
+
+TEST_F(PixelTransportTest, ASameHostLoaderCopiesFromSharedMemoryTheSameBatches) {
+  RunningServer server(*dataset_);
+  RemoteLoaderOptions options = LoaderOptions({server.address()}, 1, 2);
+  auto shared = RemoteLoader::Connect(options);
+  options.same_host_pixels = false;
+  auto tcp = RemoteLoader::Connect(options);
+  options.pixel_channel = false;
+  auto grpc_only = RemoteLoader::Connect(options);
+  ASSERT_TRUE(shared.ok() && tcp.ok() && grpc_only.ok());
+  EXPECT_EQ(SameHostStreamsWhileReading(**shared, 2), 2);
+  EXPECT_EQ(SameHostStreamsWhileReading(**tcp, 0), 0);
+  EXPECT_EQ(SameHostStreamsWhileReading(**grpc_only, 0), 0);
+
+  // Several epochs: the server's batch buffers are reused many times over
+  // while the loader keeps its mappings.
+  for (uint32_t epoch = 0; epoch < 4; ++epoch) {
+    const std::vector<Batch> a = ReadEpoch(**shared, epoch);
+    const std::vector<Batch> b = ReadEpoch(**tcp, epoch);
+    const std::vector<Batch> c = ReadEpoch(**grpc_only, epoch);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_EQ(a.size(), c.size());
+    ASSERT_FALSE(a.empty());
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(a[k].indices, b[k].indices);
+      EXPECT_EQ(a[k].images.view(), b[k].images.view()) << "epoch " << epoch << " batch " << k;
+      EXPECT_EQ(a[k].images.view(), c[k].images.view()) << "epoch " << epoch << " batch " << k;
+    }
+  }
+  EXPECT_GT((*shared)->stats().same_host_streams, 0);
+}
+
 TEST_F(PixelTransportTest, AServerWithoutPixelChannelsServesThroughGrpc) {
   RunningServer server(*dataset_, "127.0.0.1:0", "", /*pixel_port=*/-1);
   auto loader = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
@@ -166,7 +211,10 @@ TEST_F(PixelTransportTest, AnUnreachablePixelPortFallsBackToGrpc) {
   TcpForwarder forwarder(PortOf(server.address()));
   // Through the forwarder the service answers, but the pixel port (bound on
   // 127.0.0.1) refuses: the loader warns and carries the pixels in gRPC.
-  auto loader = RemoteLoader::Connect(LoaderOptions({forwarder.address()}, 0, 1));
+  // (The same-host socket would be reached: this is about another host.)
+  RemoteLoaderOptions options = LoaderOptions({forwarder.address()}, 0, 1);
+  options.same_host_pixels = false;
+  auto loader = RemoteLoader::Connect(options);
   ASSERT_TRUE(loader.ok()) << loader.status();
   EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address(), 0), 0u);
   ExpectEverySampleOnce(ReadEpoch(**loader, 1));
