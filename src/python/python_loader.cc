@@ -198,6 +198,7 @@ PyObject* Stats(PyObject* self, PyObject* /*unused*/) {
        SetItem(result, "dropped", PyLong_FromLongLong(stats.dropped)) &&
        SetItem(result, "reassigned", PyLong_FromLongLong(stats.reassigned)) &&
        SetItem(result, "stalled", PyLong_FromLongLong(stats.stalled)) &&
+       SetItem(result, "same_host_streams", PyLong_FromLong(stats.same_host_streams)) &&
        SetItem(result, "window", PyLong_FromLong(stats.window));
   if (!ok) {
     Py_DECREF(result);

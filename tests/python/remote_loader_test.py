@@ -113,6 +113,9 @@ class RemoteDataLoaderTest(unittest.TestCase):
             loader = self.loader(pixel_channel=pixel_channel)
             loader.set_epoch(1)
             batches[pixel_channel] = list(loader)
+            # The server runs on this host: with pixel channels, the pixels
+            # are copied out of its shared memory.
+            self.assertEqual(loader.stats()["same_host_streams"] > 0, pixel_channel)
         self.assertEqual(len(batches[True]), len(batches[False]))
         for a, b in zip(batches[True], batches[False]):
             self.assertTrue(torch.equal(a.images, b.images))

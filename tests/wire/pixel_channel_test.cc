@@ -4,8 +4,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -271,6 +276,182 @@ TEST(PixelChannelTest, ConnectErrorsNameTheAddress) {
   ASSERT_FALSE(reader.ok());
   EXPECT_NE(reader.status().message().find(absl::StrCat("127.0.0.1:", port)), std::string::npos)
       << reader.status();
+}
+
+// A same-host connection made by hand, its hello sent: what
+// PixelChannelReader::ConnectLocal does.
+int RawLocalConnection(const std::string& name, const PixelTicket& ticket) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) return -1;
+  uint8_t hello[kPixelChannelHelloBytes];
+  std::memcpy(hello, kPixelChannelMagic, sizeof(kPixelChannelMagic));
+  std::memcpy(hello + sizeof(kPixelChannelMagic), ticket.data(), ticket.size());
+  EXPECT_EQ(::send(fd, hello, sizeof(hello), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(hello)));
+  return fd;
+}
+
+// One record off a raw same-host connection; the descriptor that came with
+// it, or -1.
+int ReadRecord(int fd, PixelRecord& record) {
+  int passed = -1;
+  size_t received = 0;
+  while (received < sizeof(record)) {
+    iovec part{reinterpret_cast<uint8_t*>(&record) + received, sizeof(record) - received};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    if (n <= 0) return -1;
+    if (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr) {
+      std::memcpy(&passed, CMSG_DATA(header), sizeof(int));
+    }
+    received += static_cast<size_t>(n);
+  }
+  return passed;
+}
+
+// Same host: batches built in shared regions, the loader on the Unix socket.
+class SameHostChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(listener_, PixelChannelListener::Listen("127.0.0.1", 0, {}, regions_));
+    ASSERT_FALSE(listener_->local_socket().empty());
+  }
+  // A batch buffer of the server's pool holding Pattern(bytes, seed).
+  OutgoingPixels Batch(size_t bytes, uint8_t seed) {
+    absl::StatusOr<PooledBuffer> buffer = pool_->Get(bytes);
+    EXPECT_TRUE(buffer.ok());
+    const auto pattern = Pattern(bytes, seed);
+    std::memcpy(buffer->data(), pattern->data(), bytes);
+    return OutgoingPixels::Own(*std::move(buffer));
+  }
+  absl::StatusOr<std::unique_ptr<PixelChannelReader>> ConnectLocal(const PixelTicket& ticket) {
+    return PixelChannelReader::ConnectLocal(listener_->local_socket(), ticket, absl::Seconds(5));
+  }
+  // The process's mappings of pixel regions: the server's and the loader's
+  // (both in this process).
+  static int MappedRegions() {
+    std::ifstream maps("/proc/self/maps");
+    int count = 0;
+    for (std::string line; std::getline(maps, line);) {
+      if (line.find("heterodl-pixels") != std::string::npos) ++count;
+    }
+    return count;
+  }
+
+  // Declared first: callbacks run on the listener's thread until the
+  // listener is gone, so the log they write to must outlive it.
+  SendLog log_;
+  std::shared_ptr<SharedRegions> regions_ = SharedRegions::Create();
+  // max_free 0: every buffer is freed once sent, so its region is forgotten.
+  std::shared_ptr<BufferPool> pool_ = BufferPool::Create(0, regions_->allocator());
+  std::unique_ptr<PixelChannelListener> listener_;
+};
+
+TEST_F(SameHostChannelTest, PixelsAreCopiedFromSharedMemoryAndKeptUntilAcked) {
+  const PixelTicket ticket = NewPixelTicket();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> reader, ConnectLocal(ticket));
+  EXPECT_TRUE(reader->local());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> channel, listener_->Claim(ticket));
+  channel->Send(Batch(3 << 20, 1), log_.Expect(1));
+  // Pixels outside the regions (a synthetic batch) follow the record inline.
+  const auto heap = Pattern(1 << 20, 2);
+  channel->Send(OutgoingPixels::Share(heap), log_.Expect(2));
+  channel->Send(Batch(5000, 3), log_.Expect(3));
+  // Nothing is released before the loader has copied: its memory would be
+  // reused under the copy.
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE(log_.Await(0).empty());
+
+  std::vector<uint8_t> received(3 << 20);
+  ASSERT_OK(reader->ReadExactly(received.data(), received.size()));
+  EXPECT_TRUE(received == *Pattern(3 << 20, 1));
+  received.resize(1 << 20);
+  ASSERT_OK(reader->ReadExactly(received.data(), received.size()));
+  EXPECT_TRUE(received == *heap);
+  received.resize(5000);
+  ASSERT_OK(reader->ReadExactly(received.data(), received.size()));
+  EXPECT_TRUE(received == *Pattern(5000, 3));
+  EXPECT_EQ(log_.Await(3), (std::vector<std::pair<int, bool>>{{1, true}, {2, true}, {3, true}}));
+}
+
+TEST_F(SameHostChannelTest, AWrongSizeIsDataLossNotACopyPastTheRegion) {
+  const PixelTicket ticket = NewPixelTicket();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> reader, ConnectLocal(ticket));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> channel, listener_->Claim(ticket));
+  channel->Send(Batch(4096, 1), log_.Expect(1));
+  std::vector<uint8_t> received(1 << 20);
+  const absl::Status status = reader->ReadExactly(received.data(), received.size());
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+}
+
+TEST_F(SameHostChannelTest, FreedRegionsAreUnmappedByTheLoader) {
+  const PixelTicket ticket = NewPixelTicket();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> reader, ConnectLocal(ticket));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> channel, listener_->Claim(ticket));
+  std::vector<uint8_t> received(1 << 20);
+  for (int i = 0; i < 30; ++i) {
+    channel->Send(Batch(1 << 20, static_cast<uint8_t>(i)), log_.Expect(i));
+    ASSERT_OK(reader->ReadExactly(received.data(), received.size()));
+    EXPECT_TRUE(received == *Pattern(1 << 20, static_cast<uint8_t>(i))) << i;
+    log_.Await(i + 1);
+  }
+  // 30 regions were made and freed; the loader has unmapped all but the
+  // last one or two (a region's kForget comes with the next record).
+  EXPECT_LE(MappedRegions(), 2);
+  EXPECT_EQ(regions_->live(), 0u);
+}
+
+TEST_F(SameHostChannelTest, AnEndedChannelKeepsPixelsUntilTheLoaderLetsGo) {
+  // A loader by hand, to end the channel exactly between a record's arrival
+  // and the loader's copy.
+  const PixelTicket ticket = NewPixelTicket();
+  const int loader = RawLocalConnection(listener_->local_socket(), ticket);
+  ASSERT_GE(loader, 0);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> channel, listener_->Claim(ticket));
+  channel->Send(Batch(1 << 20, 1), log_.Expect(1));
+  channel->Send(Batch(1 << 20, 2), log_.Expect(2));
+  PixelRecord first, second;
+  const int first_region = ReadRecord(loader, first);
+  const int second_region = ReadRecord(loader, second);
+  ASSERT_EQ(first.kind, PixelRecordKind::kShared);
+  ASSERT_EQ(second.kind, PixelRecordKind::kShared);
+  ASSERT_GE(first_region, 0);
+  ASSERT_GE(second_region, 0);
+
+  // The server ends the channel (it finishes the stream: it is leaving)
+  // while the loader is about to copy both.
+  channel->Close();
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE(log_.Await(0).empty()) << "released while the loader may still copy";
+  ASSERT_OK_AND_ASSIGN(MappedRegion mapped, MapSharedRegion(first_region, first.bytes));
+  EXPECT_EQ(std::memcmp(mapped.data + first.offset, Pattern(1 << 20, 1)->data(), 1 << 20), 0);
+  UnmapSharedRegion(mapped);
+  ::close(second_region);
+  // The first is acked; then the loader lets go, and the second is released
+  // unread.
+  ASSERT_EQ(::send(loader, &kPixelAck, 1, MSG_NOSIGNAL), 1);
+  EXPECT_EQ(log_.Await(1), (std::vector<std::pair<int, bool>>{{1, true}}));
+  uint8_t byte;
+  EXPECT_EQ(::recv(loader, &byte, 1, 0), 0) << "the server has ended its side";
+  ::close(loader);
+  EXPECT_EQ(log_.Await(2), (std::vector<std::pair<int, bool>>{{1, true}, {2, false}}));
+}
+
+TEST_F(SameHostChannelTest, NoSuchSocketIsRefusedAtOnce) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<PixelChannelReader>> reader = PixelChannelReader::ConnectLocal(
+      "heterodl-pixels-nobody-listens-here", NewPixelTicket(), absl::Seconds(30));
+  ASSERT_FALSE(reader.ok());
+  EXPECT_TRUE(absl::IsUnavailable(reader.status())) << reader.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "not a wait for the timeout";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -27,6 +28,7 @@ std::shared_ptr<SharedRegions> SharedRegions::Create() {
 SharedRegions::~SharedRegions() {
   // Buffers hold the allocator, which holds this: none is left.
   absl::MutexLock lock(&mu_);
+  for (void* heap : heap_fallbacks_) std::free(heap);
   for (const auto& [start, region] : regions_) {
     munmap(reinterpret_cast<void*>(start), region.bytes);
     ::close(region.fd);
@@ -42,22 +44,29 @@ HostAllocator SharedRegions::allocator() {
 void* SharedRegions::Allocate(size_t bytes) {
   if (bytes == 0) bytes = 1;
   const int fd = memfd_create("heterodl-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) {
-    LogWarning("shared pixel memory: memfd_create: %s", std::strerror(errno));
-    return nullptr;
-  }
   void* data = MAP_FAILED;
-  if (ftruncate(fd, static_cast<off_t>(bytes)) == 0 && fcntl(fd, F_ADD_SEALS, kSeals) == 0) {
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
+      fcntl(fd, F_ADD_SEALS, kSeals) == 0) {
     data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
-  if (data == MAP_FAILED) {
-    LogWarning("shared pixel memory: %d bytes: %s", bytes, std::strerror(errno));
-    ::close(fd);
-    return nullptr;
+  if (data != MAP_FAILED) {
+    absl::MutexLock lock(&mu_);
+    regions_[reinterpret_cast<uintptr_t>(data)] = {next_id_++, fd, bytes};
+    return data;
   }
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  // The batch still gets built; only its way to a same-host loader changes.
+  void* heap = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   absl::MutexLock lock(&mu_);
-  regions_[reinterpret_cast<uintptr_t>(data)] = {next_id_++, fd, bytes};
-  return data;
+  if (!warned_) {
+    warned_ = true;
+    LogWarning("shared pixel memory: %d bytes: %s; batches go to same-host loaders through the "
+               "socket instead",
+               bytes, std::strerror(error));
+  }
+  if (heap != nullptr) heap_fallbacks_.insert(heap);
+  return heap;
 }
 
 void SharedRegions::Release(void* data) {
@@ -65,6 +74,10 @@ void SharedRegions::Release(void* data) {
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
+    if (heap_fallbacks_.erase(data) > 0) {
+      std::free(data);
+      return;
+    }
     auto it = regions_.find(reinterpret_cast<uintptr_t>(data));
     if (it == regions_.end()) return;
     munmap(data, it->second.bytes);

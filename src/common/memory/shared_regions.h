@@ -10,7 +10,10 @@
 //   // send span->fd once (SCM_RIGHTS), then (span->region, span->offset)
 //
 // Each allocation is its own memfd, sealed against shrinking and growing, so
-// a process that maps it can never fault on a page the file lost.
+// a process that maps it can never fault on a page the file lost. Where
+// memfds cannot be made (a sandbox's seccomp policy, a memory limit) the
+// allocation comes from the heap instead, with a warning: Find() does not
+// know it, and its pixels go through the socket.
 #ifndef HETERODL_SRC_COMMON_MEMORY_SHARED_REGIONS_H_
 #define HETERODL_SRC_COMMON_MEMORY_SHARED_REGIONS_H_
 
@@ -20,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -74,6 +78,8 @@ class SharedRegions : public std::enable_shared_from_this<SharedRegions> {
 
   mutable absl::Mutex mu_;
   std::map<uintptr_t, Region> regions_ ABSL_GUARDED_BY(mu_);  // by start address
+  std::set<void*> heap_fallbacks_ ABSL_GUARDED_BY(mu_);
+  bool warned_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   ReleaseListener on_release_ ABSL_GUARDED_BY(mu_);
 };

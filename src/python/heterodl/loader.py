@@ -376,7 +376,9 @@ class RemoteDataLoader:
         """What the loader did: batches requested, received, delivered, dropped
         (fetched ahead, then not wanted), reassigned (after a server failed or
         left), stalled (servers cancelled for sitting on batches); its window,
-        per-connection depths and the servers it uses now."""
+        per-connection depths, the servers it uses now, and same_host_streams
+        (streams whose pixels it copies from a same-host server's shared
+        memory)."""
         return self._loader.stats()
 
     def shutdown_servers(self, reason: str = "training finished", timeout: float = 10.0) -> None:
