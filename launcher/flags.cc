@@ -37,6 +37,9 @@ ABSL_FLAG(int32_t, pixel_port, 0,
           "serve: TCP port for pixel channels, which carry batch pixels beside the gRPC streams "
           "without copies (0: any free port; -1: off, pixels go through gRPC; always off under "
           "TLS)");
+ABSL_FLAG(bool, same_host_pixels, true,
+          "serve: build batches in shared memory, from which loaders on this host copy them "
+          "(false: they read them from the pixel port like any other)");
 ABSL_FLAG(bool, pixel_channel, true,
           "train: receive pixels on the servers' pixel channels when they offer them (not "
           "under TLS); false: through gRPC");

@@ -31,6 +31,7 @@ ABSL_DECLARE_FLAG(std::string, auth_token_file);
 ABSL_DECLARE_FLAG(int32_t, max_streams);
 ABSL_DECLARE_FLAG(int64_t, max_stream_mb);
 ABSL_DECLARE_FLAG(int32_t, pixel_port);
+ABSL_DECLARE_FLAG(bool, same_host_pixels);
 ABSL_DECLARE_FLAG(bool, pixel_channel);
 ABSL_DECLARE_FLAG(std::string, tls_cert);
 ABSL_DECLARE_FLAG(std::string, tls_key);

@@ -61,6 +61,7 @@ absl::StatusOr<DataServerOptions> OptionsFromFlags() {
         absl::StrCat("serve: --pixel-port must be -1 (off), 0 (any free port) or a port, got ",
                      options.pixel_port));
   }
+  options.same_host_pixels = absl::GetFlag(FLAGS_same_host_pixels);
   options.idle_timeout = absl::GetFlag(FLAGS_idle_timeout);
   options.startup_timeout = absl::GetFlag(FLAGS_startup_timeout);
   const int port = absl::GetFlag(FLAGS_port) >= 0 ? absl::GetFlag(FLAGS_port) : 50051;

@@ -198,6 +198,17 @@ TEST_F(PixelTransportTest, ASameHostLoaderCopiesFromSharedMemoryTheSameBatches) 
   EXPECT_GT((*shared)->stats().same_host_streams, 0);
 }
 
+TEST_F(PixelTransportTest, AServerWithoutSameHostPixelsServesOnItsPixelPort) {
+  DataServerOptions options = RunningServer::Options(*dataset_);
+  options.same_host_pixels = false;  // serve --no-same-host-pixels
+  RunningServer server(options);
+  auto loader = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(SameHostStreamsWhileReading(**loader, 0), 0);
+  EXPECT_EQ(PixelChannelStreamsWhileReading(**loader, server.address(), 2), 2u);
+  ExpectEverySampleOnce(ReadEpoch(**loader, 1));
+}
+
 TEST_F(PixelTransportTest, AServerWithoutPixelChannelsServesThroughGrpc) {
   RunningServer server(*dataset_, "127.0.0.1:0", "", /*pixel_port=*/-1);
   auto loader = RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));

@@ -11,16 +11,26 @@
 
 namespace heterodl::testing {
 
-RunningServer::RunningServer(const std::string& dataset, const std::string& address,
-                             const std::string& auth_token, int pixel_port) {
+DataServerOptions RunningServer::Options(const std::string& dataset, const std::string& address) {
   DataServerOptions options;
-  options.auth_token = auth_token;
-  options.pixel_port = pixel_port;
   options.dataset = dataset;
   options.pipeline = kTestPipeline;
   options.address = address;
   options.threads = 2;
   options.drain_timeout = absl::Milliseconds(200);
+  return options;
+}
+
+RunningServer::RunningServer(const std::string& dataset, const std::string& address,
+                             const std::string& auth_token, int pixel_port)
+    : RunningServer([&] {
+        DataServerOptions options = Options(dataset, address);
+        options.auth_token = auth_token;
+        options.pixel_port = pixel_port;
+        return options;
+      }()) {}
+
+RunningServer::RunningServer(const DataServerOptions& options) {
   absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
   if (!server.ok()) {
     ADD_FAILURE() << "the data server did not start: " << server.status();

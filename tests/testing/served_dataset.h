@@ -35,7 +35,13 @@ class RunningServer {
  public:
   explicit RunningServer(const std::string& dataset, const std::string& address = "127.0.0.1:0",
                          const std::string& auth_token = "", int pixel_port = 0);
+  // Any other settings: start from Options(dataset).
+  explicit RunningServer(const DataServerOptions& options);
   ~RunningServer();
+
+  // What the first constructor runs.
+  static DataServerOptions Options(const std::string& dataset,
+                                   const std::string& address = "127.0.0.1:0");
 
   RunningServer(const RunningServer&) = delete;
   RunningServer& operator=(const RunningServer&) = delete;
