@@ -307,6 +307,44 @@ TEST(RegionDecodeSafetyTest, CorruptAndTruncatedFilesAreErrors) {
   }
 }
 
+// Offsets of the bytes of every IDAT chunk's data in a PNG file.
+std::vector<size_t> IdatDataOffsets(const std::string& png) {
+  std::vector<size_t> offsets;
+  size_t at = 8;  // after the signature
+  while (at + 12 <= png.size()) {
+    const uint32_t length = (uint32_t{static_cast<uint8_t>(png[at])} << 24) |
+                            (uint32_t{static_cast<uint8_t>(png[at + 1])} << 16) |
+                            (uint32_t{static_cast<uint8_t>(png[at + 2])} << 8) |
+                            uint32_t{static_cast<uint8_t>(png[at + 3])};
+    if (png.compare(at + 4, 4, "IDAT") == 0) {
+      for (size_t i = 0; i < length; ++i) offsets.push_back(at + 8 + i);
+    }
+    at += 12 + length;
+  }
+  return offsets;
+}
+
+TEST(RegionDecodeSafetyTest, AFlippedBitInAPngsPixelDataIsAnError) {
+  // Decoding every row (resize reads the whole image): each IDAT chunk's
+  // CRC-32 is checked (the stream's Adler-32 is not computed), so damage
+  // anywhere in the compressed pixels is an error, not a quietly wrong image.
+  ASSERT_OK_AND_ASSIGN(const Pipeline pipeline, Pipeline::Parse("resize(32)|center_crop(32)"));
+  std::vector<uint8_t> out(pipeline.output_bytes());
+  for (const Case& test : {PngCases()[0], PngCases()[3], PngCases()[5]}) {
+    SCOPED_TRACE(test.name);
+    const std::vector<size_t> offsets = IdatDataOffsets(test.encoded);
+    ASSERT_GT(offsets.size(), 100u);
+    for (size_t i = 0; i < offsets.size(); i += offsets.size() / 17) {
+      std::string corrupt = test.encoded;
+      corrupt[offsets[i]] = static_cast<char>(corrupt[offsets[i]] ^ 0x04);
+      const absl::Status status = pipeline.Run(corrupt, {}, out.data());
+      EXPECT_TRUE(absl::IsInvalidArgument(status)) << "byte " << offsets[i] << ": " << status;
+    }
+    // The undamaged file decodes.
+    EXPECT_OK(pipeline.Run(test.encoded, {}, out.data()));
+  }
+}
+
 TEST(RegionDecodeSafetyTest, PixelLimitComesFromTheHeader) {
   const std::string png = PngCases()[0].encoded;
   const std::string webp = WebpCases()[0].encoded;
