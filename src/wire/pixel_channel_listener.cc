@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "src/common/log.h"
+#include "src/common/net/descriptor_passing.h"
 #include "src/common/net/unique_fd.h"
 #include "src/wire/tcp_address.h"
 
@@ -36,23 +37,6 @@ namespace {
 // One channel's writes per turn of the loop, so a fast loader cannot keep the
 // thread from the others.
 constexpr size_t kMaxBytesPerTurn = 8 << 20;
-
-// send() with `descriptor` passed along (SCM_RIGHTS), non-blocking.
-ssize_t SendWithDescriptor(int socket, const uint8_t* data, size_t size, int descriptor) {
-  iovec part{const_cast<uint8_t*>(data), size};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &descriptor, sizeof(int));
-  return ::sendmsg(socket, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
 
 struct QueuedPixels {
   OutgoingPixels pixels;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "src/common/net/descriptor_passing.h"
 #include "src/wire/tcp_address.h"
 
 namespace heterodl {
@@ -128,38 +129,25 @@ absl::Status PixelChannelReader::ReadRecord(PixelRecord& record, UniqueFd& descr
   auto* bytes = reinterpret_cast<uint8_t*>(&record);
   size_t received = 0;
   while (received < sizeof(record)) {
-    iovec part{bytes + received, sizeof(record) - received};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr message{};
-    message.msg_iov = &part;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
-    const ssize_t n = ::recvmsg(socket_.get(), &message, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
-    // Descriptors are taken (and so closed) before anything is judged.
-    for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
-         header = CMSG_NXTHDR(&message, header)) {
-      if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-      const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
-        if (descriptor.valid() || received > 0) {
-          ::close(fd);
-          return absl::DataLossError("same-host pixel channel: an unexpected descriptor");
-        }
-        descriptor.reset(fd);
-      }
-    }
-    if (n <= 0) {
-      return Unavailable(n == 0 ? std::string("the server closed the pixel channel")
-                                : absl::StrCat("pixel channel: ", ErrnoText(errno)));
-    }
-    if (message.msg_flags & MSG_CTRUNC) {
+    // Descriptors that came are owned (and so closed) before anything is
+    // judged.
+    ReceivedBytes got =
+        ReceiveWithDescriptors(socket_.get(), bytes + received, sizeof(record) - received);
+    if (got.bytes < 0 && got.error == EINTR) continue;
+    if (got.truncated || got.descriptors.size() > 1) {
       return absl::DataLossError("same-host pixel channel: more descriptors than one");
     }
-    received += static_cast<size_t>(n);
+    if (!got.descriptors.empty()) {
+      if (descriptor.valid() || received > 0) {
+        return absl::DataLossError("same-host pixel channel: an unexpected descriptor");
+      }
+      descriptor = std::move(got.descriptors.front());
+    }
+    if (got.bytes <= 0) {
+      return Unavailable(got.bytes == 0 ? std::string("the server closed the pixel channel")
+                                        : absl::StrCat("pixel channel: ", ErrnoText(got.error)));
+    }
+    received += static_cast<size_t>(got.bytes);
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "src/common/net/descriptor_passing.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_testing.h"
 
@@ -300,19 +301,11 @@ int ReadRecord(int fd, PixelRecord& record) {
   int passed = -1;
   size_t received = 0;
   while (received < sizeof(record)) {
-    iovec part{reinterpret_cast<uint8_t*>(&record) + received, sizeof(record) - received};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr message{};
-    message.msg_iov = &part;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
-    const ssize_t n = ::recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
-    if (n <= 0) return -1;
-    if (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr) {
-      std::memcpy(&passed, CMSG_DATA(header), sizeof(int));
-    }
-    received += static_cast<size_t>(n);
+    ReceivedBytes got = ReceiveWithDescriptors(
+        fd, reinterpret_cast<uint8_t*>(&record) + received, sizeof(record) - received);
+    if (got.bytes <= 0) return -1;
+    if (!got.descriptors.empty()) passed = got.descriptors.front().release();
+    received += static_cast<size_t>(got.bytes);
   }
   return passed;
 }
