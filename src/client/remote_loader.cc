@@ -64,6 +64,10 @@ struct ServerEndpoint {
   // for a connection that a firewall drops. Only the endpoint's stream
   // thread (one at a time) touches it.
   absl::Time pixel_channel_retry_after = absl::InfinitePast();
+  // The same for the server's shared memory, after a same-host channel broke
+  // its protocol (a region this process could not map, say): its pixels
+  // come over TCP until then, rather than failing every stream the same way.
+  absl::Time same_host_retry_after = absl::InfinitePast();
 };
 
 // How long a stream waits for its pixel channel connection, and how long an
@@ -517,7 +521,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
           "); not using it"));
     }
     if (!options_.pixel_channel || options_.tls.enabled()) return nullptr;
-    if (options_.same_host_pixels && !info.pixel_socket().empty()) {
+    if (options_.same_host_pixels && !info.pixel_socket().empty() &&
+        absl::Now() >= endpoint.same_host_retry_after) {
       // Refused at once unless the server is on this host: then over TCP.
       absl::StatusOr<std::unique_ptr<PixelChannelReader>> local = PixelChannelReader::ConnectLocal(
           info.pixel_socket(), ticket, kPixelChannelConnectTimeout);
@@ -569,6 +574,11 @@ class GrpcRemoteLoader final : public RemoteLoader {
       streams_[c].context = nullptr;
       streams_[c].stream = nullptr;
       streams_[c].pixel_channel = nullptr;
+    }
+    if (absl::IsDataLoss(result) && pixel_channel != nullptr && pixel_channel->local()) {
+      LogWarning("data server %s: %s; its pixels come over TCP for the next %s", endpoint.address,
+                 result.message(), absl::FormatDuration(kPixelChannelRetryAfter));
+      endpoint.same_host_retry_after = absl::Now() + kPixelChannelRetryAfter;
     }
     if (absl::IsAborted(result)) {
       // The server ended the stream: its status says why (a refused plan is

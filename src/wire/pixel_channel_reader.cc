@@ -203,9 +203,13 @@ absl::Status PixelChannelReader::ReadLocal(uint8_t* destination, size_t size) {
       // a server that never says kForget is cut off before it maps this
       // process full.
       constexpr size_t kMaxRegions = 4096;
-      if (it != regions_.end() || regions_.size() >= kMaxRegions) {
+      if (it != regions_.end()) {
         return absl::DataLossError(
             absl::StrCat("same-host pixel channel: region ", record.region, " sent again"));
+      }
+      if (regions_.size() >= kMaxRegions) {
+        return absl::DataLossError(absl::StrCat("same-host pixel channel: more than ", kMaxRegions,
+                                                " regions mapped at once"));
       }
       absl::StatusOr<MappedRegion> mapped = MapSharedRegion(descriptor.release(), 0);
       if (!mapped.ok()) return absl::DataLossError(mapped.status().message());
