@@ -685,22 +685,32 @@ class GrpcDataServer final : public DataServer {
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
 };
 
-// The pixel channel port on the service's host; null when turned off or
+// The pixel channels: the port on the service's host, and the shared memory
+// batches are built in for same-host loaders. Neither when turned off or
 // under TLS (the channel is plaintext).
-absl::StatusOr<std::unique_ptr<PixelChannelListener>> ListenForPixelChannels(
-    const DataServerOptions& options, std::shared_ptr<SharedRegions> shared_regions) {
-  if (options.pixel_port < 0) return nullptr;
+struct PixelChannels {
+  std::unique_ptr<PixelChannelListener> listener;
+  std::shared_ptr<SharedRegions> shared_regions;  // null: batches on the heap
+};
+
+absl::StatusOr<PixelChannels> ListenForPixelChannels(const DataServerOptions& options) {
+  PixelChannels channels;
+  if (options.pixel_port < 0) return channels;
   if (!options.tls.cert_file.empty()) {
     LogInfo("pixel channels off: TLS is on and they are plaintext; pixels go through gRPC");
-    return nullptr;
+    return channels;
   }
+  // Batches live in shared memory only when a same-host loader can be told
+  // where: through a pixel channel.
+  if (options.same_host_pixels) channels.shared_regions = SharedRegions::Create();
   ASSIGN_OR_RETURN(const HostPort address, SplitHostPort(options.address));
-  ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelListener> listener,
+  ASSIGN_OR_RETURN(channels.listener,
                    PixelChannelListener::Listen(address.host, options.pixel_port, {},
-                                                std::move(shared_regions)));
-  LogInfo("pixel channels on port %d%s", listener->port(),
-          listener->local_socket().empty() ? "" : ", same-host loaders through shared memory");
-  return listener;
+                                                channels.shared_regions));
+  LogInfo("pixel channels on port %d%s", channels.listener->port(),
+          channels.listener->local_socket().empty() ? ""
+                                                    : ", same-host loaders through shared memory");
+  return channels;
 }
 
 }  // namespace
@@ -735,20 +745,14 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   LogInfo("dataset %s: %d samples, %d classes, fingerprint %s; pipeline %s; %d threads",
           dataset.source(), dataset.size(), dataset.class_names().size(),
           FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads);
-  // Batches live in shared memory only when a same-host loader can be told
-  // where: through a pixel channel.
-  std::shared_ptr<SharedRegions> shared_regions;
-  if (options.same_host_pixels && options.pixel_port >= 0 && options.tls.cert_file.empty()) {
-    shared_regions = SharedRegions::Create();
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<PixelChannelListener> pixel_listener,
-                   ListenForPixelChannels(options, shared_regions));
+  ASSIGN_OR_RETURN(PixelChannels pixel_channels, ListenForPixelChannels(options));
   auto service = std::make_unique<BatchService>(
       std::move(dataset), std::move(pipeline), threads, RequestLimits{}, pipeline_options,
       options.worker_nice,
-      shared_regions != nullptr ? shared_regions->allocator() : HostAllocator{});
-  auto server =
-      std::make_unique<GrpcDataServer>(options, std::move(pixel_listener), std::move(service));
+      pixel_channels.shared_regions != nullptr ? pixel_channels.shared_regions->allocator()
+                                               : HostAllocator{});
+  auto server = std::make_unique<GrpcDataServer>(options, std::move(pixel_channels.listener),
+                                                 std::move(service));
   RETURN_IF_ERROR(server->Listen());
   return server;
 }

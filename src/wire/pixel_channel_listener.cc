@@ -27,7 +27,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "src/common/log.h"
-#include "src/common/net/descriptor_passing.h"
+#include "src/common/net/unix_socket.h"
+#include "src/common/status_macros.h"
 #include "src/common/net/unique_fd.h"
 #include "src/wire/tcp_address.h"
 
@@ -675,12 +676,9 @@ absl::StatusOr<std::pair<UniqueFd, std::string>> ListenLocal() {
   const PixelTicket nonce = NewPixelTicket();
   const std::string name =
       absl::StrCat("heterodl-pixels-", absl::BytesToHexString(PixelTicketBytes(nonce)));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  ASSIGN_OR_RETURN(const AbstractAddress address, AbstractSocketAddress(name));
   UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!socket.valid() || ::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+  if (!socket.valid() || ::bind(socket.get(), address.as_sockaddr(), address.length) != 0 ||
       ::listen(socket.get(), 128) != 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen for same-host pixel channels: ", ErrnoText(errno)));

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "src/common/net/descriptor_passing.h"
+#include "src/common/net/unix_socket.h"
 #include "src/wire/tcp_address.h"
 
 namespace heterodl {
@@ -100,17 +100,12 @@ absl::StatusOr<std::unique_ptr<PixelChannelReader>> PixelChannelReader::Connect(
 absl::StatusOr<std::unique_ptr<PixelChannelReader>> PixelChannelReader::ConnectLocal(
     const std::string& socket_name, const PixelTicket& ticket, absl::Duration timeout) {
   const std::string where = absl::StrCat("same-host socket @", socket_name);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (socket_name.empty() || socket_name.size() + 1 > sizeof(address.sun_path)) {
+  absl::StatusOr<AbstractAddress> address = AbstractSocketAddress(socket_name);
+  if (!address.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("pixel channel: bad ", where));
   }
-  std::memcpy(address.sun_path + 1, socket_name.data(), socket_name.size());
-  const socklen_t length =
-      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + socket_name.size());
-  absl::StatusOr<UniqueFd> socket =
-      ConnectOne(AF_UNIX, reinterpret_cast<const sockaddr*>(&address), length, where, ticket,
-                 absl::Now() + timeout);
+  absl::StatusOr<UniqueFd> socket = ConnectOne(AF_UNIX, address->as_sockaddr(), address->length,
+                                               where, ticket, absl::Now() + timeout);
   if (!socket.ok()) return socket.status();
   return std::unique_ptr<PixelChannelReader>(
       new PixelChannelReader(*std::move(socket), /*local=*/true));
@@ -174,18 +169,7 @@ absl::Status PixelChannelReader::ReadLocal(uint8_t* destination, size_t size) {
           return absl::DataLossError(absl::StrCat("same-host pixel channel: ", record.bytes,
                                                   " inline bytes where ", size, " were due"));
         }
-        size_t received = 0;
-        while (received < size) {
-          const ssize_t n =
-              ::recv(socket_.get(), destination + received, size - received, MSG_WAITALL);
-          if (n > 0) {
-            received += static_cast<size_t>(n);
-          } else if (!(n < 0 && errno == EINTR)) {
-            return Unavailable(n == 0 ? std::string("the server closed the pixel channel")
-                                      : absl::StrCat("pixel channel: ", ErrnoText(errno)));
-          }
-        }
-        return absl::OkStatus();
+        return ReadBytes(destination, size);
       }
       case PixelRecordKind::kShared:
         break;
@@ -240,7 +224,10 @@ absl::Status PixelChannelReader::ReadLocal(uint8_t* destination, size_t size) {
 }
 
 absl::Status PixelChannelReader::ReadExactly(uint8_t* destination, size_t size) {
-  if (local_) return ReadLocal(destination, size);
+  return local_ ? ReadLocal(destination, size) : ReadBytes(destination, size);
+}
+
+absl::Status PixelChannelReader::ReadBytes(uint8_t* destination, size_t size) {
   size_t received = 0;
   while (received < size) {
     if (interrupted_.load()) return absl::UnavailableError("pixel channel interrupted");
@@ -250,9 +237,8 @@ absl::Status PixelChannelReader::ReadExactly(uint8_t* destination, size_t size) 
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (interrupted_.load()) return absl::UnavailableError("pixel channel interrupted");
-    return absl::UnavailableError(n == 0 ? std::string("the server closed the pixel channel")
-                                         : absl::StrCat("pixel channel: ", ErrnoText(errno)));
+    return Unavailable(n == 0 ? std::string("the server closed the pixel channel")
+                              : absl::StrCat("pixel channel: ", ErrnoText(errno)));
   }
   return absl::OkStatus();
 }

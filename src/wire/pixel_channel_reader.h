@@ -54,6 +54,9 @@ class PixelChannelReader {
  private:
   PixelChannelReader(UniqueFd socket, bool local) : socket_(std::move(socket)), local_(local) {}
 
+  // Exactly `size` bytes off the socket (a TCP channel's pixels, or a
+  // same-host channel's inline ones).
+  absl::Status ReadBytes(uint8_t* destination, size_t size);
   absl::Status ReadLocal(uint8_t* destination, size_t size);
   // The next record, and the descriptor that came with it (if any).
   absl::Status ReadRecord(PixelRecord& record, UniqueFd& descriptor);

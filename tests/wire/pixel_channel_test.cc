@@ -16,7 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "src/common/net/descriptor_passing.h"
+#include "src/common/net/unix_socket.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_testing.h"
 
@@ -283,11 +283,8 @@ TEST(PixelChannelTest, ConnectErrorsNameTheAddress) {
 // PixelChannelReader::ConnectLocal does.
 int RawLocalConnection(const std::string& name, const PixelTicket& ticket) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) return -1;
+  absl::StatusOr<AbstractAddress> address = AbstractSocketAddress(name);
+  if (!address.ok() || ::connect(fd, address->as_sockaddr(), address->length) != 0) return -1;
   uint8_t hello[kPixelChannelHelloBytes];
   std::memcpy(hello, kPixelChannelMagic, sizeof(kPixelChannelMagic));
   std::memcpy(hello + sizeof(kPixelChannelMagic), ticket.data(), ticket.size());

@@ -1,9 +1,13 @@
-#include "src/common/net/descriptor_passing.h"
+#include "src/common/net/unix_socket.h"
 
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace heterodl {
 namespace {
@@ -25,6 +29,17 @@ struct Message {
 };
 
 }  // namespace
+
+absl::StatusOr<AbstractAddress> AbstractSocketAddress(absl::string_view name) {
+  AbstractAddress where;
+  where.address.sun_family = AF_UNIX;
+  if (name.empty() || name.size() + 1 > sizeof(where.address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("not an abstract socket name: '", name, "'"));
+  }
+  std::memcpy(where.address.sun_path + 1, name.data(), name.size());
+  where.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return where;
+}
 
 ssize_t SendWithDescriptor(int socket, const void* data, size_t size, int descriptor) {
   Message outgoing(const_cast<void*>(data), size);
