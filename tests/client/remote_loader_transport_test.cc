@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -108,24 +109,31 @@ void ExpectEverySampleOnce(const std::vector<Batch>& batches) {
   EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 60u);
 }
 
-// The server's count of open streams with a pixel channel once `loader` has
-// read a batch, polled until it is `expected` (streams open and close on
-// their own threads) or 10 s have passed.
-uint32_t PixelChannelStreamsWhileReading(RemoteLoader& loader, const std::string& server,
-                                         uint32_t expected) {
+// `count()` once `loader` has read a batch, polled until it is `expected`
+// (streams open and close on their own threads) or 10 s have passed.
+template <typename Count>
+auto CountWhileReading(RemoteLoader& loader, decltype(std::declval<Count>()()) expected,
+                       Count count) {
   EXPECT_TRUE(loader.SetEpoch(0).ok());
   absl::StatusOr<std::optional<Batch>> batch = loader.Next();
   EXPECT_TRUE(batch.ok() && batch->has_value());
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (true) {
+  auto counted = count();
+  while (counted != expected && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+    counted = count();
+  }
+  return counted;
+}
+
+// The server's count of open streams with a pixel channel.
+uint32_t PixelChannelStreamsWhileReading(RemoteLoader& loader, const std::string& server,
+                                         uint32_t expected) {
+  return CountWhileReading(loader, expected, [&server]() -> uint32_t {
     absl::StatusOr<v1::ServerStats> status = FetchServerStatus(server, absl::Seconds(5));
     EXPECT_TRUE(status.ok()) << status.status();
-    if (!status.ok()) return 0;
-    if (status->pixel_channel_streams() == expected || absl::Now() > give_up) {
-      return status->pixel_channel_streams();
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+    return status.ok() ? status->pixel_channel_streams() : 0;
+  });
 }
 
 TEST_F(PixelTransportTest, PixelChannelsAndGrpcCarryTheSameBatches) {
@@ -154,17 +162,9 @@ TEST_F(PixelTransportTest, PixelChannelsAndGrpcCarryTheSameBatches) {
   }
 }
 
-// The number of the loader's open streams on a same-host channel, once it
-// has read a batch (both connections' streams open on their own threads).
+// The number of the loader's open streams on a same-host channel.
 int SameHostStreamsWhileReading(RemoteLoader& loader, int expected) {
-  EXPECT_TRUE(loader.SetEpoch(0).ok());
-  absl::StatusOr<std::optional<Batch>> batch = loader.Next();
-  EXPECT_TRUE(batch.ok() && batch->has_value());
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (loader.stats().same_host_streams != expected && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return loader.stats().same_host_streams;
+  return CountWhileReading(loader, expected, [&loader] { return loader.stats().same_host_streams; });
 }
 
 TEST_F(PixelTransportTest, ASameHostLoaderCopiesFromSharedMemoryTheSameBatches) {
