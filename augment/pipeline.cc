@@ -14,6 +14,20 @@
 #include "src/common/status_macros.h"
 
 namespace heterodl {
+namespace {
+
+// The header a region decoder reads, with `options` applied; nullopt for
+// files only OpenCV decodes.
+absl::StatusOr<std::optional<ImageHeader>> ReadHeader(absl::string_view encoded,
+                                                      const PipelineOptions& options) {
+  ASSIGN_OR_RETURN(std::optional<ImageHeader> header,
+                   ReadImageHeader(encoded, options.max_pixels));
+  if (header && !options.png_inflate_whole) header->png.inflate_whole = false;
+  return header;
+}
+
+}  // namespace
+
 Pipeline::Pipeline(Pipeline&&) noexcept = default;
 Pipeline& Pipeline::operator=(Pipeline&&) noexcept = default;
 Pipeline::~Pipeline() = default;
@@ -32,8 +46,7 @@ absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec, const PipelineO
 absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& rng,
                                         cv::Mat& destination, cv::Mat& image) const {
   if (options_.region_decode) {
-    ASSIGN_OR_RETURN(const std::optional<ImageHeader> header,
-                     ReadImageHeader(encoded, options_.max_pixels));
+    ASSIGN_OR_RETURN(const std::optional<ImageHeader> header, ReadHeader(encoded, options_));
     if (header) {
       const Transform& first = *transforms_.front();
       const std::optional<RegionRequest> request = first.PlanRegion(header->size, rng);
@@ -93,8 +106,7 @@ void RunPipelinesOnCallerThreadsOnly() { cv::setNumThreads(0); }
 
 std::string Pipeline::DecodePath(absl::string_view encoded) const {
   if (options_.region_decode) {
-    const absl::StatusOr<std::optional<ImageHeader>> header =
-        ReadImageHeader(encoded, options_.max_pixels);
+    const absl::StatusOr<std::optional<ImageHeader>> header = ReadHeader(encoded, options_);
     if (header.ok() && header->has_value()) {
       return RegionDecodePath(**header, /*whole_image=*/!transforms_.front()->PlansRegions());
     }

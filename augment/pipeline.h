@@ -63,6 +63,10 @@ struct PipelineOptions {
   // first crop/resize needs (region_decode.h). Off: always a full decode by
   // OpenCV (the reference the region paths are tested against).
   bool region_decode = true;
+  // A PNG's pixel data inflated whole by libdeflate (png_decoder.h). Off:
+  // libpng inflates it row by row, as before; for the benchmark's same-run
+  // comparison.
+  bool png_inflate_whole = true;
   // Images claiming more pixels are refused before decoding.
   int64_t max_pixels = 100'000'000;
 };

@@ -3,29 +3,68 @@
 // clang-format off
 #include <png.h>
 // clang-format on
+#include <libdeflate.h>
+
+#include <algorithm>
+#include <array>
 #include <csetjmp>
 #include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "augment/image_format.h"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
 namespace {
 
-// Where libpng reads from, and what it reported before giving up.
-struct Source {
-  absl::string_view data;
-  size_t position = 0;
+// What libpng reads: byte ranges read in order as one stream (the file, or
+// the file's start followed by re-framed pixel data), and what libpng
+// reported before giving up.
+class Source {
+ public:
+  explicit Source(std::vector<absl::string_view> parts) : parts_(std::move(parts)) {}
+
+  // Copies the next `length` bytes to `out`; false when fewer remain.
+  bool Read(png_bytep out, size_t length) {
+    while (length > 0) {
+      if (part_ == parts_.size()) return false;
+      const absl::string_view part = parts_[part_];
+      const size_t take = std::min(length, part.size() - offset_);
+      std::memcpy(out, part.data() + offset_, take);
+      out += take;
+      length -= take;
+      position_ += take;
+      offset_ += take;
+      if (offset_ == part.size()) {
+        ++part_;
+        offset_ = 0;
+      }
+    }
+    return true;
+  }
+
+  // Bytes read so far.
+  size_t position() const { return position_; }
+
   char message[200] = "";
+
+ private:
+  std::vector<absl::string_view> parts_;
+  size_t part_ = 0;
+  size_t offset_ = 0;
+  size_t position_ = 0;
 };
 
 void ReadBytes(png_structp png, png_bytep out, png_size_t length) {
-  auto* source = static_cast<Source*>(png_get_io_ptr(png));
-  if (length > source->data.size() - source->position) png_error(png, "truncated data");
-  std::memcpy(out, source->data.data() + source->position, length);
-  source->position += length;
+  if (!static_cast<Source*>(png_get_io_ptr(png))->Read(out, length)) {
+    png_error(png, "truncated data");
+  }
 }
 
 // libpng reports errors by calling this, which must not return: it records
@@ -56,7 +95,9 @@ bool HasEnd(absl::string_view data) {
 // A libpng read struct over `source`; destroyed with its info struct.
 class Reader {
  public:
-  explicit Reader(Source& source) {
+  // `restored`: `source` carries a StoredPixelStream, whose chunks have no
+  // CRCs to check (the file's own were checked).
+  explicit Reader(Source& source, bool restored = false) {
     png_ = png_create_read_struct(PNG_LIBPNG_VER_STRING, &source, OnError, OnWarning);
     if (png_ != nullptr) info_ = png_create_info_struct(png_);
     if (info_ != nullptr) {
@@ -71,6 +112,7 @@ class Reader {
       // chunk's CRC-32, checked as each chunk is consumed, covers the same
       // bytes, so a flipped bit is still an error.
       png_set_option(png_, PNG_IGNORE_ADLER32, PNG_OPTION_ON);
+      if (restored) png_set_crc_action(png_, PNG_CRC_QUIET_USE, PNG_CRC_DEFAULT);
     }
   }
   ~Reader() { png_destroy_read_struct(&png_, &info_, nullptr); }
@@ -99,6 +141,133 @@ void RequestRgb8(png_structp png, png_infop info) {
   if (color_type & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
 }
 
+uint32_t ReadBigEndian32(absl::string_view bytes) {
+  const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
+  return uint32_t{b[0]} << 24 | uint32_t{b[1]} << 16 | uint32_t{b[2]} << 8 | uint32_t{b[3]};
+}
+
+void WriteBigEndian32(uint32_t value, uint8_t* out) {
+  out[0] = static_cast<uint8_t>(value >> 24);
+  out[1] = static_cast<uint8_t>(value >> 16);
+  out[2] = static_cast<uint8_t>(value >> 8);
+  out[3] = static_cast<uint8_t>(value);
+}
+
+// The compressed pixel data: the run of IDAT chunks at the header's offset,
+// each checked against its CRC-32, joined into `joined` when there are
+// several (encoders split the stream every 8 or 64 KiB).
+absl::StatusOr<absl::string_view> CompressedPixels(absl::string_view data,
+                                                   const PngHeader& header,
+                                                   std::string& joined) {
+  std::vector<absl::string_view> chunks;
+  size_t at = header.pixel_data_offset;
+  while (at <= data.size() && data.size() - at >= 12 && data.substr(at + 4, 4) == "IDAT") {
+    const size_t length = ReadBigEndian32(data.substr(at));
+    if (length > data.size() - at - 12) {
+      return absl::InvalidArgumentError("corrupt PNG data: an IDAT chunk runs past the file");
+    }
+    const uint32_t crc = libdeflate_crc32(0, data.data() + at + 4, length + 4);
+    if (crc != ReadBigEndian32(data.substr(at + 8 + length))) {
+      return absl::InvalidArgumentError("corrupt PNG data: IDAT: CRC error");
+    }
+    chunks.push_back(data.substr(at + 8, length));
+    at += 12 + length;
+  }
+  if (chunks.empty()) return absl::InvalidArgumentError("corrupt PNG data: no IDAT chunk");
+  if (chunks.size() == 1) return chunks[0];
+  joined = absl::StrJoin(chunks, "");
+  return absl::string_view(joined);
+}
+
+struct DecompressorDeleter {
+  void operator()(libdeflate_decompressor* decompressor) const {
+    libdeflate_free_decompressor(decompressor);
+  }
+};
+
+// The pixel data inflated: every row, each with its filter byte. Null when
+// the stream holds more than the image's rows: libpng, which stops reading
+// after the last row, then inflates it and takes what it needs, as it
+// always has (and as OpenCV does).
+absl::StatusOr<std::unique_ptr<uint8_t[]>> InflatePixels(absl::string_view data,
+                                                         const PngHeader& header,
+                                                         size_t inflated_bytes) {
+  std::string joined;
+  ASSIGN_OR_RETURN(const absl::string_view compressed, CompressedPixels(data, header, joined));
+  std::unique_ptr<libdeflate_decompressor, DecompressorDeleter> decompressor(
+      libdeflate_alloc_decompressor());
+  if (decompressor == nullptr) return absl::ResourceExhaustedError("cannot create an inflater");
+  std::unique_ptr<uint8_t[]> inflated(new uint8_t[inflated_bytes]);
+  // Also checks the stream's Adler-32 over every inflated byte.
+  switch (libdeflate_zlib_decompress(decompressor.get(), compressed.data(), compressed.size(),
+                                     inflated.get(), inflated_bytes, nullptr)) {
+    case LIBDEFLATE_SUCCESS:
+      return inflated;
+    case LIBDEFLATE_SHORT_OUTPUT:
+      return absl::InvalidArgumentError("corrupt PNG data: less pixel data than the image needs");
+    case LIBDEFLATE_INSUFFICIENT_SPACE:
+      return nullptr;
+    default:
+      return absl::InvalidArgumentError("corrupt PNG data: invalid compressed pixel data");
+  }
+}
+
+// The file's start, up to its pixel data, followed by inflated pixel data
+// framed once more as a PNG's: a zlib stream of stored (uncompressed)
+// deflate blocks, one IDAT chunk each, then IEND. libpng "inflates" it by
+// copying. Its chunks carry no CRCs: it is made here, from checked bytes.
+class StoredPixelStream {
+ public:
+  StoredPixelStream(absl::string_view prefix, const uint8_t* pixels, size_t size) {
+    constexpr size_t kMaxBlock = 65535;
+    const size_t blocks = (size + kMaxBlock - 1) / kMaxBlock;
+    block_heads_.resize(blocks);
+    parts_.reserve(3 * blocks + 3);
+    parts_.push_back(prefix);
+    parts_.push_back(View(kZlibHead));
+    for (size_t i = 0; i < blocks; ++i) {
+      const size_t length = std::min(kMaxBlock, size - i * kMaxBlock);
+      std::array<uint8_t, 13>& head = block_heads_[i];
+      WriteBigEndian32(static_cast<uint32_t>(5 + length), head.data());
+      std::memcpy(head.data() + 4, "IDAT", 4);
+      head[8] = static_cast<uint8_t>(i + 1 == blocks);  // BFINAL on the last; BTYPE 00: stored
+      head[9] = static_cast<uint8_t>(length);
+      head[10] = static_cast<uint8_t>(length >> 8);
+      head[11] = static_cast<uint8_t>(~length);
+      head[12] = static_cast<uint8_t>(~length >> 8);
+      parts_.push_back(View(head));
+      parts_.push_back(absl::string_view(reinterpret_cast<const char*>(pixels) + i * kMaxBlock,
+                                         length));
+      parts_.push_back(View(kNoCrc));
+    }
+    // The zlib stream's Adler-32 in a chunk of its own, then IEND.
+    std::memcpy(tail_.data(), "\0\0\0\4IDAT", 8);
+    WriteBigEndian32(libdeflate_adler32(1, pixels, size), tail_.data() + 8);
+    std::memcpy(tail_.data() + 16, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
+    parts_.push_back(View(tail_));
+  }
+  StoredPixelStream(const StoredPixelStream&) = delete;
+  StoredPixelStream& operator=(const StoredPixelStream&) = delete;
+
+  const std::vector<absl::string_view>& parts() const { return parts_; }
+
+ private:
+  // A chunk holding the zlib header (deflate, 32 KiB window, no dictionary)
+  // and the CRC field.
+  static constexpr std::array<uint8_t, 14> kZlibHead = {0, 0, 0, 2, 'I', 'D', 'A', 'T',
+                                                        0x78, 0x01, 0, 0, 0, 0};
+  static constexpr std::array<uint8_t, 4> kNoCrc = {0, 0, 0, 0};
+
+  template <size_t N>
+  static absl::string_view View(const std::array<uint8_t, N>& bytes) {
+    return absl::string_view(reinterpret_cast<const char*>(bytes.data()), N);
+  }
+
+  std::vector<std::array<uint8_t, 13>> block_heads_;  // chunk header + stored block header
+  std::array<uint8_t, 28> tail_{};                     // Adler-32 chunk (its CRC 0), IEND
+  std::vector<absl::string_view> parts_;
+};
+
 absl::Status Corrupt(const Source& source, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": ", source.message));
 }
@@ -106,7 +275,7 @@ absl::Status Corrupt(const Source& source, absl::string_view what) {
 }  // namespace
 
 absl::StatusOr<PngHeader> ReadPngHeader(absl::string_view data, int64_t max_pixels) {
-  Source source{data};
+  Source source({data});
   Reader reader(source);
   if (!reader.ok()) return absl::ResourceExhaustedError("cannot create a PNG decoder");
   png_uint_32 width = 0, height = 0;
@@ -121,6 +290,12 @@ absl::StatusOr<PngHeader> ReadPngHeader(absl::string_view data, int64_t max_pixe
   header.width = static_cast<int>(width);
   header.height = static_cast<int>(height);
   header.interlaced = interlace != PNG_INTERLACE_NONE;
+  // png_read_info stops after the first IDAT chunk's length and type.
+  header.pixel_data_offset = source.position() - 8;
+  header.stored_row_bytes = png_get_rowbytes(reader.png(), reader.info());
+  header.inflate_whole =
+      !header.interlaced &&
+      static_cast<size_t>(height) <= kMaxWholeInflateBytes / (header.stored_row_bytes + 1);
   return header;
 }
 
@@ -137,8 +312,17 @@ absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
   std::vector<uint8_t> scratch(static_cast<size_t>(header.width) * 3);
   std::vector<png_bytep> pointers(static_cast<size_t>(header.height), scratch.data());
   for (int y = first; y < last; ++y) pointers[y] = rows.ptr(y - first);
-  Source source{data};
-  Reader reader(source);
+  std::unique_ptr<uint8_t[]> inflated;
+  std::optional<StoredPixelStream> restored;
+  if (header.inflate_whole) {
+    const size_t inflated_bytes = static_cast<size_t>(header.height) * (header.stored_row_bytes + 1);
+    ASSIGN_OR_RETURN(inflated, InflatePixels(data, header, inflated_bytes));
+    if (inflated != nullptr) {
+      restored.emplace(data.substr(0, header.pixel_data_offset), inflated.get(), inflated_bytes);
+    }
+  }
+  Source source(restored ? restored->parts() : std::vector<absl::string_view>{data});
+  Reader reader(source, restored.has_value());
   if (!reader.ok()) return absl::ResourceExhaustedError("cannot create a PNG decoder");
   if (setjmp(png_jmpbuf(reader.png()))) return Corrupt(source, "corrupt PNG data");
   png_read_info(reader.png(), reader.info());

@@ -139,9 +139,11 @@ std::string RegionDecodePath(const ImageHeader& header, bool whole_image) {
       if (whole_image) return "libjpeg-turbo: whole image";
       return header.jpeg.progressive ? "libjpeg-turbo: scans to the region's rows, at DCT scale"
                                      : "libjpeg-turbo: region at DCT scale";
-    case ImageFormat::kPng:
-      if (whole_image || header.png.interlaced) return "libpng: whole image";
-      return "libpng: rows down to the region's last";
+    case ImageFormat::kPng: {
+      const std::string rows =
+          whole_image || header.png.interlaced ? "whole image" : "rows down to the region's last";
+      return (header.png.inflate_whole ? "libdeflate + libpng: " : "libpng: ") + rows;
+    }
     case ImageFormat::kWebp:
       return whole_image ? "libwebp: whole image" : "libwebp: region, scaled in the decoder";
     case ImageFormat::kOther:

@@ -156,6 +156,12 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
                           "OpenCV imdecode + same crop (all)",
                           report.opencv_images_per_sec_per_core(), report.ratio_vs_opencv());
   }
+  if (report.png_row_inflate_images_per_sec_per_core() > 0) {
+    absl::StrAppendFormat(&text, "  %-34s %8.0f images/s per core   heterodl is %.2fx\n",
+                          "PNG, libpng inflating (before)",
+                          report.png_row_inflate_images_per_sec_per_core(),
+                          report.png_ratio_vs_row_inflate());
+  }
   absl::StrAppend(&text, "\n  thread scaling (all files):\n");
   for (const v1::ThreadScaling& row : report.scaling()) {
     absl::StrAppendFormat(&text, "    %2d thread(s) %9.0f images/s   efficiency %.2f\n",
@@ -321,8 +327,13 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   const Worker ours = PipelineWorker(pipeline);
   const Worker baseline = OpenCvBaseline(pipeline.output_width());
   const bool has_baseline = HasOpenCvBaseline(pipeline);
+  PipelineOptions row_inflate_options;
+  row_inflate_options.png_inflate_whole = false;
+  ASSIGN_OR_RETURN(const Pipeline row_inflate, Pipeline::Parse(spec, row_inflate_options));
+  const auto png = std::find_if(files.groups.begin(), files.groups.end(),
+                                [](const FileGroup& group) { return group.kind == "PNG"; });
   std::vector<GroupRates> rates(files.groups.size());
-  std::vector<double> opencv;
+  std::vector<double> opencv, png_row_inflate;
   for (int round = 0; round < options.rounds; ++round) {
     for (size_t g = 0; g < files.groups.size(); ++g) {
       rates[g].ours.push_back(MeasureRate(files.groups[g].bytes, ours, pipeline.output_bytes(), 1,
@@ -341,6 +352,10 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
       opencv.push_back(
           MeasureRate(files.all().bytes, baseline, pipeline.output_bytes(), 1, options.seconds));
     }
+    if (png != files.groups.end()) {
+      png_row_inflate.push_back(MeasureRate(png->bytes, PipelineWorker(row_inflate),
+                                            row_inflate.output_bytes(), 1, options.seconds));
+    }
   }
   for (size_t g = 0; g < files.groups.size(); ++g) {
     AddFormatRow(files.groups[g], rates[g], pipeline, report);
@@ -357,6 +372,11 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   if (!opencv.empty()) {
     report.set_opencv_images_per_sec_per_core(Median(opencv));
     report.set_ratio_vs_opencv(all.heterodl_images_per_sec() / Median(opencv));
+  }
+  if (png != files.groups.end()) {
+    report.set_png_row_inflate_images_per_sec_per_core(Median(png_row_inflate));
+    report.set_png_ratio_vs_row_inflate(
+        Median(rates[png - files.groups.begin()].ours) / Median(png_row_inflate));
   }
   return absl::OkStatus();
 }

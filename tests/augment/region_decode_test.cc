@@ -3,6 +3,7 @@
 #include "augment/region_decode.h"
 
 #include <png.h>
+#include <zlib.h>
 
 #include <string>
 #include <vector>
@@ -124,7 +125,8 @@ const std::vector<cv::Rect>& Regions() {
 }
 
 // PNG is lossless and the region path neither scales nor converts beyond
-// RGB: every kind matches OpenCV's decode exactly, in every region.
+// RGB: every kind matches OpenCV's decode exactly, in every region, whether
+// libdeflate inflates the pixel data whole or libpng inflates it row by row.
 TEST(PngRegionTest, EveryKindMatchesOpenCvExactly) {
   for (const Case& test : PngCases()) {
     SCOPED_TRACE(test.name);
@@ -134,14 +136,152 @@ TEST(PngRegionTest, EveryKindMatchesOpenCvExactly) {
                          ReadImageHeader(test.encoded, 1 << 30));
     ASSERT_TRUE(header.has_value());
     EXPECT_EQ(header->size, cv::Size(203, 157));
-    for (const cv::Rect& region : Regions()) {
-      cv::Mat out;
-      for (bool exact : {false, true}) {
-        ASSERT_OK(DecodeRegion(test.encoded, *header, {region, region.size()}, exact, out));
-        ASSERT_EQ(out.size(), region.size());
-        EXPECT_EQ(cv::norm(out, reference(region), cv::NORM_INF), 0) << region;
+    EXPECT_EQ(header->png.inflate_whole, !header->png.interlaced);
+    for (bool whole : {false, true}) {
+      if (whole && header->png.interlaced) continue;
+      ImageHeader path = *header;
+      path.png.inflate_whole = whole;
+      for (const cv::Rect& region : Regions()) {
+        cv::Mat out;
+        for (bool exact : {false, true}) {
+          ASSERT_OK(DecodeRegion(test.encoded, path, {region, region.size()}, exact, out));
+          ASSERT_EQ(out.size(), region.size());
+          EXPECT_EQ(cv::norm(out, reference(region), cv::NORM_INF), 0) << region << whole;
+        }
       }
     }
+  }
+}
+
+struct Chunk {
+  std::string type;
+  std::string data;
+};
+
+// A PNG file's chunks, after its signature.
+std::vector<Chunk> Chunks(const std::string& png) {
+  std::vector<Chunk> chunks;
+  size_t at = 8;
+  while (at + 12 <= png.size()) {
+    const uint32_t length = (uint32_t{static_cast<uint8_t>(png[at])} << 24) |
+                            (uint32_t{static_cast<uint8_t>(png[at + 1])} << 16) |
+                            (uint32_t{static_cast<uint8_t>(png[at + 2])} << 8) |
+                            uint32_t{static_cast<uint8_t>(png[at + 3])};
+    chunks.push_back({png.substr(at + 4, 4), png.substr(at + 8, length)});
+    at += 12 + length;
+  }
+  return chunks;
+}
+
+std::string BigEndian32(uint32_t value) {
+  return {static_cast<char>(value >> 24), static_cast<char>(value >> 16),
+          static_cast<char>(value >> 8), static_cast<char>(value)};
+}
+
+// A PNG file of `chunks`, each with its CRC-32.
+std::string Assemble(const std::vector<Chunk>& chunks) {
+  std::string png = "\x89PNG\r\n\x1a\n";
+  for (const Chunk& chunk : chunks) {
+    const std::string typed = chunk.type + chunk.data;
+    png += BigEndian32(static_cast<uint32_t>(chunk.data.size())) + typed +
+           BigEndian32(static_cast<uint32_t>(
+               crc32(0, reinterpret_cast<const Bytef*>(typed.data()), typed.size())));
+  }
+  return png;
+}
+
+// `png` with its pixel data cut into IDAT chunks of `size` bytes (0: one).
+std::string WithPixelChunksOf(const std::string& png, size_t size) {
+  std::vector<Chunk> chunks, recut;
+  std::string pixels;
+  for (const Chunk& chunk : Chunks(png)) {
+    if (chunk.type != "IDAT") {
+      chunks.push_back(chunk);
+      continue;
+    }
+    if (pixels.empty()) chunks.push_back({"IDAT", ""});  // where they go
+    pixels += chunk.data;
+  }
+  for (Chunk& chunk : chunks) {
+    if (chunk.type != "IDAT") {
+      recut.push_back(chunk);
+      continue;
+    }
+    for (size_t at = 0; at < pixels.size(); at += size == 0 ? pixels.size() : size) {
+      recut.push_back({"IDAT", pixels.substr(at, size == 0 ? pixels.size() : size)});
+    }
+  }
+  return Assemble(recut);
+}
+
+// `png` with its header claiming `height` rows.
+std::string WithHeight(const std::string& png, uint32_t height) {
+  std::vector<Chunk> chunks = Chunks(png);
+  chunks[0].data.replace(4, 4, BigEndian32(height));
+  return Assemble(chunks);
+}
+
+// Encoders cut the pixel data into chunks of 8 KiB, 64 KiB or one: the
+// chunks are joined before inflating, wherever they are cut.
+TEST(PngRegionTest, HowThePixelDataIsCutIntoChunksChangesNothing) {
+  for (const Case& test : {PngCases()[0], PngCases()[5]}) {
+    SCOPED_TRACE(test.name);
+    const cv::Mat reference = ReferenceRgb(test.encoded);
+    for (size_t size : {size_t{0}, size_t{1}, size_t{100}}) {
+      const std::string recut = WithPixelChunksOf(test.encoded, size);
+      if (size != 0) ASSERT_NE(recut, test.encoded);
+      ASSERT_OK_AND_ASSIGN(const std::optional<ImageHeader> header,
+                           ReadImageHeader(recut, 1 << 30));
+      ASSERT_TRUE(header->png.inflate_whole);
+      const cv::Rect region(10, 20, 150, 100);
+      cv::Mat out;
+      ASSERT_OK(DecodeRegion(recut, *header, {region, region.size()}, false, out));
+      EXPECT_EQ(cv::norm(out, reference(region), cv::NORM_INF), 0) << size;
+    }
+  }
+}
+
+// A header claiming fewer rows than the pixel data holds: libpng reads the
+// rows it claims and ignores the rest; so does the whole-inflate path.
+TEST(PngRegionTest, PixelDataBeyondTheImagesRowsIsIgnoredAsLibpngDoes) {
+  const Case test = PngCases()[0];
+  const cv::Mat reference = ReferenceRgb(test.encoded);
+  const std::string shorter = WithHeight(test.encoded, 140);
+  ASSERT_OK_AND_ASSIGN(const std::optional<ImageHeader> header, ReadImageHeader(shorter, 1 << 30));
+  ASSERT_EQ(header->size, cv::Size(203, 140));
+  ASSERT_TRUE(header->png.inflate_whole);
+  const cv::Rect region(0, 0, 203, 140);
+  cv::Mat out;
+  ASSERT_OK(DecodeRegion(shorter, *header, {region, region.size()}, false, out));
+  EXPECT_EQ(cv::norm(out, reference(region), cv::NORM_INF), 0);
+}
+
+// A header claiming more rows than the pixel data holds: an error even for
+// a region above the missing rows, so a file fails every epoch or none.
+TEST(PngRegionTest, PixelDataShortOfTheImagesRowsIsAnErrorForEveryRegion) {
+  const std::string taller = WithHeight(PngCases()[0].encoded, 170);
+  ASSERT_OK_AND_ASSIGN(const std::optional<ImageHeader> header, ReadImageHeader(taller, 1 << 30));
+  ASSERT_TRUE(header->png.inflate_whole);
+  cv::Mat out;
+  const absl::Status status = DecodeRegion(taller, *header, {{0, 0, 50, 50}, {50, 50}}, false, out);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("less pixel data"), std::string::npos) << status;
+}
+
+// Whole inflation holds every row at once: images past the bound are
+// inflated by libpng, a row at a time. (Only their headers are needed.)
+TEST(PngRegionTest, ImagesOverTheInflateBoundAreInflatedRowByRow) {
+  constexpr uint32_t kWidth = 20000;
+  const size_t row = kWidth * 3 + 1;
+  const uint32_t highest_whole = static_cast<uint32_t>(kMaxWholeInflateBytes / row);
+  for (uint32_t height : {highest_whole, highest_whole + 1}) {
+    const std::string ihdr =
+        BigEndian32(kWidth) + BigEndian32(height) + std::string("\x08\x02\0\0\0", 5);
+    const std::string png = Assemble({{"IHDR", ihdr}, {"IDAT", "x"}, {"IEND", ""}});
+    ASSERT_OK_AND_ASSIGN(const std::optional<ImageHeader> header,
+                         ReadImageHeader(png, int64_t{1} << 40));
+    EXPECT_EQ(header->png.stored_row_bytes, kWidth * 3u);
+    EXPECT_EQ(header->png.inflate_whole, height == highest_whole) << height;
   }
 }
 
@@ -215,10 +355,11 @@ std::vector<cv::Mat> Photos() {
 // random draws; the mean absolute difference per channel value, on average
 // and at worst.
 std::pair<double, double> CompareWithFullDecode(const std::string& spec,
-                                                const std::string& encoded) {
+                                                const std::string& encoded,
+                                                const PipelineOptions& options = {}) {
   PipelineOptions reference_options;
   reference_options.region_decode = false;
-  const Pipeline ours = *Pipeline::Parse(spec);
+  const Pipeline ours = *Pipeline::Parse(spec, options);
   const Pipeline reference = *Pipeline::Parse(spec, reference_options);
   double total = 0, worst = 0;
   for (uint64_t index = 0; index < 12; ++index) {
@@ -237,11 +378,21 @@ constexpr const char* kSpecs[] = {"decode(exact)|random_resized_crop(64)|hflip(0
                                   "random_resized_crop(224)", "resize(100)|center_crop(96)",
                                   "center_crop(120)|hflip(0.5)"};
 
-// PNG: the same pixels into the same resize: the same output, exactly.
+// PNG: the same pixels into the same resize: the same output, exactly,
+// with the pixel data inflated whole or by libpng.
 TEST(RegionPipelineTest, PngOutputsEqualFullDecode) {
-  for (const char* spec : kSpecs) {
-    for (const Case& test : PngCases()) {
-      EXPECT_EQ(CompareWithFullDecode(spec, test.encoded).second, 0) << spec << ", " << test.name;
+  for (bool whole : {true, false}) {
+    PipelineOptions options;
+    options.png_inflate_whole = whole;
+    EXPECT_EQ(Pipeline::Parse("random_resized_crop(64)", options)
+                  ->DecodePath(PngCases()[0].encoded)
+                  .rfind(whole ? "libdeflate + libpng: " : "libpng: ", 0),
+              0u);
+    for (const char* spec : kSpecs) {
+      for (const Case& test : PngCases()) {
+        EXPECT_EQ(CompareWithFullDecode(spec, test.encoded, options).second, 0)
+            << spec << ", " << test.name << ", whole " << whole;
+      }
     }
   }
 }
@@ -325,23 +476,27 @@ std::vector<size_t> IdatDataOffsets(const std::string& png) {
 }
 
 TEST(RegionDecodeSafetyTest, AFlippedBitInAPngsPixelDataIsAnError) {
-  // Decoding every row (resize reads the whole image): each IDAT chunk's
-  // CRC-32 is checked (the stream's Adler-32 is not computed), so damage
-  // anywhere in the compressed pixels is an error, not a quietly wrong image.
-  ASSERT_OK_AND_ASSIGN(const Pipeline pipeline, Pipeline::Parse("resize(32)|center_crop(32)"));
-  std::vector<uint8_t> out(pipeline.output_bytes());
+  // Every row decoded: each IDAT chunk's CRC-32 is checked (and, inflated
+  // whole, the stream's Adler-32), so damage anywhere in the compressed
+  // pixels is an error on both paths, not a quietly wrong image.
+  const cv::Rect everything(0, 0, 203, 157);
   for (const Case& test : {PngCases()[0], PngCases()[3], PngCases()[5]}) {
     SCOPED_TRACE(test.name);
     const std::vector<size_t> offsets = IdatDataOffsets(test.encoded);
     ASSERT_GT(offsets.size(), 100u);
-    for (size_t i = 0; i < offsets.size(); i += offsets.size() / 17) {
-      std::string corrupt = test.encoded;
-      corrupt[offsets[i]] = static_cast<char>(corrupt[offsets[i]] ^ 0x04);
-      const absl::Status status = pipeline.Run(corrupt, {}, out.data());
-      EXPECT_TRUE(absl::IsInvalidArgument(status)) << "byte " << offsets[i] << ": " << status;
+    for (bool whole : {false, true}) {
+      for (size_t i = 0; i < offsets.size(); i += offsets.size() / 17) {
+        std::string corrupt = test.encoded;
+        corrupt[offsets[i]] = static_cast<char>(corrupt[offsets[i]] ^ 0x04);
+        ASSERT_OK_AND_ASSIGN(std::optional<ImageHeader> header, ReadImageHeader(corrupt, 1 << 30));
+        header->png.inflate_whole = whole;
+        cv::Mat out;
+        const absl::Status status =
+            DecodeRegion(corrupt, *header, {everything, everything.size()}, false, out);
+        EXPECT_TRUE(absl::IsInvalidArgument(status))
+            << "byte " << offsets[i] << (whole ? ", whole: " : ", by rows: ") << status;
+      }
     }
-    // The undamaged file decodes.
-    EXPECT_OK(pipeline.Run(test.encoded, {}, out.data()));
   }
 }
 
