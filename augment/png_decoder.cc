@@ -141,16 +141,9 @@ void RequestRgb8(png_structp png, png_infop info) {
   if (color_type & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
 }
 
-uint32_t ReadBigEndian32(absl::string_view bytes) {
-  const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
-  return uint32_t{b[0]} << 24 | uint32_t{b[1]} << 16 | uint32_t{b[2]} << 8 | uint32_t{b[3]};
-}
-
-void WriteBigEndian32(uint32_t value, uint8_t* out) {
-  out[0] = static_cast<uint8_t>(value >> 24);
-  out[1] = static_cast<uint8_t>(value >> 16);
-  out[2] = static_cast<uint8_t>(value >> 8);
-  out[3] = static_cast<uint8_t>(value);
+// PNG's big-endian 32-bit fields, read at `at` by libpng's own helper.
+uint32_t Read32(absl::string_view data, size_t at) {
+  return png_get_uint_32(reinterpret_cast<png_const_bytep>(data.data() + at));
 }
 
 // The compressed pixel data: the run of IDAT chunks at the header's offset,
@@ -162,12 +155,12 @@ absl::StatusOr<absl::string_view> CompressedPixels(absl::string_view data,
   std::vector<absl::string_view> chunks;
   size_t at = header.pixel_data_offset;
   while (at <= data.size() && data.size() - at >= 12 && data.substr(at + 4, 4) == "IDAT") {
-    const size_t length = ReadBigEndian32(data.substr(at));
+    const size_t length = Read32(data, at);
     if (length > data.size() - at - 12) {
       return absl::InvalidArgumentError("corrupt PNG data: an IDAT chunk runs past the file");
     }
     const uint32_t crc = libdeflate_crc32(0, data.data() + at + 4, length + 4);
-    if (crc != ReadBigEndian32(data.substr(at + 8 + length))) {
+    if (crc != Read32(data, at + 8 + length)) {
       return absl::InvalidArgumentError("corrupt PNG data: IDAT: CRC error");
     }
     chunks.push_back(data.substr(at + 8, length));
@@ -216,9 +209,12 @@ absl::StatusOr<std::unique_ptr<uint8_t[]>> InflatePixels(absl::string_view data,
 // framed once more as a PNG's: a zlib stream of stored (uncompressed)
 // deflate blocks, one IDAT chunk each, then IEND. libpng "inflates" it by
 // copying. Its chunks carry no CRCs: it is made here, from checked bytes.
+// It holds the inflated pixels (`size` bytes) that its parts point into.
 class StoredPixelStream {
  public:
-  StoredPixelStream(absl::string_view prefix, const uint8_t* pixels, size_t size) {
+  StoredPixelStream(absl::string_view prefix, std::unique_ptr<uint8_t[]> inflated, size_t size)
+      : inflated_(std::move(inflated)) {
+    const uint8_t* pixels = inflated_.get();
     constexpr size_t kMaxBlock = 65535;
     const size_t blocks = (size + kMaxBlock - 1) / kMaxBlock;
     block_heads_.resize(blocks);
@@ -228,7 +224,7 @@ class StoredPixelStream {
     for (size_t i = 0; i < blocks; ++i) {
       const size_t length = std::min(kMaxBlock, size - i * kMaxBlock);
       std::array<uint8_t, 13>& head = block_heads_[i];
-      WriteBigEndian32(static_cast<uint32_t>(5 + length), head.data());
+      png_save_uint_32(head.data(), static_cast<png_uint_32>(5 + length));
       std::memcpy(head.data() + 4, "IDAT", 4);
       head[8] = static_cast<uint8_t>(i + 1 == blocks);  // BFINAL on the last; BTYPE 00: stored
       head[9] = static_cast<uint8_t>(length);
@@ -242,7 +238,7 @@ class StoredPixelStream {
     }
     // The zlib stream's Adler-32 in a chunk of its own, then IEND.
     std::memcpy(tail_.data(), "\0\0\0\4IDAT", 8);
-    WriteBigEndian32(libdeflate_adler32(1, pixels, size), tail_.data() + 8);
+    png_save_uint_32(tail_.data() + 8, libdeflate_adler32(1, pixels, size));
     std::memcpy(tail_.data() + 16, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
     parts_.push_back(View(tail_));
   }
@@ -263,6 +259,7 @@ class StoredPixelStream {
     return absl::string_view(reinterpret_cast<const char*>(bytes.data()), N);
   }
 
+  std::unique_ptr<uint8_t[]> inflated_;
   std::vector<std::array<uint8_t, 13>> block_heads_;  // chunk header + stored block header
   std::array<uint8_t, 28> tail_{};                     // Adler-32 chunk (its CRC 0), IEND
   std::vector<absl::string_view> parts_;
@@ -312,13 +309,14 @@ absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
   std::vector<uint8_t> scratch(static_cast<size_t>(header.width) * 3);
   std::vector<png_bytep> pointers(static_cast<size_t>(header.height), scratch.data());
   for (int y = first; y < last; ++y) pointers[y] = rows.ptr(y - first);
-  std::unique_ptr<uint8_t[]> inflated;
   std::optional<StoredPixelStream> restored;
   if (header.inflate_whole) {
     const size_t inflated_bytes = static_cast<size_t>(header.height) * (header.stored_row_bytes + 1);
-    ASSIGN_OR_RETURN(inflated, InflatePixels(data, header, inflated_bytes));
+    ASSIGN_OR_RETURN(std::unique_ptr<uint8_t[]> inflated,
+                     InflatePixels(data, header, inflated_bytes));
     if (inflated != nullptr) {
-      restored.emplace(data.substr(0, header.pixel_data_offset), inflated.get(), inflated_bytes);
+      restored.emplace(data.substr(0, header.pixel_data_offset), std::move(inflated),
+                       inflated_bytes);
     }
   }
   Source source(restored ? restored->parts() : std::vector<absl::string_view>{data});

@@ -5,7 +5,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,9 +26,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "src/common/log.h"
+#include "src/common/net/unique_fd.h"
 #include "src/common/net/unix_socket.h"
 #include "src/common/status_macros.h"
-#include "src/common/net/unique_fd.h"
 #include "src/wire/tcp_address.h"
 
 namespace heterodl {

@@ -156,6 +156,7 @@ TEST(PngRegionTest, EveryKindMatchesOpenCvExactly) {
 struct Chunk {
   std::string type;
   std::string data;
+  size_t data_offset = 0;  // where `data` starts in the file read
 };
 
 // A PNG file's chunks, after its signature.
@@ -163,11 +164,8 @@ std::vector<Chunk> Chunks(const std::string& png) {
   std::vector<Chunk> chunks;
   size_t at = 8;
   while (at + 12 <= png.size()) {
-    const uint32_t length = (uint32_t{static_cast<uint8_t>(png[at])} << 24) |
-                            (uint32_t{static_cast<uint8_t>(png[at + 1])} << 16) |
-                            (uint32_t{static_cast<uint8_t>(png[at + 2])} << 8) |
-                            uint32_t{static_cast<uint8_t>(png[at + 3])};
-    chunks.push_back({png.substr(at + 4, 4), png.substr(at + 8, length)});
+    const uint32_t length = png_get_uint_32(reinterpret_cast<png_const_bytep>(png.data() + at));
+    chunks.push_back({png.substr(at + 4, 4), png.substr(at + 8, length), at + 8});
     at += 12 + length;
   }
   return chunks;
@@ -461,16 +459,9 @@ TEST(RegionDecodeSafetyTest, CorruptAndTruncatedFilesAreErrors) {
 // Offsets of the bytes of every IDAT chunk's data in a PNG file.
 std::vector<size_t> IdatDataOffsets(const std::string& png) {
   std::vector<size_t> offsets;
-  size_t at = 8;  // after the signature
-  while (at + 12 <= png.size()) {
-    const uint32_t length = (uint32_t{static_cast<uint8_t>(png[at])} << 24) |
-                            (uint32_t{static_cast<uint8_t>(png[at + 1])} << 16) |
-                            (uint32_t{static_cast<uint8_t>(png[at + 2])} << 8) |
-                            uint32_t{static_cast<uint8_t>(png[at + 3])};
-    if (png.compare(at + 4, 4, "IDAT") == 0) {
-      for (size_t i = 0; i < length; ++i) offsets.push_back(at + 8 + i);
-    }
-    at += 12 + length;
+  for (const Chunk& chunk : Chunks(png)) {
+    if (chunk.type != "IDAT") continue;
+    for (size_t i = 0; i < chunk.data.size(); ++i) offsets.push_back(chunk.data_offset + i);
   }
   return offsets;
 }
