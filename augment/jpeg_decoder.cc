@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <csetjmp>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +26,9 @@ struct ErrorManager {
   // True while the decoder runs over entropy-coded data ScanSkipper jumped
   // past: the warnings that provokes are expected there (and only there).
   bool in_skipped_rows = false;
+  // Corrupt-data warnings are errors (JpegDamage::kRefuse), or noted here.
+  bool strict = true;
+  std::string first_warning;
 };
 
 void ErrorExit(j_common_ptr cinfo) {
@@ -33,19 +37,25 @@ void ErrorExit(j_common_ptr cinfo) {
   std::longjmp(errors->jump, 1);
 }
 
-// Corrupt-data warnings ("premature end of data", "corrupt data") are
-// errors here: a half-gray image silently trained on is worse than a
-// replacement that is counted. Stray bytes between markers are harmless and
-// common in real photos.
+// Corrupt-data warnings ("premature end of data segment", "corrupt data"):
+// libjpeg decodes on and fills what it could not read (the rest of a scan
+// that ends early is flat gray). PIL and torchvision keep such an image, so
+// by default so does this decoder, noting the warning; kRefuse makes it an
+// error. A file that ends before its end-of-image marker is an error either
+// way, as it is for both of them. Stray bytes between markers are harmless
+// and common in real photos.
 void EmitMessage(j_common_ptr cinfo, int level) {
   if (level >= 0) return;
+  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
   const int code = cinfo->err->msg_code;
   if (code == JWRN_EXTRANEOUS_DATA) return;
-  if (reinterpret_cast<ErrorManager*>(cinfo->err)->in_skipped_rows &&
-      (code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE)) {
-    return;
+  if (errors->in_skipped_rows && (code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE)) return;
+  if (errors->strict || code == JWRN_JPEG_EOF) ErrorExit(cinfo);
+  if (errors->first_warning.empty()) {
+    char message[JMSG_LENGTH_MAX];
+    (*cinfo->err->format_message)(cinfo, message);
+    errors->first_warning = message;
   }
-  ErrorExit(cinfo);
 }
 
 // Entropy decoding of the rows below a region, skipped in multi-scan files
@@ -211,7 +221,8 @@ cv::Rect ScaleRect(const cv::Rect& region, int eighths, const JpegHeader& header
 }
 
 absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, int eighths,
-                              const cv::Rect& scaled_region, JpegDecodeMode mode, cv::Mat& out) {
+                              const cv::Rect& scaled_region, const JpegDecodeOptions& options,
+                              cv::Mat& out, std::string* warning) {
   // Everything the decoder touches after setjmp is allocated before it, so a
   // longjmp leaves no C++ object half-updated. libjpeg writes straight into
   // the rows of `decoded`, which is as wide as the whole scaled image (the
@@ -225,6 +236,8 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
   jpeg_decompress_struct cinfo;
   ErrorManager errors;
   InitErrors(cinfo, errors);
+  errors.strict = options.damage == JpegDamage::kRefuse;
+  errors.first_warning.reserve(JMSG_LENGTH_MAX);  // no allocation after setjmp
   if (setjmp(errors.jump)) {
     jpeg_destroy_decompress(&cinfo);
     return absl::InvalidArgumentError(absl::StrCat("corrupt JPEG data: ", errors.message));
@@ -236,7 +249,7 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
   cinfo.scale_num = static_cast<unsigned int>(eighths);
   cinfo.scale_denom = 8;
   cinfo.out_color_space = JCS_RGB;
-  if (mode == JpegDecodeMode::kFast) {
+  if (options.mode == JpegDecodeMode::kFast) {
     cinfo.dct_method = JDCT_IFAST;
     cinfo.do_fancy_upsampling = FALSE;
   }
@@ -278,6 +291,9 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
   jpeg_abort_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
   out = decoded(cv::Rect(column, 0, scaled_region.width, scaled_region.height));
+  if (warning != nullptr && !errors.first_warning.empty()) {
+    *warning = absl::StrCat("damaged JPEG data decoded around: ", errors.first_warning);
+  }
   return absl::OkStatus();
 }
 

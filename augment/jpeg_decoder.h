@@ -13,7 +13,7 @@
 //     const int eighths = ChooseScaleEighths(crop, output_size);
 //     cv::Rect scaled = ScaleRect(crop, eighths, header);
 //     cv::Mat rgb;
-//     RETURN_IF_ERROR(DecodeJpegRegion(bytes, header, eighths, scaled, rgb));
+//     RETURN_IF_ERROR(DecodeJpegRegion(bytes, header, eighths, scaled, {}, rgb));
 //   }
 //
 // libjpeg reports errors by calling error_exit, whose default ends the
@@ -22,6 +22,7 @@
 #define HETERODL_AUGMENT_JPEG_DECODER_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -34,6 +35,18 @@ namespace heterodl {
 // IDCT and the merged upsampler; ~12% faster per image, mean difference
 // ~1.3/255 per channel value (docs/pipeline.md).
 enum class JpegDecodeMode { kFast, kExact };
+
+// Entropy-coded data that is damaged but decodable (a scan that ends early,
+// a bad Huffman code): kDecode keeps the image as libjpeg fills it, as PIL
+// and torchvision.io do, and reports the damage; kRefuse makes it an error
+// (serve --strict-decode). A file cut short before its end marker is an
+// error under both, as it is for PIL and torchvision.
+enum class JpegDamage { kDecode, kRefuse };
+
+struct JpegDecodeOptions {
+  JpegDecodeMode mode = JpegDecodeMode::kFast;
+  JpegDamage damage = JpegDamage::kDecode;
+};
 
 struct JpegHeader {
   int width = 0;
@@ -69,10 +82,13 @@ cv::Size ScaledImageSize(const JpegHeader& header, int eighths);
 cv::Rect ScaleRect(const cv::Rect& region, int eighths, const JpegHeader& header);
 
 // Decodes `scaled_region` of the image scaled by `eighths`/8 into `out`
-// (RGB, CV_8UC3, of scaled_region's size; a view into a wider buffer). InvalidArgument with
-// libjpeg's message for corrupt or truncated data.
+// (RGB, CV_8UC3, of scaled_region's size; a view into a wider buffer).
+// InvalidArgument with libjpeg's message for corrupt or truncated data that
+// `options.damage` does not let through; damage let through sets `*warning`
+// (when not null) to what libjpeg said first, and leaves it alone otherwise.
 absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, int eighths,
-                              const cv::Rect& scaled_region, JpegDecodeMode mode, cv::Mat& out);
+                              const cv::Rect& scaled_region, const JpegDecodeOptions& options,
+                              cv::Mat& out, std::string* warning = nullptr);
 
 }  // namespace heterodl
 

@@ -44,7 +44,9 @@ absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec, const PipelineO
 }
 
 absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& rng,
-                                        cv::Mat& destination, cv::Mat& image) const {
+                                        cv::Mat& destination, cv::Mat& image,
+                                        std::string* warning) const {
+  const JpegDamage damage = options_.strict_decode ? JpegDamage::kRefuse : JpegDamage::kDecode;
   if (options_.region_decode) {
     ASSIGN_OR_RETURN(const std::optional<ImageHeader> header, ReadHeader(encoded, options_));
     if (header) {
@@ -54,15 +56,16 @@ absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& r
         // Not fused with a crop: the whole image, still by this format's
         // decoder (checked limits, RGB straight out).
         const cv::Rect whole({0, 0}, header->size);
-        RETURN_IF_ERROR(
-            DecodeRegion(encoded, *header, {whole, header->size}, exact_decode_, image));
+        RETURN_IF_ERROR(DecodeRegion(encoded, *header, {whole, header->size}, exact_decode_, image,
+                                     damage, warning));
         return 0;
       }
       // A decoder that scales to the output writes straight into the
       // caller's buffer.
       cv::Mat region;
       if (request->output == destination.size()) region = destination;
-      RETURN_IF_ERROR(DecodeRegion(encoded, *header, *request, exact_decode_, region));
+      RETURN_IF_ERROR(
+          DecodeRegion(encoded, *header, *request, exact_decode_, region, damage, warning));
       if (region.data == destination.data) {
         image = destination;
         return 1;
@@ -86,7 +89,8 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
   cv::Mat destination(output_height_, output_width_, CV_8UC3, out);
   cv::Mat image;
   const absl::Time start = absl::Now();
-  ASSIGN_OR_RETURN(const size_t applied, Decode(encoded, rng, destination, image));
+  std::string warning;
+  ASSIGN_OR_RETURN(const size_t applied, Decode(encoded, rng, destination, image, &warning));
   const absl::Time decoded = absl::Now();
   for (size_t i = applied; i < transforms_.size(); ++i) transforms_[i]->Apply(image, rng);
   if (image.data != destination.data) {
@@ -98,6 +102,7 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
   if (timings != nullptr) {
     timings->decode_seconds += absl::ToDoubleSeconds(decoded - start);
     timings->augment_seconds += absl::ToDoubleSeconds(absl::Now() - decoded);
+    timings->decode_warning = std::move(warning);
   }
   return absl::OkStatus();
 }

@@ -56,6 +56,9 @@ class Transform;  // one operation of the chain; defined in transforms.h
 struct PipelineTimings {
   double decode_seconds = 0;
   double augment_seconds = 0;
+  // Set when the image was decoded around damage (PipelineOptions::
+  // strict_decode off): what the decoder said, for the server to count.
+  std::string decode_warning;
 };
 
 struct PipelineOptions {
@@ -69,6 +72,11 @@ struct PipelineOptions {
   bool png_inflate_whole = true;
   // Images claiming more pixels are refused before decoding.
   int64_t max_pixels = 100'000'000;
+  // A JPEG whose entropy-coded data is damaged but decodable (a scan that
+  // ends early) is an error, replaced like any unreadable sample. Off (the
+  // default): decoded as libjpeg fills it, as PIL and torchvision.io do, and
+  // reported through PipelineTimings::decode_warning.
+  bool strict_decode = false;
 };
 
 class Pipeline {
@@ -106,7 +114,7 @@ class Pipeline {
   // already ran (the first one, when the JPEG region path ran it fused with
   // decoding, writing into `destination` when sizes allow).
   absl::StatusOr<size_t> Decode(absl::string_view encoded, CounterRng& rng, cv::Mat& destination,
-                                cv::Mat& image) const;
+                                cv::Mat& image, std::string* warning) const;
 
   PipelineOptions options_;
   // decode(exact): libjpeg's accurate IDCT and fancy upsampling, as PIL

@@ -99,7 +99,8 @@ absl::StatusOr<std::optional<ImageHeader>> ReadImageHeader(absl::string_view dat
 }
 
 absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
-                          const RegionRequest& request, bool exact, cv::Mat& out) {
+                          const RegionRequest& request, bool exact, cv::Mat& out, JpegDamage damage,
+                          std::string* warning) {
   switch (header.format) {
     case ImageFormat::kJpeg: {
       const int orientation = header.jpeg.orientation;
@@ -108,10 +109,11 @@ absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
       if (orientation >= 5) std::swap(output.width, output.height);
       const int eighths = ChooseScaleEighths(stored, output);
       cv::Mat as_stored;
+      const JpegDecodeOptions options{exact ? JpegDecodeMode::kExact : JpegDecodeMode::kFast,
+                                      damage};
       RETURN_IF_ERROR(DecodeJpegRegion(data, header.jpeg, eighths,
-                                       ScaleRect(stored, eighths, header.jpeg),
-                                       exact ? JpegDecodeMode::kExact : JpegDecodeMode::kFast,
-                                       as_stored));
+                                       ScaleRect(stored, eighths, header.jpeg), options, as_stored,
+                                       warning));
       TurnUpright(as_stored, orientation, out);
       return absl::OkStatus();
     }

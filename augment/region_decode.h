@@ -53,8 +53,11 @@ absl::StatusOr<std::optional<ImageHeader>> ReadImageHeader(absl::string_view dat
 // type, the decoder may write into it in place. `exact`: libjpeg's accurate
 // IDCT and fancy upsampling, as PIL decodes; otherwise its fast variants
 // (docs/pipeline.md gives the differences). PNG and WebP decode one way.
+// `damage`: what a JPEG's damaged but decodable data does (jpeg_decoder.h);
+// damage decoded around sets `*warning` when not null.
 absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
-                          const RegionRequest& request, bool exact, cv::Mat& out);
+                          const RegionRequest& request, bool exact, cv::Mat& out,
+                          JpegDamage damage = JpegDamage::kDecode, std::string* warning = nullptr);
 
 // How DecodeRegion decodes a file with this header (for reports): a region,
 // or with `whole_image` the whole image (a pipeline not starting with a crop

@@ -6,7 +6,9 @@
 #include "src/common/net/auth_token.h"
 
 ABSL_FLAG(std::string, dataset, "",
-          "dataset: an image folder (CLASS/IMAGE.jpg) or a file list (path<TAB>label)");
+          "dataset: an image folder (DIR/CLASS/IMAGE.jpg, classes sorted), a file list (a text "
+          "file of path<TAB>label lines, paths relative to it), or WebDataset tar shards (a .tar "
+          "file or a folder of them, KEY.jpg|png|webp + KEY.cls per sample, uncompressed)");
 ABSL_FLAG(std::string, pipeline, "",
           "augmentation pipeline, e.g. 'random_resized_crop(224)|hflip(0.5)' (default)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the epoch plan and the augmentations");
@@ -23,6 +25,10 @@ ABSL_FLAG(int32_t, worker_nice, 10,
           "trainer sharing the host keeps its cores");
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "serve: refuse (and replace) images whose header claims more pixels");
+ABSL_FLAG(bool, strict_decode, false,
+          "serve: replace samples whose JPEG data is damaged but decodable (a scan that ends "
+          "early) instead of decoding them as libjpeg fills them, as PIL and torchvision do; "
+          "either way they are counted (docs/pipeline.md, 'Damaged images')");
 ABSL_FLAG(bool, strict_dataset, false,
           "serve: refuse to start when the dataset's file list names files that do not exist "
           "(default: report them and replace their samples)");

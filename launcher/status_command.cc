@@ -30,12 +30,13 @@ void PrintServer(const v1::ServerReport& report) {
   absl::PrintF(
       "  images/s %.1f now (last 10 s), %.1f since start %.0f s ago, %d threads\n"
       "  streams %d (%d with a pixel channel), %d batches in flight\n"
-      "  sent %d batches, %d samples, %d replaced after a read or decode failure\n"
+      "  sent %d batches, %d samples, %d replaced after a read or decode failure, %d decoded "
+      "with warnings\n"
       "  seconds read %.2f, decode %.2f, augment %.2f, send %.2f; peak memory %d MiB\n",
       stats.recent_images_per_second(), stats.images_per_second(), stats.uptime_seconds(),
       stats.worker_threads(), stats.active_streams(), stats.pixel_channel_streams(),
-      stats.batches_in_flight(), stats.batches_sent(), stats.samples_sent(),
-      stats.samples_failed(), stats.read_seconds(), stats.decode_seconds(),
+      stats.batches_in_flight(), stats.batches_sent(), stats.samples_sent(), stats.samples_failed(),
+      stats.samples_decoded_with_warnings(), stats.read_seconds(), stats.decode_seconds(),
       stats.augment_seconds(), stats.send_seconds(), stats.peak_rss_bytes() >> 20);
   if (report.capacity_images_per_second() > 0) {
     absl::PrintF("  capacity %.0f images/s with every thread busy (busy now %.0f%%)\n\n",

@@ -24,6 +24,9 @@ struct Batch {
   std::vector<int64_t> labels;
   std::vector<int64_t> indices;  // planned dataset indices
   int failed = 0;                // slots filled by replacements
+  // Slots decoded around damaged data (kept; data_service.proto's
+  // Batch.decoded_with_warnings).
+  int decoded_with_warnings = 0;
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
 

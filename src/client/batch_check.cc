@@ -33,6 +33,9 @@ absl::StatusOr<uint64_t> CheckBatchHeader(const v1::Batch& header, const EpochPl
                                   " planned samples"));
   }
   if (header.failed() > n) return malformed("more failed samples than samples");
+  if (header.decoded_with_warnings() > n) {
+    return malformed("more samples decoded with warnings than samples");
+  }
   if (header.channels() != 3) return malformed(absl::StrCat(header.channels(), " channels"));
   if (header.height() == 0 || header.width() == 0 || header.height() > kMaxImageSide ||
       header.width() > kMaxImageSide) {

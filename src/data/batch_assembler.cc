@@ -19,8 +19,13 @@ double SecondsSince(absl::Time start) { return absl::ToDoubleSeconds(absl::Now()
 BatchAssembler::BatchAssembler(const Dataset& dataset, const Pipeline& pipeline)
     : dataset_(dataset), pipeline_(pipeline) {}
 
+bool BatchAssembler::FirstReport(bool failure, int64_t index) const {
+  absl::MutexLock lock(&mu_);
+  return (failure ? reported_failures_ : reported_warnings_).insert(index).second;
+}
+
 absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t index, uint8_t* out,
-                                        StageSeconds* seconds) const {
+                                        StageSeconds* seconds, bool* warned) const {
   absl::Time start = absl::Now();
   absl::StatusOr<std::string> bytes = dataset_.ReadSample(static_cast<size_t>(index));
   seconds->read += SecondsSince(start);
@@ -30,17 +35,17 @@ absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t i
     status = pipeline_.Run(*bytes, {seed, epoch, static_cast<uint64_t>(index)}, out, &timings);
     seconds->decode += timings.decode_seconds;
     seconds->augment += timings.augment_seconds;
+    *warned = status.ok() && !timings.decode_warning.empty();
+    if (*warned && FirstReport(/*failure=*/false, index)) {
+      LogWarning(
+          "sample %d (%s) decoded with a warning (kept; serve --strict-decode replaces "
+          "such samples): %s",
+          index, dataset_.sample(static_cast<size_t>(index)).path, timings.decode_warning);
+    }
   }
-  if (!status.ok()) {
-    bool first_time;
-    {
-      absl::MutexLock lock(&mu_);
-      first_time = reported_failures_.insert(index).second;
-    }
-    if (first_time) {
-      LogWarning("sample %d (%s) failed and is replaced: %s", index,
-                 dataset_.sample(static_cast<size_t>(index)).path, status.ToString());
-    }
+  if (!status.ok() && FirstReport(/*failure=*/true, index)) {
+    LogWarning("sample %d (%s) failed and is replaced: %s", index,
+               dataset_.sample(static_cast<size_t>(index)).path, status.ToString());
   }
   return status;
 }
@@ -69,12 +74,17 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     std::memset(out, kSyntheticPixel, bytes_per_sample);
     return result;
   }
-  if (LoadSample(request.seed, request.epoch, index, out, seconds).ok()) return result;
+  if (LoadSample(request.seed, request.epoch, index, out, seconds, &result.decoded_with_warning)
+          .ok()) {
+    return result;
+  }
   result.outcome = SampleOutcome::kZeroFilled;
   CounterRng rng(request.seed, {kStreamReplacement, request.epoch, static_cast<uint32_t>(index)});
   for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
     const int64_t candidate = static_cast<int64_t>(rng.Below(dataset_.size()));
-    if (candidate != index && LoadSample(request.seed, request.epoch, candidate, out, seconds).ok()) {
+    if (candidate != index && LoadSample(request.seed, request.epoch, candidate, out, seconds,
+                                         &result.decoded_with_warning)
+                                  .ok()) {
       result.outcome = SampleOutcome::kReplaced;
       result.label = dataset_.sample(static_cast<size_t>(candidate)).label;
       return result;

@@ -32,6 +32,9 @@ struct SlotResult {
   int64_t index = 0;  // the planned dataset index
   int64_t label = 0;  // label of the image actually in the slot
   SampleOutcome outcome = SampleOutcome::kOk;
+  // The image in the slot was decoded around damaged data (a JPEG scan that
+  // ends early; see PipelineOptions::strict_decode).
+  bool decoded_with_warning = false;
 };
 
 // Seconds spent per stage, summed over the samples of a batch.
@@ -78,15 +81,19 @@ class BatchAssembler {
   int64_t distinct_failed_samples() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // Reads and augments one sample into `out`. Logs the first failure of each
-  // sample.
+  // Reads and augments one sample into `out`; sets `*warned` when it was
+  // decoded around damage. Logs the first failure or warning of each sample.
   absl::Status LoadSample(uint64_t seed, uint32_t epoch, int64_t index, uint8_t* out,
-                          StageSeconds* seconds) const ABSL_LOCKS_EXCLUDED(mu_);
+                          StageSeconds* seconds, bool* warned) const ABSL_LOCKS_EXCLUDED(mu_);
+  // True the first time sample `index` fails (or, with `failure` false, is
+  // decoded with a warning): each is logged once.
+  bool FirstReport(bool failure, int64_t index) const ABSL_LOCKS_EXCLUDED(mu_);
 
   const Dataset& dataset_;
   const Pipeline& pipeline_;
   mutable absl::Mutex mu_;
   mutable absl::flat_hash_set<int64_t> reported_failures_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_set<int64_t> reported_warnings_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace heterodl

@@ -273,6 +273,7 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
   built.pixels = std::move(job.pixels);
   StageSeconds seconds;
   uint32_t failed = 0;
+  uint32_t warned = 0;
   {
     absl::MutexLock lock(&job.mu);
     for (const SlotResult& slot : job.slots) {
@@ -280,10 +281,12 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
       batch->add_indices(slot.index);
       batch->add_status(ToProto(slot.outcome));
       if (slot.outcome != SampleOutcome::kOk) ++failed;
+      if (slot.decoded_with_warning) ++warned;
     }
     seconds = job.seconds;
   }
   batch->set_failed(failed);
+  batch->set_decoded_with_warnings(warned);
   batches_built_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t samples_so_far =
       samples_built_.fetch_add(static_cast<uint64_t>(batch->labels_size()),
@@ -291,6 +294,7 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
       static_cast<uint64_t>(batch->labels_size());
   recent_samples_.Note(samples_so_far, absl::Now());
   samples_failed_.fetch_add(failed, std::memory_order_relaxed);
+  samples_warned_.fetch_add(warned, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   read_seconds_ += seconds.read;
   decode_seconds_ += seconds.decode;
@@ -329,6 +333,7 @@ v1::ServerStats BatchService::Stats() {
   stats.set_batches_sent(batches_built_.load());
   stats.set_samples_sent(samples_built_.load());
   stats.set_samples_failed(samples_failed_.load());
+  stats.set_samples_decoded_with_warnings(samples_warned_.load());
   stats.set_images_per_second(uptime > 0 ? samples_built_.load() / uptime : 0);
   stats.set_peak_rss_bytes(PeakRssBytes());
   stats.set_worker_threads(pool_.threads());

@@ -159,6 +159,7 @@ class BatchService {
   std::atomic<uint64_t> samples_built_{0};
   RecentRate recent_samples_{absl::Seconds(10)};
   std::atomic<uint64_t> samples_failed_{0};
+  std::atomic<uint64_t> samples_warned_{0};  // decoded around damage
 
   // Last member: destroyed first, so running builds finish while the rest of
   // the service is still alive.

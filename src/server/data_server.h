@@ -35,6 +35,9 @@ struct DataServerOptions {
   int worker_nice = 10;
   // Images whose header claims more pixels are refused (and replaced).
   int64_t max_pixels = 100'000'000;
+  // Replace samples whose JPEG data is damaged but decodable instead of
+  // decoding them as libjpeg fills them (PipelineOptions::strict_decode).
+  bool strict_decode = false;
   // A file list naming files that do not exist: false logs how many (and the
   // first few) and serves, replacing their samples as any unreadable one;
   // true refuses to start (FAILED_PRECONDITION).

@@ -67,6 +67,9 @@ int OverwriteScanTails(std::string& jpeg, double fraction) {
   return overwritten;
 }
 
+// The exact decode, with damage an error: what these tests compare against.
+const JpegDecodeOptions kExactStrict{JpegDecodeMode::kExact, JpegDamage::kRefuse};
+
 TEST(JpegDecoderTest, ProgressiveRowsBelowTheRegionAreNeverRead) {
   const cv::Mat image = Texture(480, 360);
   const std::string intact = Progressive(image);
@@ -80,11 +83,11 @@ TEST(JpegDecoderTest, ProgressiveRowsBelowTheRegionAreNeverRead) {
     const cv::Size scaled = ScaledImageSize(header, eighths);
     const cv::Rect all(0, 0, scaled.width, scaled.height);
     cv::Mat reference;
-    ASSERT_OK(DecodeJpegRegion(intact, header, eighths, all, JpegDecodeMode::kExact, reference));
+    ASSERT_OK(DecodeJpegRegion(intact, header, eighths, all, kExactStrict, reference));
     // The damage is real: a decode of every row meets it.
     cv::Mat whole;
     EXPECT_TRUE(absl::IsInvalidArgument(
-        DecodeJpegRegion(damaged, header, eighths, all, JpegDecodeMode::kExact, whole)));
+        DecodeJpegRegion(damaged, header, eighths, all, kExactStrict, whole)));
     // A band in the top rows never reads it, and is exact. (Full width: a
     // column crop changes chroma upsampling at its edges, which the
     // pipeline's tolerance test covers.)
@@ -93,26 +96,77 @@ TEST(JpegDecoderTest, ProgressiveRowsBelowTheRegionAreNeverRead) {
                                             scaled.height / 6)}) {
       SCOPED_TRACE(::testing::Message() << region);
       cv::Mat decoded;
-      ASSERT_OK(DecodeJpegRegion(damaged, header, eighths, region, JpegDecodeMode::kExact,
-                                 decoded));
+      std::string warning;
+      ASSERT_OK(
+          DecodeJpegRegion(damaged, header, eighths, region, kExactStrict, decoded, &warning));
+      EXPECT_EQ(warning, "");
       EXPECT_EQ(cv::norm(decoded, reference(region), cv::NORM_INF), 0);
-      ASSERT_OK(DecodeJpegRegion(intact, header, eighths, region, JpegDecodeMode::kExact,
-                                 decoded));
+      ASSERT_OK(DecodeJpegRegion(intact, header, eighths, region, kExactStrict, decoded));
       EXPECT_EQ(cv::norm(decoded, reference(region), cv::NORM_INF), 0);
     }
   }
 }
 
 TEST(JpegDecoderTest, TruncatedProgressiveFilesAreStillErrors) {
+  // A file cut short is an error whatever the damage policy: PIL and
+  // torchvision refuse it too.
   const std::string intact = Progressive(Texture(320, 240));
   ASSERT_OK_AND_ASSIGN(const JpegHeader header, ReadJpegHeader(intact, 1 << 30));
   const cv::Rect top(0, 0, 320, 16);
-  for (size_t keep : {intact.size() / 3, intact.size() / 2, intact.size() - 3}) {
-    cv::Mat decoded;
-    EXPECT_TRUE(absl::IsInvalidArgument(DecodeJpegRegion(
-        intact.substr(0, keep), header, 8, top, JpegDecodeMode::kExact, decoded)))
-        << keep;
+  for (const JpegDamage damage : {JpegDamage::kRefuse, JpegDamage::kDecode}) {
+    for (size_t keep : {intact.size() / 3, intact.size() / 2, intact.size() - 3}) {
+      cv::Mat decoded;
+      EXPECT_TRUE(absl::IsInvalidArgument(DecodeJpegRegion(
+          intact.substr(0, keep), header, 8, top, {JpegDecodeMode::kExact, damage}, decoded)))
+          << keep;
+    }
   }
+}
+
+// `jpeg`'s first scan cut at `fraction` of its entropy-coded data and the
+// file ended there with an end-of-image marker: "premature end of data
+// segment", the damage found in held-out photos.
+std::string EndScanEarly(const std::string& jpeg, double fraction) {
+  size_t at = 2;
+  while (at + 4 <= jpeg.size()) {
+    const auto marker = static_cast<uint8_t>(jpeg[at + 1]);
+    const size_t length =
+        size_t{static_cast<uint8_t>(jpeg[at + 2])} << 8 | static_cast<uint8_t>(jpeg[at + 3]);
+    at += 2 + length;
+    if (marker == 0xDA) break;
+  }
+  const size_t cut = at + static_cast<size_t>((jpeg.size() - at) * fraction);
+  return jpeg.substr(0, cut) + "\xFF\xD9";
+}
+
+TEST(JpegDecoderTest, AScanThatEndsEarlyIsDecodedWithAWarningUnlessRefused) {
+  const cv::Mat image = Texture(320, 240);
+  std::vector<uint8_t> encoded;
+  ASSERT_TRUE(cv::imencode(".jpg", image, encoded, {cv::IMWRITE_JPEG_QUALITY, 90}));
+  const std::string intact(encoded.begin(), encoded.end());
+  const std::string damaged = EndScanEarly(intact, 0.5);
+  ASSERT_OK_AND_ASSIGN(const JpegHeader header, ReadJpegHeader(damaged, 1 << 30));
+  const cv::Rect all(0, 0, 320, 240);
+  cv::Mat decoded;
+  std::string warning;
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      DecodeJpegRegion(damaged, header, 8, all, kExactStrict, decoded, &warning)));
+  EXPECT_EQ(warning, "");
+  ASSERT_OK(DecodeJpegRegion(damaged, header, 8, all, {JpegDecodeMode::kExact}, decoded, &warning));
+  EXPECT_NE(warning.find("premature end of data segment"), std::string::npos) << warning;
+  // The top rows are the image's; the rows the scan never reached are
+  // libjpeg's fill (flat: every pixel the same), as PIL shows them.
+  cv::Mat reference;
+  ASSERT_OK(DecodeJpegRegion(intact, header, 8, all, kExactStrict, reference));
+  EXPECT_EQ(cv::norm(decoded.rowRange(0, 16), reference.rowRange(0, 16), cv::NORM_INF), 0);
+  const cv::Mat bottom = decoded.rowRange(224, 240).clone();
+  double low = 0, high = 0;
+  cv::minMaxLoc(bottom.reshape(1), &low, &high);
+  EXPECT_EQ(low, high);
+  // An intact file says nothing.
+  warning.clear();
+  ASSERT_OK(DecodeJpegRegion(intact, header, 8, all, {JpegDecodeMode::kExact}, decoded, &warning));
+  EXPECT_EQ(warning, "");
 }
 
 }  // namespace
