@@ -11,6 +11,7 @@
 #include "launcher/commands.h"
 #include "launcher/flags.h"
 #include "src/common/log.h"
+#include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
 #include "src/server/data_server.h"
 
@@ -47,6 +48,7 @@ absl::StatusOr<DataServerOptions> OptionsFromFlags() {
         absl::StrCat("serve: --worker-nice must be in [0, 19], got ", options.worker_nice));
   }
   options.max_pixels = absl::GetFlag(FLAGS_max_pixels);
+  options.strict_decode = absl::GetFlag(FLAGS_strict_decode);
   if (options.max_pixels < 1) return absl::InvalidArgumentError("--max-pixels must be >= 1");
   options.strict_dataset = absl::GetFlag(FLAGS_strict_dataset);
   ASSIGN_OR_RETURN(options.auth_token, AuthTokenFromFlags());
@@ -85,7 +87,10 @@ int Serve(const DataServerOptions& options, StopSignal& stop) {
     running->RequestStop(name != nullptr ? absl::StrCat("SIG", name)
                                          : absl::StrCat("signal ", signal));
   });
-  LogInfo("listening on %s (port %d)", options.address, running->port());
+  // The port bound, not the "0" an address may have asked for.
+  const absl::StatusOr<HostPort> asked = SplitHostPort(options.address);
+  LogInfo("listening on %s",
+          asked.ok() ? JoinHostPort(asked->host, running->port()) : options.address);
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty() && !WritePortFile(port_file, running->port())) {
     LogError("cannot write the port file '%s'", port_file);

@@ -20,12 +20,6 @@
 namespace heterodl {
 namespace {
 
-// "10.0.0.7:50051", "[fd00::7]:50051".
-std::string JoinHostPort(const std::string& host, int port) {
-  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
-  return absl::StrCat(host, ":", port);
-}
-
 void AddUnique(std::vector<std::string>& to, const std::string& address) {
   if (std::find(to.begin(), to.end(), address) == to.end()) to.push_back(address);
 }

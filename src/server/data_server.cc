@@ -626,6 +626,7 @@ class GrpcDataServer final : public DataServer {
       }
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address, ": ", why));
     }
+    if (pixel_listener_ != nullptr) pixel_listener_->SetServicePort(port_);
     return absl::OkStatus();
   }
 
@@ -665,10 +666,12 @@ class GrpcDataServer final : public DataServer {
     v1::ServerStats stats = service_->Stats();
     const auto [streams, with_pixel_channel] = activity_.StreamsServed();
     LogInfo(
-        "stopped: %d batches, %d samples (%d failed) served over %d streams (%d with a pixel "
+        "stopped: %d batches, %d samples (%d failed, %d decoded with warnings) served over %d "
+        "streams (%d with a pixel "
         "channel), peak RSS %d MiB",
-        stats.batches_sent(), stats.samples_sent(), stats.samples_failed(), streams,
-        with_pixel_channel, stats.peak_rss_bytes() >> 20);
+        stats.batches_sent(), stats.samples_sent(), stats.samples_failed(),
+        stats.samples_decoded_with_warnings(), streams, with_pixel_channel,
+        stats.peak_rss_bytes() >> 20);
     return absl::OkStatus();
   }
 
@@ -735,6 +738,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   }
   PipelineOptions pipeline_options;
   pipeline_options.max_pixels = options.max_pixels;
+  pipeline_options.strict_decode = options.strict_decode;
   ASSIGN_OR_RETURN(
       Pipeline pipeline,
       Pipeline::Parse(options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline,

@@ -39,6 +39,12 @@
 //   live in a region, such as a synthetic dataset's);
 // - kForget: region `region` was freed; the loader unmaps it.
 // Records are in the host's byte order: both ends share the host.
+//
+// Anything else. A TCP connection that does not open with the magic (a gRPC
+// client or a person given the pixel port by mistake) is sent one line of
+// text, PixelPortNotice(service port), and closed: a loader that cannot
+// speak gRPC to an address probes it (src/client/endpoint_probe.h) and says
+// which port to use instead of waiting for a server that is not there.
 #ifndef HETERODL_SRC_WIRE_PIXEL_CHANNEL_H_
 #define HETERODL_SRC_WIRE_PIXEL_CHANNEL_H_
 
@@ -72,6 +78,14 @@ static_assert(sizeof(PixelRecord) == 32, "a record is 32 bytes on the wire");
 inline constexpr uint8_t kPixelAck = 1;
 
 inline constexpr size_t kPixelChannelHelloBytes = sizeof(kPixelChannelMagic) + sizeof(PixelTicket);
+
+// The line a pixel port writes to a connection that is not a pixel
+// channel's: "heterodl pixel channel port; the data service is on port N\n"
+// (N 0 when the listener does not know it yet).
+std::string PixelPortNotice(int service_port);
+// The service port named by a reply that starts with PixelPortNotice's
+// text; nullopt for any other reply.
+std::optional<int> ServicePortFromNotice(absl::string_view reply);
 
 // 16 bytes from the kernel's random source.
 PixelTicket NewPixelTicket();

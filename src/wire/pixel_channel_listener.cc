@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -76,6 +77,7 @@ class ListenerCore {
   void Send(uint64_t channel, OutgoingPixels pixels, PixelChannel::SentCallback sent)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Close(uint64_t channel) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetServicePort(int port) { service_port_.store(port); }
   // From SharedRegions, on whichever thread freed the region: queues a
   // kForget record for the loaders that know it. Takes no lock of the core
   // but freed_mu_ (a region may be freed under mu_).
@@ -127,6 +129,8 @@ class ListenerCore {
   void DescribeLocked(ChannelState& state, QueuedPixels& queued) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleEvent(int fd, uint32_t events) ABSL_LOCKS_EXCLUDED(mu_);
   void ReadHelloLocked(int fd, Unpaired& unpaired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes PixelPortNotice to a connection that is not a pixel channel's.
+  void TellServicePort(int fd);
   void AttachLocked(uint64_t channel, Unpaired connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the unpaired connection on `fd` out of unpaired_.
   Unpaired TakeUnpairedLocked(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -153,6 +157,7 @@ class ListenerCore {
   const UniqueFd wake_;
   const PixelChannelLimits limits_;
   const std::shared_ptr<SharedRegions> regions_;
+  std::atomic<int> service_port_{0};
 
   absl::Mutex freed_mu_;
   std::vector<uint64_t> freed_regions_ ABSL_GUARDED_BY(freed_mu_);
@@ -366,7 +371,10 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
     return;
   }
   if (std::memcmp(unpaired.hello, kPixelChannelMagic, sizeof(kPixelChannelMagic)) != 0) {
-    LogWarning("pixel channel port: a connection without the protocol's greeting; closed");
+    LogWarning(
+        "pixel channel port: a connection without the protocol's greeting; told the "
+        "service port and closed");
+    TellServicePort(fd);
     return CloseUnpairedLocked(fd);
   }
   PixelTicket ticket;
@@ -384,6 +392,17 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
     return CloseUnpairedLocked(fd);  // the ticket is taken
   }
   unpaired.deadline = absl::Now() + limits_.attach_timeout;
+}
+
+void ListenerCore::TellServicePort(int fd) {
+  // What the client sent past the hello is read first: closing a socket with
+  // unread input resets the connection, and the reset can overtake the line.
+  char discard[4096];
+  while (::recv(fd, discard, sizeof(discard), MSG_DONTWAIT) > 0) {
+  }
+  const std::string notice = PixelPortNotice(service_port_.load());
+  (void)!::send(fd, notice.data(), notice.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_WR);
 }
 
 void ListenerCore::AttachLocked(uint64_t channel, Unpaired connection) {
@@ -652,6 +671,7 @@ class EpollPixelChannelListener final : public PixelChannelListener {
   }
 
   int port() const override { return port_; }
+  void SetServicePort(int service_port) override { core_->SetServicePort(service_port); }
   std::string local_socket() const override { return local_socket_; }
 
   absl::StatusOr<std::shared_ptr<PixelChannel>> Claim(const PixelTicket& ticket) override {

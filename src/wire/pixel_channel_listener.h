@@ -69,6 +69,10 @@ class PixelChannelListener {
   virtual ~PixelChannelListener() = default;
 
   virtual int port() const = 0;
+  // The data service's port, named in the line the pixel port writes to a
+  // connection that is not a pixel channel's (pixel_channel.h), so that a
+  // client given the wrong port learns the right one. Thread-safe.
+  virtual void SetServicePort(int service_port) = 0;
   // The abstract Unix socket's name (without its leading NUL); empty when
   // there is none.
   virtual std::string local_socket() const = 0;

@@ -17,26 +17,6 @@
 namespace heterodl {
 namespace {
 
-absl::Status AwaitConnect(int fd, const std::string& where, absl::Time deadline) {
-  while (true) {
-    pollfd poll_fd{fd, POLLOUT, 0};
-    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left <= 0) {
-      return absl::DeadlineExceededError(absl::StrCat("pixel channel to ", where, ": timed out"));
-    }
-    const int ready = ::poll(&poll_fd, 1, static_cast<int>(left));
-    if (ready <= 0) continue;  // interrupted, or the deadline: checked above
-    int error = 0;
-    socklen_t length = sizeof(error);
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-    if (error != 0) {
-      return absl::UnavailableError(
-          absl::StrCat("pixel channel to ", where, ": ", ErrnoText(error)));
-    }
-    return absl::OkStatus();
-  }
-}
-
 absl::Status SendAll(int fd, const uint8_t* data, size_t size, const std::string& where) {
   while (size > 0) {
     const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
@@ -55,21 +35,15 @@ absl::Status SendAll(int fd, const uint8_t* data, size_t size, const std::string
 absl::StatusOr<UniqueFd> ConnectOne(int family, const sockaddr* address, socklen_t length,
                                     const std::string& where, const PixelTicket& ticket,
                                     absl::Time deadline) {
-  UniqueFd socket(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!socket.valid()) {
-    return absl::UnavailableError(absl::StrCat("pixel channel socket: ", ErrnoText(errno)));
-  }
-  if (::connect(socket.get(), address, length) != 0 && errno != EINPROGRESS) {
-    return absl::UnavailableError(absl::StrCat("pixel channel to ", where, ": ", ErrnoText(errno)));
-  }
-  absl::Status connected = AwaitConnect(socket.get(), where, deadline);
-  if (!connected.ok()) return connected;
+  absl::StatusOr<UniqueFd> socket =
+      ConnectSocket(family, address, length, absl::StrCat("pixel channel to ", where), deadline);
+  if (!socket.ok()) return socket.status();
   // Blocking from here: the reader waits in recv() for its pixels.
-  fcntl(socket.get(), F_SETFL, fcntl(socket.get(), F_GETFL) & ~O_NONBLOCK);
+  fcntl(socket->get(), F_SETFL, fcntl(socket->get(), F_GETFL) & ~O_NONBLOCK);
   uint8_t hello[kPixelChannelHelloBytes];
   std::memcpy(hello, kPixelChannelMagic, sizeof(kPixelChannelMagic));
   std::memcpy(hello + sizeof(kPixelChannelMagic), ticket.data(), ticket.size());
-  absl::Status sent = SendAll(socket.get(), hello, sizeof(hello), where);
+  absl::Status sent = SendAll(socket->get(), hello, sizeof(hello), where);
   if (!sent.ok()) return sent;
   return socket;
 }

@@ -1,14 +1,18 @@
 // What the pixel channel's two ends and the server share of plain TCP:
-// resolving a host and port, probing a bind, and the text of an errno.
+// resolving a host and port, probing a bind, connecting with a deadline, and
+// the text of an errno.
 #ifndef HETERODL_SRC_WIRE_TCP_ADDRESS_H_
 #define HETERODL_SRC_WIRE_TCP_ADDRESS_H_
 
 #include <netdb.h>
+#include <sys/socket.h>
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "src/common/net/unique_fd.h"
 
 namespace heterodl {
 
@@ -28,6 +32,13 @@ absl::StatusOr<AddressInfo> ResolveTcp(const std::string& host, int port, bool p
 // it could. For a diagnosis after a listener failed to start (gRPC says only
 // that it did): the socket is closed again at once.
 absl::Status ProbeTcpBind(const std::string& host, int port);
+
+// A socket of `family` connected to `address` within `deadline`, left
+// non-blocking. Errors are UNAVAILABLE (DEADLINE_EXCEEDED for the
+// deadline), `where`: the reason, e.g. "pixel channel to host:port:
+// Connection refused".
+absl::StatusOr<UniqueFd> ConnectSocket(int family, const sockaddr* address, socklen_t length,
+                                       const std::string& where, absl::Time deadline);
 
 // strerror's text of `error`.
 std::string ErrnoText(int error);

@@ -43,6 +43,8 @@ class HelpTest(unittest.TestCase):
         serve = heterodl("serve", "--help").stdout
         self.assertIn("--worker-nice (default: '10')", serve)
         self.assertNotIn("--model", serve)  # train's, not serve's
+        for form in ("image folder", "file list", "WebDataset tar shards"):
+            self.assertIn(form, serve)  # every dataset --dataset takes
         self.assertIn("--servers (default: '2')", heterodl("help", "local").stdout)
 
     def test_help_of_an_unknown_command_suggests_the_nearest(self):
@@ -267,6 +269,8 @@ class MissingFilesTest(unittest.TestCase):
                 seen += line
             self.assertIn("2 of the 6 files", seen)
             self.assertIn("--strict-dataset refuses to serve", seen)
+            # The port bound, not the 0 that asked for any.
+            self.assertRegex(seen, r"listening on 127\.0\.0\.1:[1-9][0-9]*\n")
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -35,6 +35,11 @@ absl::StatusOr<HostPort> SplitHostPort(absl::string_view address) {
   return HostPort{std::string(host), port};
 }
 
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
 absl::StatusOr<HostPort> SplitServerAddress(absl::string_view address) {
   absl::StatusOr<HostPort> where = SplitHostPort(address);
   if (!where.ok() || where->port == 0) {

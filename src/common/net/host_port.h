@@ -18,6 +18,9 @@ struct HostPort {
 // quoting `address`, when the port is missing or outside [0, 65535].
 absl::StatusOr<HostPort> SplitHostPort(absl::string_view address);
 
+// "10.0.0.7:50051", "[fd00::7]:50051": SplitHostPort's inverse.
+std::string JoinHostPort(const std::string& host, int port);
+
 // The address of a server to connect to: SplitHostPort's, with a port in
 // [1, 65535] (0 means "any" only to a listener). INVALID_ARGUMENT quoting
 // `address` otherwise.
