@@ -59,16 +59,18 @@ bool LogEnabled(LogLevel level) {
   return static_cast<int>(level) >= State().min_level.load(std::memory_order_relaxed);
 }
 
-void LogLine(LogLevel level, absl::string_view message) {
+void LogLine(LogLevel level, absl::string_view message) { LogLineAt(level, absl::Now(), message); }
+
+void LogLineAt(LogLevel level, absl::Time when, absl::string_view message) {
   if (!LogEnabled(level)) return;
   std::string tag;
   {
     absl::MutexLock lock(&State().mu);
     tag = State().tag;
   }
-  std::string line = absl::StrFormat(
-      "%c %s %s[%d] %s\n", LevelLetter(level),
-      absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()), tag, getpid(), message);
+  std::string line = absl::StrFormat("%c %s %s[%d] %s\n", LevelLetter(level),
+                                     absl::FormatTime("%H:%M:%E3S", when, absl::LocalTimeZone()),
+                                     tag, getpid(), message);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

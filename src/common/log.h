@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace heterodl {
 
@@ -31,6 +32,10 @@ std::optional<LogLevel> ParseLogLevel(absl::string_view name);
 bool LogEnabled(LogLevel level);
 
 void LogLine(LogLevel level, absl::string_view message);
+// The same line stamped with `when` instead of now: for a line about an event
+// that happened earlier than it could be written (a training step whose loss
+// is read back a few steps later).
+void LogLineAt(LogLevel level, absl::Time when, absl::string_view message);
 
 template <typename... Args>
 void LogDebug(const absl::FormatSpec<Args...>& format, const Args&... args) {

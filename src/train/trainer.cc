@@ -133,14 +133,15 @@ class ProgressLine {
   ~ProgressLine() {
     if (active_ && terminal_ && printed_) std::fputc('\n', stderr);
   }
-  void Show(const std::string& text) {
+  // `when`: the time the line is about, which its log line carries.
+  void Show(const std::string& text, absl::Time when) {
     if (!active_) return;
     if (terminal_) {
       std::fprintf(stderr, "\r%s\033[K", text.c_str());
       std::fflush(stderr);
       printed_ = true;
     } else {
-      LogInfo("%s", text);
+      LogLineAt(LogLevel::kInfo, when, text);
     }
   }
 
@@ -250,6 +251,7 @@ class RankTrainer {
     StepRecord record;
     torch::Tensor loss;
     Batch host;
+    absl::Time finished;  // when the host was done with the step
   };
   std::vector<PendingStep> pending_;
 };
@@ -386,6 +388,10 @@ absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder,
         stopped_ = true;
         return Save(position_);
       }
+    } else if (device_.is_cpu()) {
+      // A CPU step is done when Step() returns: its loss costs no wait, so
+      // its line is written now, as it happens.
+      FlushSteps(progress);
     }
     if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
       RETURN_IF_ERROR(Save(position_));
@@ -438,7 +444,7 @@ void RankTrainer::Record(uint32_t epoch, Batch host, double lr, torch::Tensor lo
       record.data_hosts = capacity->hosts;
     }
   }
-  pending_.push_back({record, std::move(loss), std::move(host)});
+  pending_.push_back({record, std::move(loss), std::move(host), absl::Now()});
 }
 
 void RankTrainer::FlushSteps(ProgressLine& progress) {
@@ -452,12 +458,14 @@ void RankTrainer::FlushSteps(ProgressLine& progress) {
     StepRecord& record = pending_[i].record;
     record.loss = value[static_cast<int64_t>(i)];
     metrics_->RecordStep(record);
-    progress.Show(absl::StrFormat(
-        "epoch %d step %d/%d  loss %.4f  lr %.4g  step %.1f ms  %.0f img/s  data wait %.1f ms "
-        "(%.0f%%)",
-        record.epoch, record.step, total_steps_, record.loss, record.learning_rate,
-        record.step_ms, record.images_per_sec, record.data_wait_ms,
-        record.step_ms > 0 ? 100.0 * record.data_wait_ms / record.step_ms : 0));
+    progress.Show(
+        absl::StrFormat(
+            "epoch %d step %d/%d  loss %.4f  lr %.4g  step %.1f ms  %.0f img/s  data wait %.1f ms "
+            "(%.0f%%)",
+            record.epoch, record.step, total_steps_, record.loss, record.learning_rate,
+            record.step_ms, record.images_per_sec, record.data_wait_ms,
+            record.step_ms > 0 ? 100.0 * record.data_wait_ms / record.step_ms : 0),
+        pending_[i].finished);
   }
   pending_.clear();
 }
