@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/client/batch_check.h"
+#include "src/client/endpoint_probe.h"
 #include "src/client/feed_schedule.h"
 #include "src/client/server_channel.h"
 #include "src/client/server_discovery.h"
@@ -143,12 +144,14 @@ class GrpcRemoteLoader final : public RemoteLoader {
   GrpcRemoteLoader(RemoteLoaderOptions options, ServerChannels channels,
                    std::vector<std::unique_ptr<ServerEndpoint>> endpoints,
                    std::unique_ptr<ServerDiscovery> discovery, DatasetDescription dataset,
-                   PlanParams params, int64_t batches_per_epoch, uint64_t batch_bytes_estimate)
+                   PlanParams params, int64_t samples_per_rank, int64_t batches_per_epoch,
+                   uint64_t batch_bytes_estimate)
       : options_(std::move(options)),
         channels_(std::move(channels)),
         discovery_(std::move(discovery)),
         dataset_(std::move(dataset)),
         params_(params),
+        samples_per_rank_(samples_per_rank),
         batches_per_epoch_(batches_per_epoch),
         config_(ToPlanConfig(params, dataset_.fingerprint, options_.pipeline)),
         // Keeps what the window and the trainer's batches ever held.
@@ -186,6 +189,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
 
   int64_t size() const override { return batches_per_epoch_; }
 
+  int64_t samples_per_rank() const override { return samples_per_rank_; }
+
   absl::Status SetEpoch(uint32_t epoch, int64_t start_batch) override {
     if (start_batch < 0 || start_batch > size()) {
       return absl::InvalidArgumentError(
@@ -217,6 +222,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
       if (schedule_.AtEndOfEpoch()) return std::optional<Batch>();
       if (std::optional<Batch> batch = schedule_.TakeNext()) {
         DispatchAllLocked();  // the window moved on
+        samples_failed_ += batch->failed;
+        samples_decoded_with_warnings_ += batch->decoded_with_warnings;
         return batch;
       }
       const absl::Time now = absl::Now();
@@ -251,6 +258,8 @@ class GrpcRemoteLoader final : public RemoteLoader {
     stats.dropped = feed.dropped;
     stats.reassigned = feed.reassigned;
     stats.stalled = stalled_;
+    stats.samples_failed = samples_failed_;
+    stats.samples_decoded_with_warnings = samples_decoded_with_warnings_;
     stats.window = schedule_.window();
     for (size_t c = 0; c < streams_.size(); ++c) {
       if (schedule_.retired(static_cast<int>(c))) continue;
@@ -648,6 +657,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
     batch.labels.assign(header.labels().begin(), header.labels().end());
     batch.indices.assign(header.indices().begin(), header.indices().end());
     batch.failed = static_cast<int>(header.failed());
+    batch.decoded_with_warnings = static_cast<int>(header.decoded_with_warnings());
     return batch;
   }
 
@@ -698,6 +708,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
   const std::unique_ptr<ServerDiscovery> discovery_;
   const DatasetDescription dataset_;
   const PlanParams params_;
+  const int64_t samples_per_rank_;
   const int64_t batches_per_epoch_;
   const v1::PlanConfig config_;
   // Shared by all its streams: a server builds one loader's batches in the
@@ -716,6 +727,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
   std::map<uint32_t, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
   uint64_t batch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stalled_ ABSL_GUARDED_BY(mu_) = 0;
+  // Over the batches delivered.
+  int64_t samples_failed_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t samples_decoded_with_warnings_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_receipt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;
@@ -731,26 +745,30 @@ class GrpcRemoteLoader final : public RemoteLoader {
 // with the last reason; errors no retry can fix (a wrong token, a pipeline
 // the server cannot parse) at once.
 absl::StatusOr<v1::DatasetInfo> AwaitDatasetInfo(ServerEndpoint& server, absl::Time deadline,
-                                                 absl::Duration timeout,
-                                                 const std::string& auth_token,
-                                                 const std::string& pipeline,
+                                                 const RemoteLoaderOptions& options,
                                                  const std::atomic<bool>& abandon,
                                                  const std::atomic<bool>& enough) {
   absl::Status last = absl::DeadlineExceededError("no answer");
   while (!abandon.load() && !enough.load()) {
     grpc::ClientContext context;
-    AddAuthToken(context, auth_token);
+    AddAuthToken(context, options.auth_token);
     context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + kConnectAttempt)));
     v1::DatasetInfoRequest request;
-    request.set_pipeline(pipeline);
+    request.set_pipeline(options.pipeline);
     v1::DatasetInfo info;
     const grpc::Status answer = server.stub->GetDatasetInfo(&context, request, &info);
     if (answer.ok()) return info;
     const absl::Status error = FromGrpcStatus(answer);
     if (!absl::IsUnavailable(error) && !absl::IsDeadlineExceeded(error)) return error;
     if (absl::IsUnavailable(error) && error.message() != last.message()) {
+      // Something that answers and is no data server will not become one.
+      EndpointProbeOptions probe;
+      probe.loader_uses_tls = options.tls.enabled();
+      if (std::optional<std::string> wrong = ExplainWrongEndpoint(server.address, probe)) {
+        return absl::InvalidArgumentError(*wrong);
+      }
       LogWarning("data server %s: %s; waiting up to %s for it", server.address, error.message(),
-                 absl::FormatDuration(timeout));
+                 absl::FormatDuration(options.connect_timeout));
     }
     if (absl::IsUnavailable(error) || !absl::IsUnavailable(last)) last = error;
     if (absl::Now() >= deadline) break;
@@ -837,8 +855,7 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::DatasetInfo>>> AskServers(
   for (size_t i = 0; i < count; ++i) {
     askers.emplace_back([&, i] {
       absl::StatusOr<v1::DatasetInfo> info =
-          AwaitDatasetInfo(*servers[i], deadline, options.connect_timeout, options.auth_token,
-                           options.pipeline, abandon, enough);
+          AwaitDatasetInfo(*servers[i], deadline, options, abandon, enough);
       absl::MutexLock lock(&answers.mu);
       if (info.ok() && answers.first_answer == absl::InfiniteFuture()) {
         answers.first_answer = absl::Now();
@@ -946,6 +963,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   params.batch_size = options.batch_size;
   params.drop_last = options.drop_last;
   params.shuffle = options.shuffle;
+  ASSIGN_OR_RETURN(const int64_t samples_per_rank, SamplesPerRank(params));
   ASSIGN_OR_RETURN(const int64_t batches_per_epoch, BatchesPerRank(params));
   // The default pipeline's shape until the first batch tells.
   const uint64_t batch_bytes_estimate =
@@ -953,7 +971,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   if (!discovery->sources().dynamic()) discovery.reset();  // nothing to follow
   auto loader = std::make_unique<GrpcRemoteLoader>(
       options, std::move(channels), std::move(endpoints), std::move(discovery), Describe(info),
-      params, batches_per_epoch, batch_bytes_estimate);
+      params, samples_per_rank, batches_per_epoch, batch_bytes_estimate);
   loader->Start();
   return loader;
 }

@@ -153,6 +153,10 @@ struct LoaderStats {
   // Streams cancelled for holding batches half a stall_timeout without
   // sending one (a server that leaves politely never counts here).
   int64_t stalled = 0;
+  // Over the batches delivered: samples replaced because they could not be
+  // read or decoded, and samples decoded around damaged data (kept).
+  int64_t samples_failed = 0;
+  int64_t samples_decoded_with_warnings = 0;
   int window = 0;           // batches the loader may hold ahead
   std::vector<int> depths;  // per connection: batch ids it keeps requested
   std::vector<std::string> servers;  // in use now (listed), sorted
@@ -174,6 +178,8 @@ class RemoteLoader {
   virtual const DatasetDescription& dataset() const = 0;
   // Batches this rank gets per epoch.
   virtual int64_t size() const = 0;
+  // Samples this rank gets per epoch (the last batch may be short).
+  virtual int64_t samples_per_rank() const = 0;
   // Starts epoch `epoch` at batch `start_batch` (for resuming a checkpoint).
   // Batches fetched ahead that this order still reaches are kept (the next
   // epoch's first ones, at an epoch boundary); the others are dropped and

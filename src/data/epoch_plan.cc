@@ -10,7 +10,6 @@
 #include "src/common/status_macros.h"
 
 namespace heterodl {
-namespace {
 
 absl::StatusOr<int64_t> SamplesPerRank(const PlanParams& params) {
   if (params.num_samples == 0) return absl::InvalidArgumentError("empty dataset");
@@ -27,8 +26,6 @@ absl::StatusOr<int64_t> SamplesPerRank(const PlanParams& params) {
   }
   return static_cast<int64_t>((n + world - 1) / world);
 }
-
-}  // namespace
 
 absl::StatusOr<int64_t> BatchesPerRank(const PlanParams& params) {
   ASSIGN_OR_RETURN(int64_t per_rank, SamplesPerRank(params));

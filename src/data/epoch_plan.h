@@ -34,6 +34,11 @@ struct PlanParams {
   bool shuffle = true;
 };
 
+// Samples each rank gets per epoch (DistributedSampler's num_samples: the
+// dataset padded up, or with drop_last cut down, to a multiple of the world).
+// InvalidArgument for zero sizes or a dataset too small for the world.
+absl::StatusOr<int64_t> SamplesPerRank(const PlanParams& params);
+
 // Batches each rank gets per epoch, without building the permutation.
 // InvalidArgument for zero sizes or a dataset too small for the world.
 absl::StatusOr<int64_t> BatchesPerRank(const PlanParams& params);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/client/remote_loader.h"
+#include "src/common/fingerprint.h"
 #include "src/common/memory/cuda_host_allocator.h"
 #include "src/python/python_array.h"
 #include "src/python/python_errors.h"
@@ -122,7 +123,8 @@ PyObject* SetEpoch(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// (images, labels, indices, failed, epoch, index); the Arrays share one
+// (images, labels, indices, failed, epoch, index, decoded_with_warnings);
+// the Arrays share one
 // reference to the batch, which goes back to the loader's pool when the last
 // of them (or of what was imported from them) is freed.
 PyObject* ToPython(PyObject* self, Batch&& received) {
@@ -143,8 +145,8 @@ PyObject* ToPython(PyObject* self, Batch&& received) {
     Py_XDECREF(indices);
     return nullptr;
   }
-  return Py_BuildValue("(NNNiIL)", images, labels, indices, batch->failed, batch->epoch,
-                       static_cast<long long>(batch->index));
+  return Py_BuildValue("(NNNiILi)", images, labels, indices, batch->failed, batch->epoch,
+                       static_cast<long long>(batch->index), batch->decoded_with_warnings);
 }
 
 PyObject* Next(PyObject* self, PyObject* /*unused*/) {
@@ -198,6 +200,9 @@ PyObject* Stats(PyObject* self, PyObject* /*unused*/) {
        SetItem(result, "dropped", PyLong_FromLongLong(stats.dropped)) &&
        SetItem(result, "reassigned", PyLong_FromLongLong(stats.reassigned)) &&
        SetItem(result, "stalled", PyLong_FromLongLong(stats.stalled)) &&
+       SetItem(result, "samples_failed", PyLong_FromLongLong(stats.samples_failed)) &&
+       SetItem(result, "samples_decoded_with_warnings",
+               PyLong_FromLongLong(stats.samples_decoded_with_warnings)) &&
        SetItem(result, "same_host_streams", PyLong_FromLong(stats.same_host_streams)) &&
        SetItem(result, "window", PyLong_FromLong(stats.window));
   if (!ok) {
@@ -228,17 +233,29 @@ PyObject* NumSamples(PyObject* self, PyObject* /*unused*/) {
   return PyLong_FromUnsignedLongLong(Loader(self).dataset().num_samples);
 }
 
+PyObject* SamplesPerRank(PyObject* self, PyObject* /*unused*/) {
+  return PyLong_FromLongLong(Loader(self).samples_per_rank());
+}
+
+PyObject* Fingerprint(PyObject* self, PyObject* /*unused*/) {
+  const std::string hex = FingerprintToHex(Loader(self).dataset().fingerprint);
+  return PyUnicode_FromStringAndSize(hex.data(), static_cast<Py_ssize_t>(hex.size()));
+}
+
 Py_ssize_t Length(PyObject* self) { return static_cast<Py_ssize_t>(Loader(self).size()); }
 
 PyMethodDef kMethods[] = {
     {"set_epoch", SetEpoch, METH_VARARGS,
      "set_epoch(epoch, next_batch=0): what the next batches are; fetching starts now"},
     {"next", Next, METH_NOARGS,
-     "(images, labels, indices, failed, epoch, index), or None at the end of the epoch"},
+     "(images, labels, indices, failed, epoch, index, decoded_with_warnings), or None at the "
+     "end of the epoch"},
     {"position", Position, METH_NOARGS, "(epoch, next batch)"},
     {"stats", Stats, METH_NOARGS, "requested, received, delivered, dropped, reassigned, ..."},
     {"class_names", ClassNames, METH_NOARGS, "the dataset's class names"},
     {"num_samples", NumSamples, METH_NOARGS, "samples in the dataset, all ranks together"},
+    {"samples_per_rank", SamplesPerRank, METH_NOARGS, "samples of this rank per epoch"},
+    {"fingerprint", Fingerprint, METH_NOARGS, "the dataset's fingerprint, in hex"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyType_Slot kSlots[] = {

@@ -7,6 +7,7 @@ import logging
 import numbers
 import os
 import sys
+import warnings
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _heterodl
@@ -103,6 +104,9 @@ class Batch:
     failed: int = 0  # slots filled by a replacement because their sample was unreadable
     epoch: int = 0
     index: int = 0  # position of the batch in its rank's epoch
+    # Slots whose image was decoded around damaged data (kept, as PIL and
+    # torchvision keep it; a server run with --strict-decode replaces them).
+    decoded_with_warnings: int = 0
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.images, self.labels))
@@ -111,31 +115,70 @@ class Batch:
         return len(self.labels)
 
 
-class _EpochSampler:
-    """What loops written for a DataLoader over a DistributedSampler call
-    (`loader.sampler.set_epoch(epoch)`, PyTorch Lightning among them): it sets
-    the loader's epoch."""
+class _DistributedSamplerView:
+    """`loader.sampler`: this rank's share of each epoch, described as PyTorch's
+    `DistributedSampler` describes it, so that code and frameworks written for
+    a DataLoader over one (DDP loops, PyTorch Lightning) find what they ask
+    for. The servers hold the plan; this object only reports it and
+    forwards `set_epoch`.
 
-    def __init__(self, loader: "RemoteDataLoader"):
+    Attributes (read-only): `num_replicas` and `rank` (the loader's
+    world_size and rank), `epoch` (what the next iteration runs), `shuffle`,
+    `seed`, `drop_last`, `num_samples` (this rank's samples per epoch, also
+    `len(sampler)`), `total_size` (num_samples x num_replicas: the padded or
+    cut epoch) and `dataset` (the loader's)."""
+
+    def __init__(self, loader: "RemoteDataLoader", samples_per_rank: int):
         self._loader = loader
+        self.num_samples = samples_per_rank
+        self.num_replicas = loader.world_size
+        self.rank = loader.rank
+        self.total_size = samples_per_rank * loader.world_size
+        self.shuffle = loader.shuffle
+        self.seed = loader.seed
+        self.drop_last = loader.drop_last
+        self.dataset = loader.dataset
+
+    @property
+    def epoch(self) -> int:
+        return self._loader.epoch
 
     def set_epoch(self, epoch: int) -> None:
+        """The loader's set_epoch(epoch): a resume position pending for this
+        epoch is kept."""
         self._loader.set_epoch(epoch)
 
     def __len__(self) -> int:
-        return self._loader.num_samples
+        return self.num_samples
 
 
 class _RemoteDataset:
-    """`loader.dataset`: the served dataset as far as a trainer asks about it
-    (its length and class names, like an ImageFolder's)."""
+    """`loader.dataset`: the served dataset, as a map-style dataset. `len()` is
+    its size (all ranks together), `classes` and `class_to_idx` name its
+    labels as an ImageFolder's do, and `dataset[i]` builds sample i on a
+    server: (image, label) after the loader's pipeline, with the randomness
+    of epoch 0, in the loader's format. Each `dataset[i]` is a round trip to
+    a server (tens of milliseconds): it is there to look at samples, not to
+    train from."""
 
-    def __init__(self, num_samples: int, classes: List[str]):
+    def __init__(self, loader: "RemoteDataLoader", num_samples: int, classes: List[str]):
+        self._loader = loader
         self._num_samples = num_samples
         self.classes = classes
+        self.class_to_idx = {name: i for i, name in enumerate(classes)}
 
     def __len__(self) -> int:
         return self._num_samples
+
+    def __getitem__(self, index: int) -> Tuple[Any, Any]:
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise TypeError(f"dataset indices must be integers, not {type(index).__name__}")
+        position = index + self._num_samples if index < 0 else int(index)
+        if not 0 <= position < self._num_samples:
+            raise IndexError(f"dataset index {index} out of range for {self._num_samples} "
+                             "samples")
+        batch = self._loader._sample_batch(position)
+        return batch.images[0], batch.labels[0]
 
 
 class _PinnedCopyGuard:
@@ -189,11 +232,11 @@ class _EpochIterator:
         received = self._loader.next()
         if received is None:
             raise StopIteration
-        images, labels, indices, failed, epoch, index = received
+        images, labels, indices, failed, epoch, index, warned = received
         if guard is not None:
             guard.delivered((images, labels, indices))
         return Batch(self._import(images), self._import(labels), self._import(indices), failed,
-                     epoch, index)
+                     epoch, index, warned)
 
 
 def _default_format() -> str:
@@ -240,19 +283,37 @@ class RemoteDataLoader:
 
     Iterating runs the epoch set by `set_epoch()` (shuffled as PyTorch's
     `DistributedSampler` would, split across `world_size` ranks) from its
-    start, or from where `resume()` says. Every sample of an epoch reaches
-    its rank exactly once, through server failures. Batches are `Batch`
-    objects that unpack as (images, labels).
+    start, or from where `resume()` or `load_state_dict()` says. Every sample
+    of an epoch reaches its rank exactly once, through server failures and
+    through a checkpoint and resume. Batches are `Batch` objects that unpack
+    as (images, labels).
 
     Code written for a DataLoader keeps working: `len(loader)` is the
     batches per epoch, `loader.sampler.set_epoch(e)` (what DDP loops and
-    PyTorch Lightning call) sets the epoch, `loader.dataset` has `len()` and
-    `classes`, `loader.batch_size` is the batch size.
+    PyTorch Lightning call) sets the epoch, `loader.dataset` is a map-style
+    dataset, and `state_dict()` / `load_state_dict()` are torchdata's
+    `StatefulDataLoader` protocol, which Lightning and torchtitan use for
+    mid-epoch checkpoints.
+
+    Resuming. `resume(epoch, next_batch)` (or `load_state_dict`) sets a
+    position that the next iteration starts from, and `set_epoch(epoch)` of
+    that same epoch keeps it: the usual loop
+
+        loader.load_state_dict(checkpoint["loader"])    # or loader.resume(e, b)
+        for epoch in range(checkpoint["epoch"], epochs):
+            loader.sampler.set_epoch(epoch)
+            for images, labels in loader: ...
+
+    continues at the saved batch, then runs the next epochs whole. A
+    position at the end of an epoch runs nothing more of it. set_epoch() of
+    another epoch drops the position (with a warning when it was inside its
+    epoch).
 
     Args:
         servers: the data servers, "host:port", "host:port,host:port" or a
-            list of them. Any server can build any batch. May be None when
-            servers_file or servers_dns names them.
+            list of them: each server's service port, the one
+            `heterodl serve` logs as "listening on". Any server can build any
+            batch. May be None when servers_file or servers_dns names them.
         batch_size: samples per batch for this rank.
         servers_file: a file of data servers (one "host:port" per line),
             re-read while the loader runs: servers added start getting
@@ -269,12 +330,15 @@ class RemoteDataLoader:
         world_size: how many ranks share each epoch (default likewise).
         seed: seeds the shuffle and the augmentations (same seed, same
             batches, bit for bit, whichever server builds them).
-        drop_last: drop the last short batch of each rank's share.
+        drop_last: drop the samples that do not fill the last batch of each
+            rank's share (and, as DistributedSampler's drop_last does, the
+            tail that does not divide evenly across ranks).
         shuffle: False reads every epoch in dataset order (evaluation).
         max_buffered_mb: memory for batches fetched ahead of the trainer.
         connections_per_server: TCP connections to each server.
         connect_timeout: seconds to wait for servers that are not up yet
-            (why one does not answer is logged at once).
+            (why one does not answer is logged at once; an address that
+            answers as something other than a data server fails at once).
         stall_timeout: seconds with no batch from any server before
             iteration raises TimeoutError.
         auth_token: the servers' shared token (their --auth-token-file).
@@ -291,7 +355,40 @@ class RemoteDataLoader:
             (docs/operations.md).
         pixel_channel: receive pixels on the servers' pixel channels (not
             under TLS); False sends them through gRPC.
+
+    Attributes (read-only):
+        batch_size, drop_last, shuffle, seed, rank, world_size, pin_memory:
+            as given (rank and world_size as resolved).
+        format: "torch", "numpy" or "dlpack", as given or defaulted.
+        epoch: the epoch the next iteration runs.
+        dataset: the served dataset (`len`, `classes`, `class_to_idx`,
+            `dataset[i]`; see _RemoteDataset).
+        sampler: this rank's share, as a DistributedSampler describes it
+            (`len(sampler)` is this rank's samples per epoch; see
+            _DistributedSamplerView).
+        class_names: the dataset's class names (its label i is
+            class_names[i]); the same list as dataset.classes.
+        num_samples: samples in the dataset, all ranks together.
+        servers: the data servers in use now.
+        batch_sampler, collate_fn, worker_init_fn, generator,
+        prefetch_factor, multiprocessing_context: None, and num_workers 0,
+        persistent_workers False, timeout 0: what a DataLoader that does
+            its own work in its own process reports; frameworks read them.
     """
+
+    # What a DataLoader reports when it has no workers and no hooks; the
+    # loader's work happens on the servers.
+    num_workers = 0
+    persistent_workers = False
+    prefetch_factor = None
+    batch_sampler = None
+    collate_fn = None
+    worker_init_fn = None
+    generator = None
+    multiprocessing_context = None
+    timeout = 0
+
+    _STATE_VERSION = 1
 
     def __init__(self, servers: Union[str, Sequence[str], None] = None,
                  batch_size: Optional[int] = None, pipeline: str = "",
@@ -338,47 +435,151 @@ class RemoteDataLoader:
         self._tls = (_string("tls_ca", tls_ca), _string("tls_cert", tls_cert),
                      _string("tls_key", tls_key), _string("tls_server_name", tls_server_name))
         self.batch_size = _integer("batch_size", batch_size, 1, 65536)
-        self._epoch = 0
-        self._next_batch = 0
-        self._loader = _heterodl.Loader(
-            self._servers, self.batch_size, pipeline, rank, world_size,
-            _integer("seed", seed, 0, (1 << 64) - 1), bool(drop_last), bool(shuffle),
-            _positive("max_buffered_mb", max_buffered_mb, "MB"),
-            _integer("connections_per_server", connections_per_server, 1, 16),
-            _positive("connect_timeout", connect_timeout, "seconds"),
-            _positive("stall_timeout", stall_timeout, "seconds"), auth_token, bool(pin_memory),
-            *self._tls, bool(pixel_channel), pin_device, servers_file, servers_dns)
+        self.seed = _integer("seed", seed, 0, (1 << 64) - 1)
+        self.drop_last = bool(drop_last)
+        self.shuffle = bool(shuffle)
         self.rank = rank
         self.world_size = world_size
         self.pin_memory = bool(pin_memory)
-        self.sampler = _EpochSampler(self)
-        self.batch_sampler = None
-        self.dataset = _RemoteDataset(self._loader.num_samples(), self._loader.class_names())
+        # How to reach the servers again, for dataset[i]'s own connection.
+        self._connection = dict(
+            pipeline=pipeline, connect_timeout=_positive("connect_timeout", connect_timeout,
+                                                         "seconds"),
+            stall_timeout=_positive("stall_timeout", stall_timeout, "seconds"),
+            pixel_channel=bool(pixel_channel), servers_file=servers_file,
+            servers_dns=servers_dns)
+        self._epoch = 0
+        # A resume position no iteration has started from yet.
+        self._pending: Optional[Tuple[int, int]] = None
+        self._loader = self._connect(
+            self.batch_size, rank, world_size, self.shuffle, self.drop_last,
+            _positive("max_buffered_mb", max_buffered_mb, "MB"),
+            _integer("connections_per_server", connections_per_server, 1, 16), self.pin_memory,
+            pin_device)
+        self._sample_loader = None  # dataset[i]'s, made on first use
+        self.dataset = _RemoteDataset(self, self._loader.num_samples(),
+                                      self._loader.class_names())
+        self.sampler = _DistributedSamplerView(self, self._loader.samples_per_rank())
+
+    def _connect(self, batch_size: int, rank: int, world_size: int, shuffle: bool,
+                 drop_last: bool, max_buffered_mb: float, connections_per_server: int,
+                 pin_memory: bool, pin_device: int):
+        c = self._connection
+        return _heterodl.Loader(
+            self._servers, batch_size, c["pipeline"], rank, world_size, self.seed, drop_last,
+            shuffle, max_buffered_mb, connections_per_server, c["connect_timeout"],
+            c["stall_timeout"], self._auth_token, pin_memory, *self._tls, c["pixel_channel"],
+            pin_device, c["servers_file"], c["servers_dns"])
+
+    def _sample_batch(self, index: int) -> Batch:
+        """A batch holding sample `index` alone, built by a server: batch
+        `index` of an unshuffled one-rank plan of batches of 1."""
+        if self._sample_loader is None:
+            self._sample_loader = self._connect(1, 0, 1, False, False, 1.0, 1, False, 0)
+        self._sample_loader.set_epoch(0, index)
+        return next(_EpochIterator(self._sample_loader, self._import, None))
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration runs."""
+        return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next iteration runs (it changes the shuffle). Its first
-        batches are fetched at once, while the caller does whatever comes
-        before iterating."""
-        self.resume(epoch, 0)
+        """The epoch the next iteration runs (it changes the shuffle). A
+        resume position pending for this epoch (from resume() or
+        load_state_dict()) is kept; one for another epoch is dropped. The
+        first batches are fetched at once, while the caller does whatever
+        comes before iterating."""
+        epoch = _integer("epoch", epoch, 0, (1 << 32) - 1)
+        if self._pending is not None:
+            pending_epoch, next_batch = self._pending
+            if pending_epoch == epoch:
+                return
+            ends_previous = next_batch >= len(self) and epoch == pending_epoch + 1
+            if next_batch > 0 and not ends_previous:
+                warnings.warn(
+                    f"set_epoch({epoch}) drops the resume position (epoch {pending_epoch}, "
+                    f"batch {next_batch}) that no iteration has used: epoch {epoch} starts "
+                    "from its first batch", RuntimeWarning, stacklevel=2)
+            self._pending = None
+        self._epoch = epoch
+        self._loader.set_epoch(epoch, 0)
 
     def resume(self, epoch: int, next_batch: int) -> None:
-        """The next iteration starts at batch `next_batch` of `epoch` (from a
-        checkpoint's `position()`)."""
-        self._epoch = _integer("epoch", epoch, 0, (1 << 32) - 1)
-        self._next_batch = _integer("next_batch", next_batch, 0, (1 << 62))
-        self._loader.set_epoch(self._epoch, self._next_batch)
+        """The next iteration starts at batch `next_batch` of `epoch` (a
+        checkpoint's `position()`); set_epoch(epoch) before it keeps this.
+        next_batch == len(loader) means the epoch is done: iterating it
+        gives nothing more, and the next set_epoch moves on."""
+        epoch = _integer("epoch", epoch, 0, (1 << 32) - 1)
+        next_batch = _integer("next_batch", next_batch, 0, len(self))
+        self._loader.set_epoch(epoch, next_batch)
+        self._epoch = epoch
+        self._pending = (epoch, next_batch)
 
     def position(self) -> Tuple[int, int]:
-        """(epoch, next batch): what to save in a checkpoint and pass to resume()."""
+        """(epoch, next batch): what to save in a checkpoint and pass to
+        resume(). Inside an iteration, the batch after the last one
+        delivered; after it, (epoch, len(loader))."""
+        if self._pending is not None:
+            return self._pending
         return self._loader.position()
 
+    def state_dict(self) -> Dict[str, Any]:
+        """The loader's position, and what it is a position in, as a dict of
+        plain values (torch.save and JSON take it): torchdata's
+        StatefulDataLoader protocol. Every rank of a step has the same
+        position, so rank 0's state resumes every rank."""
+        epoch, next_batch = self.position()
+        return {"version": self._STATE_VERSION, "epoch": epoch, "next_batch": next_batch,
+                "batches_per_epoch": len(self), "num_samples": self.num_samples,
+                "fingerprint": self._loader.fingerprint(), "seed": self.seed,
+                "world_size": self.world_size, "batch_size": self.batch_size,
+                "drop_last": self.drop_last, "shuffle": self.shuffle}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resumes from a state_dict(): the next iteration starts where that
+        one stood (see resume()). ValueError when the state comes from
+        another plan (dataset, seed, world size, batch size, drop_last or
+        shuffle differ): its batch numbers would name other samples."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict from state_dict(), not {type(state).__name__}")
+        missing = [key for key in ("version", "epoch", "next_batch") if key not in state]
+        if missing or state["version"] != self._STATE_VERSION:
+            raise ValueError("not a RemoteDataLoader state_dict() (missing "
+                             f"{', '.join(missing) or 'a known version'})")
+        mine = self.state_dict()
+        differs = [f"{key} {state[key]!r} (this loader: {mine[key]!r})"
+                   for key in ("fingerprint", "num_samples", "seed", "world_size", "batch_size",
+                               "drop_last", "shuffle") if key in state and state[key] != mine[key]]
+        if differs:
+            raise ValueError("the state is a position in another epoch plan: "
+                             + ", ".join(differs))
+        self.resume(state["epoch"], state["next_batch"])
+
     def stats(self) -> Dict[str, object]:
-        """What the loader did: batches requested, received, delivered, dropped
-        (fetched ahead, then not wanted), reassigned (after a server failed or
-        left), stalled (servers cancelled for sitting on batches); its window,
-        per-connection depths, the servers it uses now, and same_host_streams
-        (streams whose pixels it copies from a same-host server's shared
-        memory)."""
+        """What the loader did so far, as a dict:
+
+        - requested: batch ids asked of servers; received: batches that
+          arrived; delivered: batches handed to this process;
+        - dropped: fetched ahead and then not wanted (the trainer moved to
+          another epoch or resume position);
+        - reassigned: batch ids asked again of another server after theirs
+          failed, stalled or left;
+        - stalled: streams cancelled for holding batches half a
+          stall_timeout without sending one;
+        - samples_failed: samples of delivered batches that could not be
+          read or decoded, each replaced by a deterministic other sample;
+        - samples_decoded_with_warnings: samples decoded although their file
+          is damaged (a JPEG whose data ends early: the missing rows are
+          filled as libjpeg fills them, as PIL and torchvision do);
+        - window: batches the loader may hold ahead of the trainer (its
+          memory budget, max_buffered_mb, divided by the batch size);
+        - depths: per connection, the batch ids it keeps requested (each
+          measures what keeps its server's threads busy);
+        - servers: the servers in use now;
+        - same_host_streams: streams whose pixels are copied from a
+          same-host server's shared memory instead of read from a socket.
+        """
         return self._loader.stats()
 
     def shutdown_servers(self, reason: str = "training finished", timeout: float = 10.0) -> None:
@@ -394,10 +595,12 @@ class RemoteDataLoader:
 
     @property
     def format(self) -> str:
+        """What batches hold: "torch", "numpy" or "dlpack"."""
         return self._format
 
     @property
     def class_names(self) -> List[str]:
+        """The dataset's class names: label i is class_names[i]."""
         return list(self.dataset.classes)
 
     @property
@@ -410,10 +613,12 @@ class RemoteDataLoader:
         return len(self._loader)
 
     def __iter__(self) -> Iterator[Batch]:
-        """The epoch set by set_epoch() from its start, or from where resume()
-        said; a later iteration starts the epoch over."""
-        self._loader.set_epoch(self._epoch, self._next_batch)
-        self._next_batch = 0
+        """The epoch set by set_epoch() from its start, or from the position
+        resume() or load_state_dict() set; a later iteration starts the epoch
+        over."""
+        start = self._pending if self._pending is not None else (self._epoch, 0)
+        self._pending = None
+        self._loader.set_epoch(*start)
         return _EpochIterator(self._loader, self._import, self._copy_guard)
 
     def __repr__(self) -> str:
