@@ -30,10 +30,16 @@ if ! .venv/bin/python -c "import torch, torchvision, sys; sys.exit(torch.__versi
   .venv/bin/pip install -q "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}" numpy pillow
 fi
 # What the examples' tests need: PyYAML (the Kubernetes manifest) and the
-# SageMaker Python SDK v2 (the training-job request, built offline).
+# SageMaker Python SDK v2 (the training-job request, built offline); and
+# PyTorch Lightning, whose Trainer checkpoints and resumes the Python loader
+# in tests/python/lightning_test.py.
 if ! SAGEMAKER_SUPPRESS_V2_WARNING=1 .venv/bin/python -c "import yaml, sagemaker" 2>/dev/null; then
   echo "setup: installing pyyaml and the SageMaker SDK into .venv"
   .venv/bin/pip install -q pyyaml "sagemaker>=2.230,<3"
+fi
+if ! .venv/bin/python -c "import lightning" 2>/dev/null; then
+  echo "setup: installing PyTorch Lightning into .venv"
+  .venv/bin/pip install -q "lightning>=2.4,<3"
 fi
 
 # The wheel's CMake config looks for the CUDA toolkit to describe its CUDA

@@ -5,6 +5,7 @@ and PYTHONPATH=BUILD_DIR/python).
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import tempfile
 import threading
 import time
 import unittest
+import warnings
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
@@ -304,6 +306,168 @@ class RemoteDataLoaderTest(unittest.TestCase):
         direct.set_epoch(4)
         self.assertTrue(all(torch.equal(a, b.labels) for a, b in zip(seen, direct)))
 
+    def test_the_readme_loop_resumed_at_any_batch_sees_every_sample_once(self):
+        # The loop of the README: set_epoch at the top of every epoch. A run
+        # interrupted after `stop` batches of epoch 1 and a run resumed from
+        # its state_dict() (or position()) see each sample of epoch 1 once.
+        epochs = 3
+
+        def readme_loop(loader, first_epoch, stop_after=None):
+            seen = {}
+            for epoch in range(first_epoch, epochs):
+                loader.sampler.set_epoch(epoch)
+                for batch in loader:
+                    images, labels = batch  # as the README's loop unpacks it
+                    seen.setdefault(epoch, []).append(labels.shape[0])
+                    seen.setdefault(f"indices{epoch}", []).extend(batch.indices.tolist())
+                    if stop_after is not None and (epoch, len(seen[epoch])) == stop_after:
+                        return seen, loader.state_dict()
+            return seen, None
+
+        probe = self.loader()
+        batches = len(probe)
+        self.assertEqual(batches, 12)  # 90 samples, batches of 8
+        for stop in range(1, batches + 1):
+            with self.subTest(stop=stop):
+                first, state = readme_loop(self.loader(), 0, (1, stop))
+                self.assertEqual(state["epoch"], 1)
+                self.assertEqual(state["next_batch"], stop)
+                resumed_loader = self.loader()
+                resumed_loader.load_state_dict(state)
+                resumed, _ = readme_loop(resumed_loader, state["epoch"])
+                epoch1 = first["indices1"] + resumed.get("indices1", [])
+                self.assertEqual(sorted(epoch1), list(range(90)))
+                self.assertEqual(len(resumed.get(1, [])), batches - stop)
+                # The epochs after it run whole.
+                self.assertEqual(sorted(resumed["indices2"]), list(range(90)))
+        # resume() with position() is the same thing, spelled by hand.
+        first, _ = readme_loop(self.loader(), 0, (1, 3))
+        again = self.loader()
+        again.resume(1, 3)
+        resumed, _ = readme_loop(again, 1)
+        self.assertEqual(sorted(first["indices1"] + resumed["indices1"]), list(range(90)))
+
+    def test_an_end_of_epoch_position_continues_at_the_next_epoch(self):
+        loader = self.loader()
+        loader.set_epoch(0)
+        for _ in loader:
+            pass
+        self.assertEqual(loader.position(), (0, len(loader)))
+        state = loader.state_dict()
+        resumed = self.loader()
+        resumed.load_state_dict(state)
+        resumed.sampler.set_epoch(0)  # the loop restarts at the saved epoch
+        self.assertEqual(list(resumed), [])  # it is done
+        resumed.sampler.set_epoch(1)
+        direct = self.loader()
+        direct.set_epoch(1)
+        self.assertEqual([b.indices.tolist() for b in resumed],
+                         [b.indices.tolist() for b in direct])
+        # Or the loop starts at the next epoch: no warning, epoch 1 whole.
+        resumed = self.loader()
+        resumed.load_state_dict(state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            resumed.set_epoch(1)
+        self.assertEqual(sum(len(b) for b in resumed), 90)
+
+    def test_dropping_a_mid_epoch_resume_position_warns(self):
+        loader = self.loader()
+        loader.resume(1, 3)
+        with self.assertWarnsRegex(RuntimeWarning, r"drops the resume position \(epoch 1, "
+                                                   r"batch 3\)"):
+            loader.set_epoch(2)
+        self.assertEqual(next(iter(loader)).index, 0)
+
+    def test_state_of_another_plan_is_refused(self):
+        state = self.loader().state_dict()
+        for change in ({"seed": 6}, {"batch_size": 4}, {"world_size": 2},
+                       {"fingerprint": "0123456789abcdef"}):
+            with self.subTest(change=change):
+                with self.assertRaisesRegex(ValueError, "another epoch plan: " +
+                                            list(change)[0]):
+                    self.loader().load_state_dict({**state, **change})
+        with self.assertRaisesRegex(ValueError, "not a RemoteDataLoader state_dict"):
+            self.loader().load_state_dict({"epoch": 1})
+        # Plain values: JSON (and so torch.save) takes it as it is.
+        import json
+        self.assertEqual(json.loads(json.dumps(state)), state)
+
+    def test_sampler_and_dataset_answer_as_pytorch_s_do(self):
+        loader = self.loader(rank=1, world_size=2)
+        sampler = loader.sampler
+        self.assertEqual(len(sampler), 45)  # DistributedSampler: ceil(90 / 2)
+        self.assertEqual((sampler.num_replicas, sampler.rank, sampler.num_samples,
+                          sampler.total_size, sampler.shuffle, sampler.seed,
+                          sampler.drop_last), (2, 1, 45, 90, True, 5, False))
+        self.assertEqual(len(self.loader(world_size=4, rank=0, drop_last=True).sampler), 22)
+        self.assertEqual(len(self.loader(world_size=4, rank=0).sampler), 23)
+        self.assertEqual(sampler.epoch, 0)
+        sampler.set_epoch(3)
+        self.assertEqual((sampler.epoch, loader.epoch), (3, 3))
+        self.assertEqual((loader.drop_last, loader.shuffle, loader.num_workers,
+                          loader.persistent_workers, loader.collate_fn), (False, True, 0, False,
+                                                                          None))
+        dataset = loader.dataset
+        self.assertIs(sampler.dataset, dataset)
+        self.assertEqual(dataset.class_to_idx,
+                         {name: i for i, name in enumerate(dataset.classes)})
+        # dataset[i]: sample i through the pipeline, as a DataLoader's
+        # dataset gives it; the same image the epoch plan puts in a batch.
+        image, label = dataset[17]
+        self.assertEqual(tuple(image.shape), (32, 32, 3))
+        self.assertEqual(image.dtype, torch.uint8)
+        ordered = self.loader(shuffle=False, batch_size=1)
+        ordered.resume(0, 17)
+        expected = next(iter(ordered))
+        self.assertTrue(torch.equal(image, expected.images[0]))
+        self.assertEqual(int(label), int(expected.labels[0]))
+        self.assertTrue(torch.equal(dataset[-73][0], image))  # 90 - 73 = 17
+        with self.assertRaises(IndexError):
+            dataset[90]
+        with self.assertRaises(TypeError):
+            dataset["17"]
+
+    def test_a_loader_given_a_pixel_port_names_the_service_port_at_once(self):
+        import socket
+        import threading
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            pixel_port = probe.getsockname()[1]
+        server, address = start_server(HETERODL, self.dataset,
+                                       os.path.join(self.tmp, "port-pixel"),
+                                       "--pixel-port", str(pixel_port))
+        try:
+            started = time.monotonic()
+            with self.assertRaisesRegex(ValueError, "pixel channel port, not its service "
+                                        f"port; connect to {re.escape(address)} instead"):
+                self.loader(servers=f"127.0.0.1:{pixel_port}", connect_timeout=30)
+            self.assertLess(time.monotonic() - started, 15)  # not the 30 s timeout
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+        # Something that answers and is no data server at all.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+
+        def answer():
+            try:
+                while True:
+                    connection, _ = listener.accept()
+                    connection.recv(64)
+                    connection.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+                    connection.close()
+            except OSError:
+                return
+        threading.Thread(target=answer, daemon=True).start()
+        try:
+            with self.assertRaisesRegex(ValueError, "not as a heterodl data server .*SSH-2.0"):
+                self.loader(servers=f"127.0.0.1:{listener.getsockname()[1]}",
+                            connect_timeout=30)
+        finally:
+            listener.close()
+
     def test_rank_and_world_size_default_to_the_job_s(self):
         saved = {k: os.environ.pop(k, None) for k in ("RANK", "WORLD_SIZE")}
         try:
@@ -372,6 +536,18 @@ class RemoteDataLoaderTest(unittest.TestCase):
         for parameter in ("servers", "batch_size", "pipeline", "stall_timeout", "auth_token",
                           "servers_file", "servers_dns"):
             self.assertIn(parameter + ":", doc)
+        # help() describes every public attribute, and every key stats() gives.
+        import pydoc
+        text = pydoc.render_doc(heterodl.RemoteDataLoader, renderer=pydoc.plaintext)
+        loader = self.loader()
+        public = [name for name in dir(loader) if not name.startswith("_")]
+        for name in public:
+            self.assertIn(name, text)
+        for name in ("dataset", "sampler", "batch_size", "format", "class_names", "epoch"):
+            self.assertRegex(doc, rf"\b{name}\b.*:", name)
+        stats_doc = heterodl.RemoteDataLoader.stats.__doc__
+        for key in loader.stats():
+            self.assertIn(f"- {key}:", stats_doc.replace("; ", "\n        - "), key)
         package = os.path.dirname(heterodl.__file__)
         self.assertTrue(os.path.exists(os.path.join(package, "py.typed")))
         self.assertTrue(os.path.exists(os.path.join(package, "_heterodl.pyi")))

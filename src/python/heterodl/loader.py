@@ -214,18 +214,26 @@ class _PinnedCopyGuard:
 class _EpochIterator:
     """One iteration over an epoch. An iterator object, not a generator: an
     exception in next() (Ctrl-C, a stall) leaves it usable, and the next
-    call goes on where that one stopped."""
+    call goes on where that one stopped. `start` runs at the first next(),
+    not at iter(): frameworks call iter() only to check that a loader is
+    iterable (Lightning does, before it restores a checkpoint), and that
+    must not use up a resume position."""
 
     def __init__(self, loader, importer: Callable[[Any], Any],
-                 copy_guard: Optional[_PinnedCopyGuard]):
+                 copy_guard: Optional[_PinnedCopyGuard],
+                 start: Optional[Callable[[], None]] = None):
         self._loader = loader
         self._import = importer
         self._copy_guard = copy_guard
+        self._start = start
 
     def __iter__(self) -> "_EpochIterator":
         return self
 
     def __next__(self) -> Batch:
+        if self._start is not None:
+            start, self._start = self._start, None
+            start()
         guard = self._copy_guard
         if guard is not None:
             guard.next_requested()
@@ -615,11 +623,16 @@ class RemoteDataLoader:
     def __iter__(self) -> Iterator[Batch]:
         """The epoch set by set_epoch() from its start, or from the position
         resume() or load_state_dict() set; a later iteration starts the epoch
-        over."""
+        over. The iteration begins at its first batch: an iterator that is
+        made and dropped (a framework checking that the loader iterates)
+        changes nothing."""
+        return _EpochIterator(self._loader, self._import, self._copy_guard,
+                              self._begin_iteration)
+
+    def _begin_iteration(self) -> None:
         start = self._pending if self._pending is not None else (self._epoch, 0)
         self._pending = None
         self._loader.set_epoch(*start)
-        return _EpochIterator(self._loader, self._import, self._copy_guard)
 
     def __repr__(self) -> str:
         return (f"RemoteDataLoader(servers={self.servers!r}, {len(self)} batches per epoch, "
