@@ -468,6 +468,45 @@ class RemoteDataLoaderTest(unittest.TestCase):
         finally:
             listener.close()
 
+    def test_a_damaged_jpeg_is_kept_and_counted_unless_strict(self):
+        # A JPEG whose scan ends early (at an end-of-image marker): PIL and
+        # torchvision decode it, and so does heterodl, counting it; with
+        # --strict-decode it is replaced and counted as failed.
+        import glob
+        files = sorted(glob.glob(os.path.join(self.dataset, "*", "*.jpg")))[:8]
+        with open(files[3], "rb") as f:
+            data = f.read()
+        scan = data.index(b"\xff\xda")
+        scan += 2 + int.from_bytes(data[scan + 2:scan + 4], "big")
+        damaged = os.path.join(self.tmp, "damaged.jpg")
+        with open(damaged, "wb") as f:
+            f.write(data[:scan + (len(data) - scan) // 2] + b"\xff\xd9")
+        listing = os.path.join(self.tmp, "damaged-list.txt")
+        with open(listing, "w") as f:
+            for i, path in enumerate(files[:3] + [damaged] + files[4:]):
+                f.write(f"{path}\t{i % 2}\n")
+        for strict in (False, True):
+            with self.subTest(strict=strict):
+                server, address = start_server(
+                    HETERODL, listing, os.path.join(self.tmp, f"port-damaged-{strict}"),
+                    *(["--strict-decode"] if strict else []))
+                try:
+                    # Every row decoded: a crop above the damage would not meet it.
+                    loader = self.loader(servers=address, shuffle=False,
+                                         pipeline="resize(32)|center_crop(32)")
+                    batches = list(loader)
+                    stats = loader.stats()
+                    self.assertEqual(sum(b.decoded_with_warnings for b in batches),
+                                     0 if strict else 1)
+                    self.assertEqual(sum(b.failed for b in batches), 1 if strict else 0)
+                    self.assertEqual(stats["samples_decoded_with_warnings"], 0 if strict else 1)
+                    self.assertEqual(stats["samples_failed"], 1 if strict else 0)
+                    if not strict:  # kept: slot 3 holds the damaged image, label 1
+                        self.assertEqual(batches[0].labels[3].item(), 1)
+                finally:
+                    server.send_signal(signal.SIGTERM)
+                    server.wait(timeout=30)
+
     def test_rank_and_world_size_default_to_the_job_s(self):
         saved = {k: os.environ.pop(k, None) for k in ("RANK", "WORLD_SIZE")}
         try:
