@@ -109,8 +109,7 @@ absl::StatusOr<v1::PeerResult> RunPeer(const AugmentBenchOptions& options,
   if (code != 0) {
     return absl::UnavailableError(absl::StrCat("the torchvision peer (", options.python, " ",
                                                options.peer_script, " --decoder ", decoder,
-                                               ") exited with ", code,
-                                               "; run with --no-peer to skip it"));
+                                               ") exited with ", code, " (its output is above)"));
   }
   ASSIGN_OR_RETURN(std::string json, ReadFileToString(out));
   std::filesystem::remove(out);
@@ -140,9 +139,13 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
     absl::StrAppendFormat(&text, "  %-17s %5d %9.0f", row.format(), row.files(),
                           row.heterodl_images_per_sec());
     if (peers) {
-      absl::StrAppendFormat(&text, " %8.0f %6.2fx %8.0f %6.2fx", row.pil_images_per_sec(),
-                            row.ratio_vs_pil(), row.tensor_images_per_sec(),
-                            row.ratio_vs_tensor());
+      for (const auto& [rate, ratio] : {std::pair(row.pil_images_per_sec(), row.ratio_vs_pil()),
+                                        std::pair(row.tensor_images_per_sec(),
+                                                  row.ratio_vs_tensor())}) {
+        // A peer that left this kind of file out has no figure for it.
+        absl::StrAppend(&text, rate > 0 ? absl::StrFormat(" %8.0f %6.2fx", rate, ratio)
+                                        : absl::StrFormat(" %8s %7s", "-", "-"));
+      }
     }
     absl::StrAppendFormat(&text, "  %s\n", row.decode_path());
   }
@@ -162,6 +165,7 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
                           report.png_row_inflate_images_per_sec_per_core(),
                           report.png_ratio_vs_row_inflate());
   }
+  for (const std::string& note : report.peer_notes()) absl::StrAppend(&text, "  ", note, "\n");
   absl::StrAppend(&text, "\n  thread scaling (all files):\n");
   for (const v1::ThreadScaling& row : report.scaling()) {
     absl::StrAppendFormat(&text, "    %2d thread(s) %9.0f images/s   efficiency %.2f\n",
@@ -222,6 +226,10 @@ constexpr char kAllFiles[] = "all";
 struct BenchFiles {
   std::vector<FileGroup> groups;
   std::string list_path;
+  // Files left out because heterodl's pipeline cannot decode them (the
+  // peers are not given them either), and the first one's reason.
+  uint32_t skipped = 0;
+  std::string first_skipped;
   const FileGroup& all() const { return groups.front(); }
 };
 
@@ -235,7 +243,8 @@ absl::StatusOr<cv::Size> ImageSize(const std::string& bytes) {
   return image.size();
 }
 
-absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const AugmentBenchOptions& options) {
+absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pipeline,
+                                     const AugmentBenchOptions& options) {
   BenchFiles files;
   files.list_path =
       (std::filesystem::temp_directory_path() / absl::StrCat("heterodl-bench-", getpid(), ".txt"))
@@ -247,10 +256,23 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const AugmentBenchO
   for (size_t i = 0; i < count; ++i) {
     const size_t sample = i * dataset.size() / count;
     ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(sample));
-    const absl::StatusOr<cv::Size> size = ImageSize(bytes);
+    // A file the pipeline cannot decode is timed by nobody: every contender
+    // measures the same files (a damaged one in a real collection is left
+    // out and counted, not the end of the benchmark).
+    absl::StatusOr<cv::Size> size = ImageSize(bytes);
+    if (size.ok()) {
+      std::vector<uint8_t> scratch(pipeline.output_bytes());
+      if (absl::Status decoded = pipeline.Run(bytes, {0, 0, sample}, scratch.data());
+          !decoded.ok()) {
+        size = decoded;
+      }
+    }
     if (!size.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bench augment: '", dataset.sample(sample).path, "': ", size.status().message()));
+      if (files.skipped++ == 0) {
+        files.first_skipped = absl::StrCat("'", dataset.sample(sample).path, "': ",
+                                           size.status().message());
+      }
+      continue;
     }
     const std::string kind = ImageKindName(bytes);
     auto group = std::find_if(files.groups.begin() + 1, files.groups.end(),
@@ -302,6 +324,15 @@ struct GroupRates {
   std::vector<double> ours, pil, tensor;
 };
 
+// One torchvision peer over the rounds: its rates' place in GroupRates, and
+// why it stopped running when it failed.
+struct PeerRun {
+  const char* decoder;  // "pil" or "tensor"
+  std::vector<double> GroupRates::*column;
+  std::string error;
+  std::vector<double>& rates(GroupRates& group) const { return group.*column; }
+};
+
 void AddFormatRow(const FileGroup& group, const GroupRates& rates, const Pipeline& pipeline,
                   v1::AugmentBenchReport& report) {
   v1::FormatRow* row = report.add_formats();
@@ -311,9 +342,12 @@ void AddFormatRow(const FileGroup& group, const GroupRates& rates, const Pipelin
   row->set_mean_height(group.mean_height);
   row->set_heterodl_images_per_sec(Median(rates.ours));
   if (group.kind != kAllFiles) row->set_decode_path(pipeline.DecodePath(group.bytes.front()));
-  if (Median(rates.pil) > 0 && Median(rates.tensor) > 0) {
+  // Each peer's figures on their own: one may have left this kind out.
+  if (Median(rates.pil) > 0) {
     row->set_pil_images_per_sec(Median(rates.pil));
     row->set_ratio_vs_pil(row->heterodl_images_per_sec() / row->pil_images_per_sec());
+  }
+  if (Median(rates.tensor) > 0) {
     row->set_tensor_images_per_sec(Median(rates.tensor));
     row->set_ratio_vs_tensor(row->heterodl_images_per_sec() / row->tensor_images_per_sec());
   }
@@ -334,18 +368,27 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
                                 [](const FileGroup& group) { return group.kind == "PNG"; });
   std::vector<GroupRates> rates(files.groups.size());
   std::vector<double> opencv, png_row_inflate;
+  std::vector<PeerRun> peer_runs;
+  if (options.peer) peer_runs = {{"pil", &GroupRates::pil}, {"tensor", &GroupRates::tensor}};
   for (int round = 0; round < options.rounds; ++round) {
     for (size_t g = 0; g < files.groups.size(); ++g) {
       rates[g].ours.push_back(MeasureRate(files.groups[g].bytes, ours, pipeline.output_bytes(), 1,
                                           options.seconds));
     }
-    if (options.peer) {
-      ASSIGN_OR_RETURN(const v1::PeerResult pil, RunPeer(options, files.list_path, spec, "pil"));
-      ASSIGN_OR_RETURN(const v1::PeerResult tensor,
-                       RunPeer(options, files.list_path, spec, "tensor"));
+    for (PeerRun& peer : peer_runs) {
+      if (!peer.error.empty()) continue;
+      absl::StatusOr<v1::PeerResult> result = RunPeer(options, files.list_path, spec, peer.decoder);
+      if (!result.ok()) {
+        // One peer that cannot run costs its columns, not the run.
+        peer.error = std::string(result.status().message());
+        report.add_peer_notes(absl::StrCat(peer.decoder, " peer failed: ", peer.error));
+        continue;
+      }
+      if (result->skipped_files() > 0 && round == 0) {
+        report.add_peer_notes(absl::StrCat(peer.decoder, " peer left out ", result->skipped()));
+      }
       for (size_t g = 0; g < files.groups.size(); ++g) {
-        rates[g].pil.push_back(PeerRate(pil, files.groups[g].kind));
-        rates[g].tensor.push_back(PeerRate(tensor, files.groups[g].kind));
+        peer.rates(rates[g]).push_back(PeerRate(*result, files.groups[g].kind));
       }
     }
     if (has_baseline) {
@@ -406,8 +449,17 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
   const std::string spec =
       options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline;
   ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(spec));
-  ASSIGN_OR_RETURN(const BenchFiles files, LoadFiles(dataset, options));
+  ASSIGN_OR_RETURN(const BenchFiles files, LoadFiles(dataset, pipeline, options));
+  if (files.all().bytes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bench augment: no file of ", options.dataset, " decodes (", files.first_skipped, ")"));
+  }
   v1::AugmentBenchReport report;
+  if (files.skipped > 0) {
+    report.add_peer_notes(absl::StrCat("heterodl and the peers left out ", files.skipped,
+                                       " files heterodl cannot decode (first: ",
+                                       files.first_skipped, ")"));
+  }
   report.set_dataset(options.dataset);
   report.set_files(static_cast<uint32_t>(files.all().bytes.size()));
   report.set_mean_width(files.all().mean_width);

@@ -168,11 +168,11 @@ absl::StatusOr<v1::FeedRun> DriveLoader(const FeedBenchOptions& options, const s
   return run;
 }
 
-// One peer script's images per second (bench/peers/feed_*.py, which write a
+// What one peer script measured (bench/peers/feed_*.py, which write a
 // PeerResult as JSON to --out).
-absl::StatusOr<double> RunPythonConsumer(const std::string& python,
-                                         std::vector<std::string> arguments,
-                                         const std::string& python_path) {
+absl::StatusOr<v1::PeerResult> RunPythonConsumer(const std::string& python,
+                                                 std::vector<std::string> arguments,
+                                                 const std::string& python_path) {
   const std::string out = TempPath("peer.json");
   std::filesystem::remove(out);
   arguments.insert(arguments.begin(), python);
@@ -192,7 +192,7 @@ absl::StatusOr<double> RunPythonConsumer(const std::string& python,
   if (!google::protobuf::util::JsonStringToMessage(json, &result).ok()) {
     return absl::DataLossError(absl::StrCat("unreadable peer result: ", json));
   }
-  return result.images_per_sec();
+  return result;
 }
 
 // The dataset's files, one path per line, for the peers.
@@ -225,7 +225,8 @@ absl::Status InstallPeers(const FeedBenchOptions& options) {
 
 absl::Status RunPeers(const FeedBenchOptions& options, const std::string& address,
                       const std::string& file_list, v1::FeedBenchReport& report) {
-  RETURN_IF_ERROR(InstallPeers(options));
+  // Without TensorFlow the tf.data row says why; the other rows are measured.
+  const absl::Status tensorflow = InstallPeers(options);
   const std::string threads = absl::StrCat(Threads(options));
   const std::string batch = absl::StrCat(options.batch_size);
   const std::string seconds = absl::StrCat(options.seconds);
@@ -234,17 +235,21 @@ absl::Status RunPeers(const FeedBenchOptions& options, const std::string& addres
   auto script = [&](const char* name) {
     return (std::filesystem::path(options.peers_dir) / name).string();
   };
-  // heterodl itself, consumed from Python like the peers are.
+  // heterodl itself, consumed from Python like the peers are. A consumer
+  // that fails is a row saying why; the others are still measured.
   std::vector<std::string> ours = {script("feed_heterodl.py"), "--server", address,
                                    "--batch-size", batch,     "--seconds", seconds};
-  ASSIGN_OR_RETURN(const double python_rate,
-                   RunPythonConsumer(options.python, ours, options.python_path));
+  const absl::StatusOr<v1::PeerResult> python =
+      RunPythonConsumer(options.python, ours, options.python_path);
+  const double python_rate = python.ok() ? python->images_per_sec() : 0;
   report.set_python_images_per_sec(python_rate);
+  if (!python.ok()) report.set_python_error(std::string(python.status().message()));
   struct Peer {
     const char* name;
     std::string python;
     std::vector<std::string> arguments;
     const char* note;
+    absl::Status ready;  // what it needs installed
   };
   std::vector<Peer> peers = {
       {"PyTorch DataLoader, PIL", options.python, {script("feed_dataloader.py"), "--decoder", "pil"},
@@ -254,16 +259,26 @@ absl::Status RunPeers(const FeedBenchOptions& options, const std::string& addres
        "decode_image + transforms.v2 on uint8 tensors, N worker processes"},
       {"tf.data service (loopback)", options.tensorflow_python,
        {script("feed_tfdata_service.py")},
-       "a dispatcher and a worker process, the consumer converting batches to NumPy"},
+       "a dispatcher and a worker process, the consumer converting batches to NumPy",
+       tensorflow},
   };
   for (Peer& peer : peers) {
     peer.arguments.insert(peer.arguments.end(), common.begin(), common.end());
-    ASSIGN_OR_RETURN(const double rate, RunPythonConsumer(peer.python, peer.arguments, ""));
+    const absl::StatusOr<v1::PeerResult> result =
+        peer.ready.ok() ? RunPythonConsumer(peer.python, peer.arguments, "")
+                        : absl::StatusOr<v1::PeerResult>(peer.ready);
     v1::FeedPeer* row = report.add_peers();
     row->set_name(peer.name);
-    row->set_images_per_sec(rate);
-    row->set_heterodl_ratio(rate > 0 ? python_rate / rate : 0);
     row->set_note(peer.note);
+    if (!result.ok()) {
+      row->set_error(std::string(result.status().message()));
+      continue;
+    }
+    const double rate = result->images_per_sec();
+    row->set_images_per_sec(rate);
+    row->set_heterodl_ratio(rate > 0 && python_rate > 0 ? python_rate / rate : 0);
+    row->set_skipped_files(result->skipped_files());
+    row->set_skipped(result->skipped());
   }
   return absl::OkStatus();
 }
@@ -310,11 +325,24 @@ std::string FormatTable(const v1::FeedBenchReport& report) {
                         report.tcp_efficiency());
   if (report.peers_size() > 0) {
     absl::StrAppendFormat(&text, "\n  system-level peers, same files and cores, Python consumers:\n");
-    absl::StrAppendFormat(&text, "  %-40s %8.0f images/s\n", "heterodl RemoteDataLoader",
-                          report.python_images_per_sec());
+    if (report.python_error().empty()) {
+      absl::StrAppendFormat(&text, "  %-40s %8.0f images/s\n", "heterodl RemoteDataLoader",
+                            report.python_images_per_sec());
+    } else {
+      absl::StrAppendFormat(&text, "  %-40s failed: %s\n", "heterodl RemoteDataLoader",
+                            report.python_error());
+    }
     for (const v1::FeedPeer& peer : report.peers()) {
+      if (!peer.error().empty()) {
+        absl::StrAppendFormat(&text, "  %-40s failed: %s\n", peer.name(), peer.error());
+        continue;
+      }
       absl::StrAppendFormat(&text, "  %-40s %8.0f images/s   heterodl is %.2fx   (%s)\n",
                             peer.name(), peer.images_per_sec(), peer.heterodl_ratio(), peer.note());
+      if (peer.skipped_files() > 0) {
+        absl::StrAppendFormat(&text, "  %-40s left out %d files: %s\n", "", peer.skipped_files(),
+                              peer.skipped());
+      }
     }
   }
   return text;

@@ -6,15 +6,24 @@ out, as heterodl delivers), the main process consumes the batches.
                               --batch-size B --seconds S [--out F]
 
 --decoder pil: PIL + torchvision.transforms, what most scripts run.
---decoder tensor: torchvision.io.decode_image (libjpeg-turbo, libpng) +
-transforms.v2 on uint8 tensors, the faster one a PyTorch expert writes.
+--decoder tensor: torchvision.io.decode_image (libjpeg-turbo, libpng,
+libwebp, giflib) + transforms.v2 on uint8 tensors, the faster one a PyTorch
+expert writes.
+
+Files of a format the decoder lacks are left out before the run; a file its
+decoder refuses (a damaged one) is dropped from its batch, as a robust
+training script's collate does; both are counted in the report.
 """
 
 import torch
 import torchvision
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
 
 import feed_common
+
+# What each decoder reads (by the files' first bytes).
+READABLE = {"pil": {"JPEG", "PNG", "WebP", "GIF", "BMP"},
+            "tensor": {"JPEG", "PNG", "WebP", "GIF"}}
 
 
 class Images(Dataset):
@@ -42,15 +51,22 @@ class Images(Dataset):
     def __getitem__(self, index):
         if self.transform is None:
             self._build()
-        if self.decoder == "pil":
-            from PIL import Image
-            with Image.open(self.paths[index]) as image:
-                pixels = self.transform(image.convert("RGB"))
-        else:
-            data = torchvision.io.read_file(self.paths[index])
-            pixels = self.transform(
-                torchvision.io.decode_image(data, mode=torchvision.io.ImageReadMode.RGB))
+        try:
+            if self.decoder == "pil":
+                from PIL import Image
+                with Image.open(self.paths[index]) as image:
+                    pixels = self.transform(image.convert("RGB"))
+            else:
+                data = torchvision.io.read_file(self.paths[index])
+                pixels = self.transform(
+                    torchvision.io.decode_image(data, mode=torchvision.io.ImageReadMode.RGB))
+        except (OSError, RuntimeError, ValueError):
+            return None  # refused by the decoder: dropped by collate
         return pixels, self.labels[index]
+
+
+def collate_decoded(samples):
+    return default_collate([sample for sample in samples if sample is not None])
 
 
 def main():
@@ -59,11 +75,15 @@ def main():
                                                     default="pil"))
     torch.set_num_threads(1)
     paths, labels = feed_common.read_file_list(args.files)
+    paths, labels, left_out, note = feed_common.keep_formats(
+        paths, labels, READABLE[args.decoder],
+        "PIL" if args.decoder == "pil" else "torchvision.io.decode_image")
     loader = DataLoader(Images(paths, labels, args.decoder), batch_size=args.batch_size,
                         shuffle=True, num_workers=args.workers, persistent_workers=True,
-                        drop_last=False)
-    feed_common.report(feed_common.consume(lambda epoch: loader, args.seconds,
-                                           lambda batch: int(batch[0].shape[0])), args.out)
+                        drop_last=False, collate_fn=collate_decoded)
+    result = feed_common.consume(lambda epoch: loader, args.seconds,
+                                 lambda batch: int(batch[0].shape[0]), files_per_epoch=len(paths))
+    feed_common.report(result, args.out, left_out, note)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,11 @@ them, on one core:
 LIST holds one image path per line, or "GROUP<TAB>PATH" lines: then every
 group is timed on its own for S seconds, and all files together as the total.
 The files are read into memory first, so only decode + transforms are timed,
-as on the heterodl side. Writes to --out (or else prints) one JSON object:
-{"images": N, "seconds": S, "images_per_sec": R, "groups": {GROUP: {...}}}.
+as on the heterodl side. A file the peer's decoder cannot read (a format it
+lacks, a damaged file it refuses) is left out after one try and counted, so
+one file never ends the benchmark. Writes to --out (or else prints) one JSON
+object: {"images": N, "seconds": S, "images_per_sec": R, "groups": {GROUP:
+{...}}, "skipped_files": K, "skipped": WHY}.
 """
 
 import argparse
@@ -135,10 +138,28 @@ def main():
             if group:
                 groups.setdefault(group, []).append(blob)
     run = make_runner(args.pipeline, args.decoder)
+    refused = {}  # id(blob) -> the decoder's complaint
+    for blob in everything:
+        try:
+            run(blob)
+        except Exception as error:  # any decoder's refusal: PIL, torchvision, libpng...
+            refused[id(blob)] = f"{type(error).__name__}: {error}"
+    if refused:
+        everything = [blob for blob in everything if id(blob) not in refused]
+        groups = {name: [blob for blob in blobs if id(blob) not in refused]
+                  for name, blobs in groups.items()}
+        groups = {name: blobs for name, blobs in groups.items() if blobs}
+    if not everything:
+        raise SystemExit(f"the {args.decoder} peer decodes none of the files: "
+                         f"{next(iter(refused.values()))}")
     result = measure(run, everything, args.seconds)
     if groups:
         result["groups"] = {name: measure(run, blobs, args.seconds)
                             for name, blobs in groups.items()}
+    if refused:
+        first = next(iter(refused.values()))
+        result["skipped_files"] = len(refused)
+        result["skipped"] = f"{len(refused)} its decoder refused (first: {first[:120]})"
     text = json.dumps(result)
     if not args.out:
         print(text)

@@ -3,6 +3,7 @@
 Run by ctest as `python3 local_test.py BUILD_DIR`. Standard library only.
 """
 
+import glob
 import json
 import math
 import os
@@ -19,6 +20,9 @@ from processes import free_port, read_until, sample_dataset, start_server  # noq
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+# The project's venv (torch, torchvision): what the benchmarks' peers run in.
+VENV_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 
 
 def processes_mentioning(marker):
@@ -317,6 +321,66 @@ class LocalRunTest(unittest.TestCase):
                                    / row["pil_images_per_sec"], places=3)
             if name != "all":
                 self.assertTrue(row["decode_path"], name)
+
+    def test_benchmark_peers_leave_out_what_they_cannot_decode_and_say_so(self):
+        # A real photo collection: mixed formats, a file cut short (PIL,
+        # torchvision and heterodl refuse it), a file that is no image, a
+        # BMP (torchvision.io has no BMP decoder). Each contender leaves out
+        # what it cannot decode, says how many, and the run goes on.
+        mixed = sample_dataset(HETERODL, 40, formats="mixed")
+        jpegs = sorted(glob.glob(os.path.join(mixed, "*", "*.jpg")))
+        with open(jpegs[0], "rb") as f:
+            data = f.read()
+        with open(jpegs[0], "wb") as f:
+            f.write(data[:len(data) // 2])  # cut short
+        with open(jpegs[1], "wb") as f:
+            f.write(b"not an image at all")
+        bmp = os.path.join(os.path.dirname(jpegs[2]), "as-bitmap.bmp")
+        subprocess.run([VENV_PYTHON, "-c", "import sys; from PIL import Image; "
+                        "Image.open(sys.argv[1]).save(sys.argv[2])", jpegs[2], bmp], check=True,
+                       timeout=60)
+        listing = os.path.join(os.path.dirname(mixed), "peer-files.txt")
+        files = sorted(glob.glob(os.path.join(mixed, "*", "*")))
+        with open(listing, "w") as f:
+            f.writelines(f"{path}\t0\n" for path in files)
+        peers = os.path.join(ROOT, "bench", "peers")
+        expected = {"pil": (2, r"^1 other \(PIL cannot decode them\); 1 refused by its decoder$"),
+                    "tensor": (3, r"^1 BMP, 1 other \(torchvision.io.decode_image cannot decode "
+                                  r"them\); 1 refused by its decoder$")}
+        for decoder, (skipped, note) in expected.items():
+            with self.subTest(decoder=decoder):
+                out = os.path.join(os.path.dirname(mixed), f"feed-{decoder}.json")
+                run = subprocess.run(
+                    [VENV_PYTHON, os.path.join(peers, "feed_dataloader.py"), "--files",
+                     listing, "--decoder", decoder, "--workers", "1", "--batch-size", "8",
+                     "--seconds", "0.1", "--out", out], capture_output=True, text=True,
+                    timeout=300)
+                self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+                with open(out) as f:
+                    result = json.load(f)
+                self.assertEqual(result["skipped_files"], skipped, result)
+                self.assertRegex(result["skipped"], note)
+                self.assertGreater(result["images_per_sec"], 0)
+        # bench augment: nobody is given the two files heterodl cannot
+        # decode; the tensor peer leaves out the BMP; every format keeps its
+        # three figures.
+        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", mixed, "--json",
+                                 "--seconds", "0.2", "--rounds", "1", "--threads", "1"],
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        notes = report.get("peer_notes", [])
+        self.assertEqual(len(notes), 2, notes)
+        self.assertRegex(notes[0], r"^heterodl and the peers left out 2 files heterodl cannot "
+                                   r"decode \(first: ")
+        self.assertRegex(notes[1], r"^tensor peer left out 1 its decoder refused")
+        self.assertEqual(report["files"], 39)
+        for row in report["formats"]:
+            self.assertGreater(row["pil_images_per_sec"], 0, row["format"])
+            if row["format"] == "other":  # the BMP: only the tensor peer lacks it
+                self.assertEqual(row.get("tensor_images_per_sec", 0), 0)
+            else:
+                self.assertGreater(row["tensor_images_per_sec"], 0, row["format"])
 
     def test_transport_benchmark_reports_every_batch_size(self):
         result = subprocess.run([HETERODL, "bench", "transport", "--json", "--seconds", "0.3"],
