@@ -102,6 +102,16 @@ class LocalRunTest(unittest.TestCase):
             self.assertAlmostEqual(int(rate), row["images_per_sec"], delta=0.51)
             self.assertAlmostEqual(row["images_per_sec"],
                                    8 * 2 * 1000 / row["step_ms"], delta=1e-6)
+        # Each step's line carries that step's own time: from one line's
+        # stamp to the next is that step's step_ms (both are one clock read),
+        # whenever the line was written.
+        stamps = [3600000 * int(h) + 60000 * int(m) + 1000 * float(sec) for h, m, sec in
+                  re.findall(r"^I (\d\d):(\d\d):(\d\d\.\d+) train/0\S* epoch 0 step \d+/6",
+                             result.stderr, flags=re.MULTILINE)]
+        self.assertEqual(len(stamps), 6, result.stderr[-4000:])
+        for earlier, later, row in zip(stamps, stamps[1:], steps[1:]):
+            elapsed = (later - earlier) % 86400000  # a run across midnight
+            self.assertAlmostEqual(elapsed, row["step_ms"], delta=1.01)
         # Both servers were told to stop by the leader.
         self.assertEqual(result.stderr.count("shutdown requested"), 2, result.stderr[-4000:])
 
