@@ -388,10 +388,6 @@ absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder,
         stopped_ = true;
         return Save(position_);
       }
-    } else if (device_.is_cpu()) {
-      // A CPU step is done when Step() returns: its loss costs no wait, so
-      // its line is written now, as it happens.
-      FlushSteps(progress);
     }
     if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
       RETURN_IF_ERROR(Save(position_));
