@@ -22,8 +22,8 @@
 #include "src/common/log.h"
 #include "src/common/memory/malloc_tuning.h"
 #include "src/common/process/signal_watcher.h"
-#include "src/wire/grpc_lifetime.h"
-#include "src/wire/grpc_logging.h"
+#include "src/rpc/grpc_lifetime.h"
+#include "src/rpc/grpc_logging.h"
 
 namespace {
 

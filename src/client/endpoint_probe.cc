@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "src/common/net/host_port.h"
 #include "src/wire/pixel_channel.h"
-#include "src/wire/tcp_address.h"
+#include "src/common/net/tcp_address.h"
 
 namespace heterodl {
 namespace {

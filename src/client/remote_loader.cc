@@ -29,10 +29,10 @@
 #include "src/common/status_macros.h"
 #include "src/data/epoch_plan.h"
 #include "src/wire/batch_codec.h"
-#include "src/wire/byte_stream.h"
-#include "src/wire/grpc_status.h"
+#include "src/rpc/byte_stream.h"
+#include "src/rpc/grpc_status.h"
 #include "src/wire/leaving.h"
-#include "src/wire/pixel_channel_reader.h"
+#include "src/client/pixel_channel_reader.h"
 #include "src/wire/plan_config.h"
 
 namespace heterodl {

@@ -6,7 +6,7 @@
 
 #include "src/common/net/auth_token.h"
 #include "src/common/status_macros.h"
-#include "src/wire/credentials.h"
+#include "src/rpc/credentials.h"
 
 namespace heterodl {
 

@@ -13,7 +13,7 @@
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/client/server_channel.h"
 #include "src/common/status_macros.h"
-#include "src/wire/grpc_status.h"
+#include "src/rpc/grpc_status.h"
 
 namespace heterodl {
 namespace {

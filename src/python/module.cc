@@ -11,8 +11,8 @@
 #include "src/python/python_array.h"
 #include "src/python/python_errors.h"
 #include "src/python/python_loader.h"
-#include "src/wire/grpc_lifetime.h"
-#include "src/wire/grpc_logging.h"
+#include "src/rpc/grpc_lifetime.h"
+#include "src/rpc/grpc_logging.h"
 
 namespace heterodl {
 namespace {

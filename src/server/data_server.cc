@@ -24,11 +24,11 @@
 #include "src/server/activity_monitor.h"
 #include "src/server/batch_service.h"
 #include "src/wire/batch_codec.h"
-#include "src/wire/credentials.h"
-#include "src/wire/grpc_status.h"
+#include "src/rpc/credentials.h"
+#include "src/rpc/grpc_status.h"
 #include "src/wire/leaving.h"
-#include "src/wire/pixel_channel_listener.h"
-#include "src/wire/tcp_address.h"
+#include "src/server/pixel_channel_listener.h"
+#include "src/common/net/tcp_address.h"
 
 namespace heterodl {
 namespace {

@@ -17,7 +17,7 @@
 #include "src/client/server_status.h"
 #include "src/client/shutdown.h"
 #include "src/data/dataset.h"
-#include "src/wire/byte_stream.h"
+#include "src/rpc/byte_stream.h"
 #include "src/wire/pixel_channel.h"
 #include "tests/testing/served_dataset.h"
 #include "tests/testing/status_testing.h"

@@ -6,7 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "src/wire/grpc_lifetime.h"
+#include "src/rpc/grpc_lifetime.h"
 #include "tests/testing/test_images.h"
 
 namespace heterodl::testing {

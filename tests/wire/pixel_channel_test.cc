@@ -1,5 +1,5 @@
-#include "src/wire/pixel_channel_listener.h"
-#include "src/wire/pixel_channel_reader.h"
+#include "src/server/pixel_channel_listener.h"
+#include "src/client/pixel_channel_reader.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,7 +1,7 @@
 // TlsConfig: which PEM files secure the data service's connections
 // (`--tls-cert`, `--tls-key`, `--tls-ca`). A plain struct, free of gRPC, so
 // option structs everywhere (the trainer's included) can carry it;
-// src/wire/credentials.h turns it into gRPC credentials.
+// src/rpc/credentials.h turns it into gRPC credentials.
 //
 // Server: TLS with cert + key; with a CA too, clients must present a
 // certificate it signed (mutual TLS). Client: TLS when a CA is given (the

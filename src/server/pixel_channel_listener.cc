@@ -1,4 +1,4 @@
-#include "src/wire/pixel_channel_listener.h"
+#include "src/server/pixel_channel_listener.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -30,7 +30,7 @@
 #include "src/common/net/unique_fd.h"
 #include "src/common/net/unix_socket.h"
 #include "src/common/status_macros.h"
-#include "src/wire/tcp_address.h"
+#include "src/common/net/tcp_address.h"
 
 namespace heterodl {
 namespace {

@@ -5,8 +5,8 @@
 //   ASSIGN_OR_RETURN(auto reader, PixelChannelReader::Connect(host, port, ticket, timeout));
 //   (open the stream with the ticket)
 //   RETURN_IF_ERROR(reader->ReadExactly(tensor_data, header.images_on_channel()));
-#ifndef HETERODL_SRC_WIRE_PIXEL_CHANNEL_READER_H_
-#define HETERODL_SRC_WIRE_PIXEL_CHANNEL_READER_H_
+#ifndef HETERODL_SRC_CLIENT_PIXEL_CHANNEL_READER_H_
+#define HETERODL_SRC_CLIENT_PIXEL_CHANNEL_READER_H_
 
 #include <atomic>
 #include <cstddef>
@@ -72,4 +72,4 @@ class PixelChannelReader {
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_WIRE_PIXEL_CHANNEL_READER_H_
+#endif  // HETERODL_SRC_CLIENT_PIXEL_CHANNEL_READER_H_

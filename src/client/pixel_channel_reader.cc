@@ -1,4 +1,4 @@
-#include "src/wire/pixel_channel_reader.h"
+#include "src/client/pixel_channel_reader.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "src/common/net/unix_socket.h"
-#include "src/wire/tcp_address.h"
+#include "src/common/net/tcp_address.h"
 
 namespace heterodl {
 namespace {

@@ -7,8 +7,8 @@
 // after its signal handling is set up; the count it holds is never given
 // back, so no destructor ever waits for gRPC, and the exit reclaims what
 // gRPC holds.
-#ifndef HETERODL_SRC_WIRE_GRPC_LIFETIME_H_
-#define HETERODL_SRC_WIRE_GRPC_LIFETIME_H_
+#ifndef HETERODL_SRC_RPC_GRPC_LIFETIME_H_
+#define HETERODL_SRC_RPC_GRPC_LIFETIME_H_
 
 #include <grpc/grpc.h>
 
@@ -18,4 +18,4 @@ inline void KeepGrpcUntilExit() { grpc_init(); }
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_WIRE_GRPC_LIFETIME_H_
+#endif  // HETERODL_SRC_RPC_GRPC_LIFETIME_H_

@@ -1,8 +1,8 @@
 // gRPC credentials from a TlsConfig (src/common/net/tls_config.h): insecure when
 // it is empty, TLS (mutual with a CA on the server) otherwise. Errors name the
 // file that is missing or unreadable, or the half of a pair that is.
-#ifndef HETERODL_SRC_WIRE_CREDENTIALS_H_
-#define HETERODL_SRC_WIRE_CREDENTIALS_H_
+#ifndef HETERODL_SRC_RPC_CREDENTIALS_H_
+#define HETERODL_SRC_RPC_CREDENTIALS_H_
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
@@ -26,4 +26,4 @@ void AddTlsChannelArguments(const TlsConfig& tls, grpc::ChannelArguments& argume
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_WIRE_CREDENTIALS_H_
+#endif  // HETERODL_SRC_RPC_CREDENTIALS_H_

@@ -6,8 +6,8 @@
 //   info.set_pixel_port(listener->port());
 //   ASSIGN_OR_RETURN(std::shared_ptr<PixelChannel> channel, listener->Claim(ticket));
 //   channel->Send(OutgoingPixels::Own(std::move(buffer)), [](bool sent) {...});
-#ifndef HETERODL_SRC_WIRE_PIXEL_CHANNEL_LISTENER_H_
-#define HETERODL_SRC_WIRE_PIXEL_CHANNEL_LISTENER_H_
+#ifndef HETERODL_SRC_SERVER_PIXEL_CHANNEL_LISTENER_H_
+#define HETERODL_SRC_SERVER_PIXEL_CHANNEL_LISTENER_H_
 
 #include <memory>
 #include <string>
@@ -83,4 +83,4 @@ class PixelChannelListener {
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_WIRE_PIXEL_CHANNEL_LISTENER_H_
+#endif  // HETERODL_SRC_SERVER_PIXEL_CHANNEL_LISTENER_H_

@@ -6,8 +6,8 @@
 // of ours with its first sentence, and the tree goes to --log-level debug;
 // heterodl's own message about the same failure (which says what to do)
 // follows it.
-#ifndef HETERODL_SRC_WIRE_GRPC_LOGGING_H_
-#define HETERODL_SRC_WIRE_GRPC_LOGGING_H_
+#ifndef HETERODL_SRC_RPC_GRPC_LOGGING_H_
+#define HETERODL_SRC_RPC_GRPC_LOGGING_H_
 
 #include <string>
 
@@ -23,4 +23,4 @@ std::string GrpcLogHeadline(absl::string_view message);
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_WIRE_GRPC_LOGGING_H_
+#endif  // HETERODL_SRC_RPC_GRPC_LOGGING_H_

@@ -1,4 +1,4 @@
-#include "src/wire/grpc_logging.h"
+#include "src/rpc/grpc_logging.h"
 
 #include <grpc/support/log.h>
 

@@ -1,4 +1,4 @@
-#include "src/wire/credentials.h"
+#include "src/rpc/credentials.h"
 
 #include <grpcpp/security/server_credentials.h>
 

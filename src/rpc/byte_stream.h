@@ -15,8 +15,8 @@
 //   grpc::Status status = stream.Finish();
 //
 // Cancelling the context (from any thread) makes a blocked Read return false.
-#ifndef HETERODL_SRC_WIRE_BYTE_STREAM_H_
-#define HETERODL_SRC_WIRE_BYTE_STREAM_H_
+#ifndef HETERODL_SRC_RPC_BYTE_STREAM_H_
+#define HETERODL_SRC_RPC_BYTE_STREAM_H_
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -82,4 +82,4 @@ class ByteStream final : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_WIRE_BYTE_STREAM_H_
+#endif  // HETERODL_SRC_RPC_BYTE_STREAM_H_

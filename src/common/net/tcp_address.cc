@@ -1,4 +1,4 @@
-#include "src/wire/tcp_address.h"
+#include "src/common/net/tcp_address.h"
 
 #include <poll.h>
 #include <sys/socket.h>

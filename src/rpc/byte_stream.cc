@@ -1,4 +1,4 @@
-#include "src/wire/byte_stream.h"
+#include "src/rpc/byte_stream.h"
 
 #include <utility>
 

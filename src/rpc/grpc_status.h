@@ -1,7 +1,7 @@
 // absl::Status <-> grpc::Status. The two share their codes (gRPC's canonical
 // codes), so a conversion keeps code and message.
-#ifndef HETERODL_SRC_WIRE_GRPC_STATUS_H_
-#define HETERODL_SRC_WIRE_GRPC_STATUS_H_
+#ifndef HETERODL_SRC_RPC_GRPC_STATUS_H_
+#define HETERODL_SRC_RPC_GRPC_STATUS_H_
 
 #include <grpcpp/support/status.h>
 
@@ -21,4 +21,4 @@ inline grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_WIRE_GRPC_STATUS_H_
+#endif  // HETERODL_SRC_RPC_GRPC_STATUS_H_

@@ -1,8 +1,8 @@
 // What the pixel channel's two ends and the server share of plain TCP:
 // resolving a host and port, probing a bind, connecting with a deadline, and
 // the text of an errno.
-#ifndef HETERODL_SRC_WIRE_TCP_ADDRESS_H_
-#define HETERODL_SRC_WIRE_TCP_ADDRESS_H_
+#ifndef HETERODL_SRC_COMMON_NET_TCP_ADDRESS_H_
+#define HETERODL_SRC_COMMON_NET_TCP_ADDRESS_H_
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -45,4 +45,4 @@ std::string ErrnoText(int error);
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_WIRE_TCP_ADDRESS_H_
+#endif  // HETERODL_SRC_COMMON_NET_TCP_ADDRESS_H_
