@@ -14,8 +14,8 @@
 #include "bench/transport_bench.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
-#include "src/common/process/child_process.h"
 #include "src/common/log.h"
+#include "src/common/process/child_process.h"
 
 ABSL_FLAG(bool, no_peer, false, "bench: skip the peer (torchvision) measurement");
 ABSL_FLAG(double, seconds, 3.0, "bench: seconds per measurement");
@@ -60,7 +60,9 @@ int RunAugment() {
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.seconds = absl::GetFlag(FLAGS_seconds);
-  if (absl::GetFlag(FLAGS_rounds) > 0) options.rounds = absl::GetFlag(FLAGS_rounds);
+  if (absl::GetFlag(FLAGS_rounds) > 0) {
+    options.rounds = absl::GetFlag(FLAGS_rounds);
+  }
   options.peer = !absl::GetFlag(FLAGS_no_peer);
   options.python = absl::GetFlag(FLAGS_python);
   options.peer_script = HETERODL_PEER_AUGMENT_SCRIPT;
@@ -71,13 +73,19 @@ int RunAugment() {
 int RunStep() {
   StepBenchOptions options;
   absl::StatusOr<std::string> self = SelfExecutable();
-  if (!self.ok()) return PrintReport(self.status());
+  if (!self.ok()) {
+    return PrintReport(self.status());
+  }
   options.heterodl = *self;
   options.dataset = absl::GetFlag(FLAGS_dataset);
   options.model = absl::GetFlag(FLAGS_model);
   options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  if (!absl::GetFlag(FLAGS_pipeline).empty()) options.pipeline = absl::GetFlag(FLAGS_pipeline);
-  if (absl::GetFlag(FLAGS_steps) > 0) options.steps = static_cast<int>(absl::GetFlag(FLAGS_steps));
+  if (!absl::GetFlag(FLAGS_pipeline).empty()) {
+    options.pipeline = absl::GetFlag(FLAGS_pipeline);
+  }
+  if (absl::GetFlag(FLAGS_steps) > 0) {
+    options.steps = static_cast<int>(absl::GetFlag(FLAGS_steps));
+  }
   options.warmup_steps = std::min(options.warmup_steps, options.steps / 4);
   options.device_step_ms = absl::GetFlag(FLAGS_device_step_ms);
   options.prices = absl::GetFlag(FLAGS_prices);
@@ -101,7 +109,9 @@ bool ChangedFromDefault(const absl::Flag<T>& flag) {
 int RunFeed() {
   FeedBenchOptions options;
   absl::StatusOr<std::string> self = SelfExecutable();
-  if (!self.ok()) return PrintReport(self.status());
+  if (!self.ok()) {
+    return PrintReport(self.status());
+  }
   options.heterodl = *self;
   options.dataset = absl::GetFlag(FLAGS_dataset);
   if (options.dataset.empty()) {
@@ -125,7 +135,9 @@ int RunFeed() {
   }
   // 0 (unset): the benchmark's own default, so that any count asked for,
   // the augment benchmark's 3 included, is taken.
-  if (absl::GetFlag(FLAGS_rounds) > 0) options.rounds = absl::GetFlag(FLAGS_rounds);
+  if (absl::GetFlag(FLAGS_rounds) > 0) {
+    options.rounds = absl::GetFlag(FLAGS_rounds);
+  }
   options.peers = absl::GetFlag(FLAGS_peers);
   options.python = absl::GetFlag(FLAGS_python);
   options.python_path = HETERODL_PYTHON_MODULE_DIR;
@@ -138,7 +150,9 @@ int RunFeed() {
 int RunTransport() {
   TransportBenchOptions options;
   absl::StatusOr<std::string> self = SelfExecutable();
-  if (!self.ok()) return PrintReport(self.status());
+  if (!self.ok()) {
+    return PrintReport(self.status());
+  }
   options.heterodl = *self;
   options.seconds = absl::GetFlag(FLAGS_seconds);
   options.connections = absl::GetFlag(FLAGS_connections);
@@ -157,11 +171,20 @@ int RunTransport() {
 
 }  // namespace
 
-int RunBenchCommand(const std::vector<std::string>& arguments) {
-  if (arguments.size() == 1 && arguments[0] == "augment") return RunAugment();
-  if (arguments.size() == 1 && arguments[0] == "transport") return RunTransport();
-  if (arguments.size() == 1 && arguments[0] == "step") return RunStep();
-  if (arguments.size() == 1 && arguments[0] == "feed") return RunFeed();
+int RunBenchCommand(const CommandContext& context) {
+  const std::vector<std::string>& arguments = context.arguments;
+  if (arguments.size() == 1 && arguments[0] == "augment") {
+    return RunAugment();
+  }
+  if (arguments.size() == 1 && arguments[0] == "transport") {
+    return RunTransport();
+  }
+  if (arguments.size() == 1 && arguments[0] == "step") {
+    return RunStep();
+  }
+  if (arguments.size() == 1 && arguments[0] == "feed") {
+    return RunFeed();
+  }
   LogError(
       "usage: heterodl bench augment --dataset DIR [--pipeline SPEC] [--threads N] "
       "[--json] [--no-peer]\n       heterodl bench transport [--seconds S] [--json]\n"

@@ -10,8 +10,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "launcher/commands.h"
 #include "launcher/command_line.h"
+#include "launcher/commands.h"
 #include "launcher/flag_checks.h"
 #include "launcher/flags.h"
 #include "src/client/server_discovery.h"
@@ -30,8 +30,12 @@ ClusterSettings ClusterSettingsFromFlags() {
   if (absl::GetFlag(FLAGS_ranks_per_host) > 0) {
     settings.ranks_per_host = absl::GetFlag(FLAGS_ranks_per_host);
   }
-  if (absl::GetFlag(FLAGS_port) >= 0) settings.data_port = absl::GetFlag(FLAGS_port);
-  if (absl::GetFlag(FLAGS_master_port) > 0) settings.master_port = absl::GetFlag(FLAGS_master_port);
+  if (absl::GetFlag(FLAGS_port) >= 0) {
+    settings.data_port = absl::GetFlag(FLAGS_port);
+  }
+  if (absl::GetFlag(FLAGS_master_port) > 0) {
+    settings.master_port = absl::GetFlag(FLAGS_master_port);
+  }
   settings.resource_config = absl::GetFlag(FLAGS_resource_config);
   settings.data_group = absl::GetFlag(FLAGS_data_group);
   settings.dnn_group = absl::GetFlag(FLAGS_dnn_group);
@@ -42,7 +46,7 @@ ClusterSettings ClusterSettingsFromFlags() {
   return settings;
 }
 
-int RunClusterCommand() {
+int RunClusterCommand(const CommandContext& /*context*/) {
   absl::StatusOr<ClusterView> view =
       ResolveClusterView(ClusterSettingsFromFlags(), CurrentEnvironment());
   if (!view.ok()) {
@@ -60,7 +64,8 @@ int RunClusterCommand() {
       absl::StrJoin(view->data_servers, ", ").c_str(), absl::StrJoin(view->dnn_hosts, ", ").c_str(),
       view->leader.c_str(), view->world_size, view->ranks_per_host);
   if (!view->data_servers_file.empty()) {
-    std::printf("servers file  %s (re-read while training runs)\n", view->data_servers_file.c_str());
+    std::printf("servers file  %s (re-read while training runs)\n",
+                view->data_servers_file.c_str());
   }
   if (!view->data_servers_dns.empty()) {
     std::printf("servers DNS   %s (every address, re-resolved while training runs)\n",
@@ -84,7 +89,9 @@ bool ResolvesBeyondLoopback(const std::string& host) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* results = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &results) != 0) return false;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &results) != 0) {
+    return false;
+  }
   bool beyond = false;
   for (addrinfo* entry = results; entry != nullptr; entry = entry->ai_next) {
     if (entry->ai_family == AF_INET) {
@@ -101,7 +108,8 @@ bool ResolvesBeyondLoopback(const std::string& host) {
 
 }  // namespace
 
-int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop) {
+int RunLaunchCommand(const CommandContext& context) {
+  const std::vector<std::string>& arguments = context.arguments;
   if (!arguments.empty()) {
     // `launch -- ARGS`: the arguments after `--` are trainer flags.
     std::vector<std::string> normalized = {"heterodl"};
@@ -111,7 +119,9 @@ int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop
     absl::Status checked = expanded.ok() ? CheckFlagArguments(*expanded) : expanded.status();
     if (checked.ok()) {
       std::vector<char*> argv;
-      for (std::string& argument : *expanded) argv.push_back(argument.data());
+      for (std::string& argument : *expanded) {
+        argv.push_back(argument.data());
+      }
       const std::vector<char*> rest =
           absl::ParseCommandLine(static_cast<int>(argv.size()), argv.data());
       if (rest.size() > 1) {
@@ -119,7 +129,9 @@ int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop
             absl::StrCat("launch: '", rest[1], "' after -- is not a flag"));
       }
     }
-    if (checked.ok()) checked = CheckFlagValues();
+    if (checked.ok()) {
+      checked = CheckFlagValues();
+    }
     if (!checked.ok()) {
       LogError("%s", checked.message());
       return kExitUsage;
@@ -139,7 +151,9 @@ int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop
   switch (view->role) {
     case Role::kData:
       SetLogTag("serve");
-      if (absl::GetFlag(FLAGS_port) < 0) absl::SetFlag(&FLAGS_port, view->data_port);
+      if (absl::GetFlag(FLAGS_port) < 0) {
+        absl::SetFlag(&FLAGS_port, view->data_port);
+      }
       // Listen where the dnn group will connect: this host's name in the
       // cluster view, not every interface (--address 0.0.0.0:PORT asks for that).
       if (absl::GetFlag(FLAGS_address).empty()) {
@@ -151,22 +165,24 @@ int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop
                   view->current_host);
         }
       }
-      return RunServeCommand(stop);
+      return RunServeCommand(context);
     case Role::kDnn:
       if (view->homogeneous ||
           ServerSources{view->data_servers, view->data_servers_file, view->data_servers_dns}
               .empty()) {
         // No data group: decode on this host, as `local` does.
         SetLogTag("local");
-        if (absl::GetFlag(FLAGS_ranks) <= 0) absl::SetFlag(&FLAGS_ranks, view->ranks_per_host);
+        if (absl::GetFlag(FLAGS_ranks) <= 0) {
+          absl::SetFlag(&FLAGS_ranks, view->ranks_per_host);
+        }
         absl::SetFlag(&FLAGS_servers, 1);
-        return RunLocalCommand(stop);
+        return RunLocalCommand(context);
       }
       SetLogTag("train");
-      return RunTrainCommand(stop);
+      return RunTrainCommand(context);
     case Role::kLocal:
       SetLogTag("local");
-      return RunLocalCommand(stop);
+      return RunLocalCommand(context);
   }
   return kExitUsage;
 }

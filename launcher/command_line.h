@@ -25,7 +25,7 @@ void NormalizeFlagNames(std::vector<std::string>& arguments);
 // comment line), dashed names accepted as on the command line, nested flag
 // files expanded. INVALID_ARGUMENT naming the
 // file when it cannot be read or includes itself.
-absl::StatusOr<std::vector<std::string>> ExpandFlagFiles(std::vector<std::string> arguments);
+absl::StatusOr<std::vector<std::string>> ExpandFlagFiles(const std::vector<std::string>& arguments);
 
 // Checks every flag argument of arguments[1..] (normalized names) up to a
 // bare "--": the name is a flag of this program (INVALID_ARGUMENT suggests

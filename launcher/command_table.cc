@@ -1,12 +1,17 @@
 #include "launcher/command_table.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <set>
+#include <string>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
 #include "launcher/command_line.h"
+#include "launcher/commands.h"
 
 namespace heterodl {
 namespace {
@@ -14,28 +19,40 @@ namespace {
 // Flags every command reads.
 constexpr const char* kCommonFlags[] = {"log_level", "flagfile"};
 
-#define HETERODL_TLS_CLIENT_FLAGS "auth_token_file", "tls_ca", "tls_cert", "tls_key", "tls_server_name"
-#define HETERODL_TRAINING_FLAGS                                                                 \
-  "model", "epochs", "steps", "batch_size", "seed", "pipeline", "lr", "optimizer", "momentum",  \
-      "weight_decay", "warmup_steps", "lr_schedule", "device", "precision", "memory_format",    \
-      "device_step_ms",                                                                         \
-      "bucket_mb", "checkpoint_dir", "checkpoint_every", "resume", "model_dir", "metrics_file", \
-      "sample_log_dir", "connect_timeout", "pixel_channel"
-#define HETERODL_CLUSTER_FLAGS                                                                  \
-  "role", "data_servers", "data_servers_file", "data_servers_dns", "dnn_hosts", "current_host", \
-      "ranks_per_host", "master_port", "resource_config", "data_group", "dnn_group",            \
-      "slurm_data_component"
+// Flag groups several commands take.
+constexpr const char* kTlsClientFlags[] = {"auth_token_file", "tls_ca", "tls_cert", "tls_key",
+                                           "tls_server_name"};
+constexpr const char* kTrainingFlags[] = {
+    "model",          "epochs",       "steps",          "batch_size",       "seed",
+    "pipeline",       "lr",           "optimizer",      "momentum",         "weight_decay",
+    "warmup_steps",   "lr_schedule",  "device",         "precision",        "memory_format",
+    "device_step_ms", "bucket_mb",    "checkpoint_dir", "checkpoint_every", "resume",
+    "model_dir",      "metrics_file", "sample_log_dir", "connect_timeout",  "pixel_channel"};
+constexpr const char* kClusterFlags[] = {
+    "role",         "data_servers",        "data_servers_file", "data_servers_dns", "dnn_hosts",
+    "current_host", "ranks_per_host",      "master_port",       "resource_config",  "data_group",
+    "dnn_group",    "slurm_data_component"};
+
+using FlagGroup = std::initializer_list<const char*>;
+
+// The flags of `parts` in order, each a group above or a FlagGroup.
+std::vector<const char*> Flags(std::initializer_list<absl::Span<const char* const>> parts) {
+  std::vector<const char*> flags;
+  for (const absl::Span<const char* const> part : parts) {
+    flags.insert(flags.end(), part.begin(), part.end());
+  }
+  return flags;
+}
 
 }  // namespace
 
 const std::vector<CommandInfo>& Commands() {
   static const std::vector<CommandInfo>* commands = new std::vector<CommandInfo>{
-      {"launch",
-       "[-- TRAIN_FLAGS]",
+      {"launch", "[-- TRAIN_FLAGS]",
        "(default) read the cluster environment (SageMaker, Slurm, HETERODL_*), become serve or "
        "train",
-       {HETERODL_CLUSTER_FLAGS, "dataset", "port", "ranks", HETERODL_TRAINING_FLAGS},
-       "heterodl launch -- --model resnet50 --epochs 90 --batch-size 256"},
+       Flags({kClusterFlags, FlagGroup{"dataset", "port", "ranks"}, kTrainingFlags}),
+       "heterodl launch -- --model resnet50 --epochs 90 --batch-size 256", RunLaunchCommand},
       {"serve",
        "",
        "data-group server: decode, augment and stream batches over gRPC",
@@ -44,36 +61,35 @@ const std::vector<CommandInfo>& Commands() {
         "strict_dataset", "max_streams",     "max_stream_mb",   "pixel_port", "same_host_pixels",
         "idle_timeout",   "startup_timeout", "auth_token_file", "tls_cert",   "tls_key",
         "tls_ca"},
-       "heterodl serve --dataset /data/imagenet/train --port 50051 --threads 32"},
-      {"train",
-       "",
-       "dnn-group trainer: this host's ranks, fed by the data servers",
-       {"data_servers", "data_servers_file", "data_servers_dns", "ranks", HETERODL_TRAINING_FLAGS,
-        "dnn_hosts", "current_host", "master_addr", "master_port", HETERODL_TLS_CLIENT_FLAGS},
-       "heterodl train --data-servers cpu1:50051,cpu2:50051 --ranks 8 --model resnet50"},
-      {"local",
-       "",
+       "heterodl serve --dataset /data/imagenet/train --port 50051 --threads 32",
+       RunServeCommand},
+      {"train", "", "dnn-group trainer: this host's ranks, fed by the data servers",
+       Flags({FlagGroup{"data_servers", "data_servers_file", "data_servers_dns", "ranks"},
+              kTrainingFlags, FlagGroup{"dnn_hosts", "current_host", "master_addr", "master_port"},
+              kTlsClientFlags}),
+       "heterodl train --data-servers cpu1:50051,cpu2:50051 --ranks 8 --model resnet50",
+       RunTrainCommand},
+      {"local", "",
        "a whole heterogeneous job on this machine: --servers data servers and --ranks ranks",
-       {"dataset", "servers", "data_servers", "ranks", "threads", HETERODL_TRAINING_FLAGS,
-        "auth_token_file", "tls_ca", "tls_cert", "tls_key"},
-       "heterodl local --dataset data/sample --servers 2 --ranks 2 --epochs 1"},
-      {"cluster",
-       "",
+       Flags({FlagGroup{"dataset", "servers", "data_servers", "ranks", "threads"}, kTrainingFlags,
+              FlagGroup{"auth_token_file", "tls_ca", "tls_cert", "tls_key"}}),
+       "heterodl local --dataset data/sample --servers 2 --ranks 2 --epochs 1", RunLocalCommand},
+      {"cluster", "",
        "print the cluster view this host resolves (who serves, who trains, the leader)",
-       {HETERODL_CLUSTER_FLAGS, "port", "json"},
-       "heterodl cluster --json"},
+       Flags({kClusterFlags, FlagGroup{"port", "json"}}), "heterodl cluster --json",
+       RunClusterCommand},
       {"dataset",
        "sample DIR",
        "write the built-in sample dataset (photos under classes) to an empty DIR",
        {"images", "seed", "formats", "overwrite"},
-       "heterodl dataset sample data/mixed --images 2000 --formats mixed"},
-      {"status",
-       "HOST:PORT...",
+       "heterodl dataset sample data/mixed --images 2000 --formats mixed",
+       RunDatasetCommand},
+      {"status", "HOST:PORT...",
        "live statistics of data servers: dataset, pipeline, recent images/s, capacity, streams; "
        "with --demand, the data hosts needed for --max-stall",
-       {"json", "demand", "max_stall", "data_servers_file", "data_servers_dns",
-        HETERODL_TLS_CLIENT_FLAGS},
-       "heterodl status cpu1:50051 cpu2:50051 --demand 9000"},
+       Flags({FlagGroup{"json", "demand", "max_stall", "data_servers_file", "data_servers_dns"},
+              kTlsClientFlags}),
+       "heterodl status cpu1:50051 cpu2:50051 --demand 9000", RunStatusCommand},
       {"bench",
        "augment|transport|step|feed",
        "benchmarks: decode + augment per core, transport GB/s, step time and cost, feed as a "
@@ -99,28 +115,34 @@ const std::vector<CommandInfo>& Commands() {
         "gpu_instance",
         "data_instance",
         "json"},
-       "heterodl bench feed --dataset data/sample --threads 2"},
+       "heterodl bench feed --dataset data/sample --threads 2",
+       RunBenchCommand},
       {"plan",
        "",
        "which data instances to add to a GPU instance, and why",
        {"gpu_instance", "data_instance", "images_per_sec_per_core", "image_size", "batch_size",
         "device_step_ms", "max_stall", "max_data_instances", "spot", "interruption_overhead",
         "prices", "json"},
-       "heterodl plan --gpu-instance ml.p4d.24xlarge --images-per-sec-per-core 600"},
+       "heterodl plan --gpu-instance ml.p4d.24xlarge --images-per-sec-per-core 600",
+       RunPlanCommand},
   };
   return *commands;
 }
 
 const CommandInfo* FindCommand(absl::string_view name) {
   for (const CommandInfo& command : Commands()) {
-    if (name == command.name) return &command;
+    if (name == command.name) {
+      return &command;
+    }
   }
   return nullptr;
 }
 
 std::string SuggestCommand(absl::string_view word) {
   std::vector<std::string> names;
-  for (const CommandInfo& command : Commands()) names.emplace_back(command.name);
+  for (const CommandInfo& command : Commands()) {
+    names.emplace_back(command.name);
+  }
   const std::string nearest = NearestName(word, names);
   return nearest.empty() ? "" : absl::StrCat(" (did you mean '", nearest, "'?)");
 }
@@ -139,6 +161,22 @@ std::string ProgramUsage() {
   return usage;
 }
 
+namespace {
+
+// One flag's lines in a help text; nothing for a flag Abseil does not know.
+std::string FlagHelp(const char* name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr) {
+    return "";  // flagfile is Abseil's, always there
+  }
+  const std::string fallback = flag->DefaultValue();
+  return absl::StrFormat("  %s (default: %s)\n      %s\n", DashedFlag(name),
+                         fallback.empty() ? "none" : absl::StrCat("'", fallback, "'"),
+                         flag->Help());
+}
+
+}  // namespace
+
 std::string CommandHelp(const CommandInfo& command) {
   std::string help = absl::StrCat("usage: heterodl ", command.name, " ", command.arguments,
                                   command.arguments[0] == '\0' ? "" : " ", "[FLAGS]\n\n",
@@ -146,20 +184,28 @@ std::string CommandHelp(const CommandInfo& command) {
   std::vector<const char*> flags = command.flags;
   flags.insert(flags.end(), std::begin(kCommonFlags), std::end(kCommonFlags));
   for (const char* name : flags) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr) continue;  // flagfile is Abseil's, always there
-    const std::string fallback = flag->DefaultValue();
-    absl::StrAppendFormat(&help, "  %s (default: %s)\n      %s\n", DashedFlag(name),
-                          fallback.empty() ? "none" : absl::StrCat("'", fallback, "'"),
-                          flag->Help());
+    absl::StrAppend(&help, FlagHelp(name));
   }
   absl::StrAppend(&help, "\nexample:\n  ", command.example, "\n");
   return help;
 }
 
+std::string AllFlagsHelp() {
+  std::set<std::string> names(std::begin(kCommonFlags), std::end(kCommonFlags));
+  for (const CommandInfo& command : Commands()) {
+    names.insert(command.flags.begin(), command.flags.end());
+  }
+  std::string help = absl::StrCat(ProgramUsage(),
+                                  "\n\nevery flag (each command's own are in "
+                                  "'heterodl help COMMAND'):\n");
+  for (const std::string& name : names) {
+    absl::StrAppend(&help, FlagHelp(name.c_str()));
+  }
+  return help;
+}
+
 bool CommandTakesFlag(const CommandInfo& command, absl::string_view flag) {
-  if (std::find(std::begin(kCommonFlags), std::end(kCommonFlags), flag) !=
-      std::end(kCommonFlags)) {
+  if (std::find(std::begin(kCommonFlags), std::end(kCommonFlags), flag) != std::end(kCommonFlags)) {
     return true;
   }
   return std::any_of(command.flags.begin(), command.flags.end(),

@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "launcher/stop_signal.h"
 #include "src/cluster/cluster_view.h"
+#include "src/server/data_server.h"
 
 namespace heterodl {
 
@@ -18,20 +20,34 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
-int RunServeCommand(StopSignal& stop);
-int RunTrainCommand(StopSignal& stop);
-int RunLocalCommand(StopSignal& stop);
-int RunClusterCommand();
-int RunDatasetCommand(const std::vector<std::string>& arguments);
-int RunStatusCommand(const std::vector<std::string>& arguments);
-int RunBenchCommand(const std::vector<std::string>& arguments);
-int RunPlanCommand();
+// What a command runs with: the positional arguments left after the flags
+// (the flags themselves are read through launcher/flags.h), and the signal
+// that asks it to stop.
+struct CommandContext {
+  const std::vector<std::string>& arguments;
+  StopSignal& stop;
+};
+
+// Each command's run function, as the command table (command_table.h) names
+// it.
+int RunServeCommand(const CommandContext& context);
+int RunTrainCommand(const CommandContext& context);
+int RunLocalCommand(const CommandContext& context);
+int RunClusterCommand(const CommandContext& context);
+int RunDatasetCommand(const CommandContext& context);
+int RunStatusCommand(const CommandContext& context);
+int RunBenchCommand(const CommandContext& context);
+int RunPlanCommand(const CommandContext& context);
 // `heterodl` alone or `heterodl launch [-- TRAIN_ARGS]`: resolves the cluster
 // view and becomes serve, train or local.
-int RunLaunchCommand(const std::vector<std::string>& arguments, StopSignal& stop);
+int RunLaunchCommand(const CommandContext& context);
 
 // The cluster settings given by flags (empty where not given).
 ClusterSettings ClusterSettingsFromFlags();
+
+// `serve`'s options from its flags: a pure function of the flags' values.
+// INVALID_ARGUMENT names a missing or out-of-range flag (a usage error).
+absl::StatusOr<DataServerOptions> ServeOptionsFromFlags();
 
 }  // namespace heterodl
 

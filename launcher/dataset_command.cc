@@ -7,7 +7,8 @@
 
 namespace heterodl {
 
-int RunDatasetCommand(const std::vector<std::string>& arguments) {
+int RunDatasetCommand(const CommandContext& context) {
+  const std::vector<std::string>& arguments = context.arguments;
   if (arguments.size() != 2 || arguments[0] != "sample") {
     LogError(
         "usage: heterodl dataset sample DIR [--images N] [--seed S] [--formats F] [--overwrite]");

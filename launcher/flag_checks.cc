@@ -12,52 +12,67 @@
 #include "launcher/command_line.h"
 #include "launcher/flags.h"
 #include "src/common/net/host_port.h"
-#include "src/data/sample_dataset.h"
 #include "src/common/status_macros.h"
+#include "src/data/sample_dataset.h"
 
 namespace heterodl {
 namespace {
 
 template <typename T>
 absl::Status InRange(absl::string_view name, T value, T low, T high, absl::string_view why = "") {
-  if (value >= low && value <= high) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(DashedFlag(name), " must be in [", low, ", ", high,
-                                                 "]", why, ", got ", value));
+  if (value >= low && value <= high) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(DashedFlag(name), " must be in [", low, ", ", high, "]", why, ", got ", value));
 }
 
 absl::Status AtLeast(absl::string_view name, double value, double low) {
-  if (value >= low) return absl::OkStatus();
+  if (value >= low) {
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(
       absl::StrCat(DashedFlag(name), " must be at least ", low, ", got ", value));
 }
 
 absl::Status OneOf(absl::string_view name, const std::string& value,
                    const std::vector<std::string>& allowed) {
-  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(DashedFlag(name), " must be one of ",
-                                                 absl::StrJoin(allowed, ", "), "; got '", value,
-                                                 "'"));
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      DashedFlag(name), " must be one of ", absl::StrJoin(allowed, ", "), "; got '", value, "'"));
 }
 
 absl::Status PositiveDuration(absl::string_view name, absl::Duration value) {
-  if (value > absl::ZeroDuration()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(DashedFlag(name), " must be a positive duration, got ",
-                                                 absl::FormatDuration(value)));
+  if (value > absl::ZeroDuration()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      DashedFlag(name), " must be a positive duration, got ", absl::FormatDuration(value)));
 }
 
 absl::Status CheckModel(const std::string& model) {
-  if (model == "small_cnn" || model == "resnet18" || model == "resnet50") return absl::OkStatus();
+  if (model == "small_cnn" || model == "resnet18" || model == "resnet50") {
+    return absl::OkStatus();
+  }
   std::error_code error;
-  if (std::filesystem::is_regular_file(model, error)) return absl::OkStatus();
+  if (std::filesystem::is_regular_file(model, error)) {
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("--model must be small_cnn, resnet18, resnet50 or a TorchScript file; '", model,
                    "' is none of them (no such file)"));
 }
 
 absl::Status CheckAddress(const std::string& address) {
-  if (address.empty()) return absl::OkStatus();
+  if (address.empty()) {
+    return absl::OkStatus();
+  }
   absl::StatusOr<HostPort> parsed = SplitHostPort(address);
-  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("--address: ", parsed.status().message()));
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--address: ", parsed.status().message()));
+  }
   return absl::OkStatus();
 }
 
@@ -68,7 +83,9 @@ int MaxThreads(int cores) { return std::max(64, 8 * cores); }
 absl::Status CheckFlagValues() {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int32_t port = absl::GetFlag(FLAGS_port);
-  if (port != -1) RETURN_IF_ERROR(InRange<int32_t>("port", port, 0, 65535, " (0: any free port)"));
+  if (port != -1) {
+    RETURN_IF_ERROR(InRange<int32_t>("port", port, 0, 65535, " (0: any free port)"));
+  }
   RETURN_IF_ERROR(InRange<int32_t>("pixel_port", absl::GetFlag(FLAGS_pixel_port), -1, 65535,
                                    " (-1: off, 0: any free port)"));
   RETURN_IF_ERROR(InRange<int32_t>("master_port", absl::GetFlag(FLAGS_master_port), 0, 65535));
@@ -77,10 +94,13 @@ absl::Status CheckFlagValues() {
       "threads", absl::GetFlag(FLAGS_threads), 0, MaxThreads(cores),
       absl::StrCat(" (0: one per core; at most 8 per core of this ", cores, "-core machine)")));
   RETURN_IF_ERROR(InRange<int32_t>("worker_nice", absl::GetFlag(FLAGS_worker_nice), 0, 19));
-  RETURN_IF_ERROR(InRange<int64_t>("max_pixels", absl::GetFlag(FLAGS_max_pixels), 1, int64_t{1} << 40));
-  RETURN_IF_ERROR(InRange<int64_t>("synthetic", absl::GetFlag(FLAGS_synthetic), 0, int64_t{1} << 40));
+  RETURN_IF_ERROR(
+      InRange<int64_t>("max_pixels", absl::GetFlag(FLAGS_max_pixels), 1, int64_t{1} << 40));
+  RETURN_IF_ERROR(
+      InRange<int64_t>("synthetic", absl::GetFlag(FLAGS_synthetic), 0, int64_t{1} << 40));
   RETURN_IF_ERROR(InRange<int32_t>("max_streams", absl::GetFlag(FLAGS_max_streams), 1, 1 << 20));
-  RETURN_IF_ERROR(InRange<int64_t>("max_stream_mb", absl::GetFlag(FLAGS_max_stream_mb), 1, int64_t{1} << 30));
+  RETURN_IF_ERROR(
+      InRange<int64_t>("max_stream_mb", absl::GetFlag(FLAGS_max_stream_mb), 1, int64_t{1} << 30));
   RETURN_IF_ERROR(PositiveDuration("idle_timeout", absl::GetFlag(FLAGS_idle_timeout)));
   RETURN_IF_ERROR(PositiveDuration("startup_timeout", absl::GetFlag(FLAGS_startup_timeout)));
   RETURN_IF_ERROR(PositiveDuration("connect_timeout", absl::GetFlag(FLAGS_connect_timeout)));
@@ -108,8 +128,8 @@ absl::Status CheckFlagValues() {
   RETURN_IF_ERROR(OneOf("precision", absl::GetFlag(FLAGS_precision), {"auto", "fp32", "bf16"}));
   RETURN_IF_ERROR(
       OneOf("memory_format", absl::GetFlag(FLAGS_memory_format), {"contiguous", "channels_last"}));
-  RETURN_IF_ERROR(OneOf("log_level", absl::GetFlag(FLAGS_log_level),
-                        {"debug", "info", "warning", "error"}));
+  RETURN_IF_ERROR(
+      OneOf("log_level", absl::GetFlag(FLAGS_log_level), {"debug", "info", "warning", "error"}));
   RETURN_IF_ERROR(InRange<int32_t>("images", absl::GetFlag(FLAGS_images), 1, 10'000'000));
   RETURN_IF_ERROR(ParseSampleFormats(absl::GetFlag(FLAGS_formats)).status());
   return absl::OkStatus();

@@ -193,7 +193,9 @@ TlsConfig TlsFromFlags() {
 
 absl::StatusOr<std::string> AuthTokenFromFlags() {
   const std::string path = absl::GetFlag(FLAGS_auth_token_file);
-  if (path.empty()) return std::string();
+  if (path.empty()) {
+    return std::string();
+  }
   return ReadAuthTokenFile(path);
 }
 

@@ -17,9 +17,9 @@
 #include "absl/time/clock.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
-#include "src/common/process/child_process.h"
-#include "src/common/net/host_port.h"
 #include "src/common/log.h"
+#include "src/common/net/host_port.h"
+#include "src/common/process/child_process.h"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
@@ -53,7 +53,9 @@ std::optional<LocalRun> PlanLocalRun() {
     return std::nullopt;
   }
   run.servers = absl::GetFlag(FLAGS_servers);
-  if (absl::GetFlag(FLAGS_ranks) > 0) run.ranks = absl::GetFlag(FLAGS_ranks);
+  if (absl::GetFlag(FLAGS_ranks) > 0) {
+    run.ranks = absl::GetFlag(FLAGS_ranks);
+  }
   // Each server takes an equal share of the cores; the ranks take the rest
   // of the time slices.
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -80,7 +82,9 @@ absl::Status StartServers(const LocalRun& run, std::vector<ChildProcess>& server
          absl::StrCat("--tls_key=", absl::GetFlag(FLAGS_tls_key)),
          absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca)),
          absl::StrCat("--log_level=", absl::GetFlag(FLAGS_log_level))});
-    if (!server.ok()) return server.status();
+    if (!server.ok()) {
+      return server.status();
+    }
     servers.push_back(*std::move(server));
     const std::optional<int> port = AwaitPortFile(servers.back(), port_file, absl::Seconds(60));
     if (!port) {
@@ -105,7 +109,9 @@ absl::StatusOr<ChildProcess> StartTrainer(const LocalRun& run,
                                    "--dnn_hosts=127.0.0.1",
                                    "--current_host=127.0.0.1",
                                    absl::StrCat("--master_port=", rendezvous_port)};
-  for (std::string& argument : TrainingFlagsAsArguments()) argv.push_back(std::move(argument));
+  for (std::string& argument : TrainingFlagsAsArguments()) {
+    argv.push_back(std::move(argument));
+  }
   return ChildProcess::Spawn(argv);
 }
 
@@ -120,7 +126,9 @@ bool ServersEndedInOrder(std::vector<ChildProcess>& servers) {
       LogError("data server %d still running %s after the trainer ended; stopping it", i,
                absl::FormatDuration(kServerExitGrace));
       servers[i].Signal(SIGTERM);
-      if (!servers[i].WaitFor(absl::Seconds(5))) servers[i].Kill();
+      if (!servers[i].WaitFor(absl::Seconds(5))) {
+        servers[i].Kill();
+      }
       in_order = false;
     } else if (*code != 0) {
       LogError("data server %d exited with %d", i, *code);
@@ -132,9 +140,12 @@ bool ServersEndedInOrder(std::vector<ChildProcess>& servers) {
 
 }  // namespace
 
-int RunLocalCommand(StopSignal& stop) {
+int RunLocalCommand(const CommandContext& context) {
+  StopSignal& stop = context.stop;
   std::optional<LocalRun> run = PlanLocalRun();
-  if (!run) return kExitUsage;
+  if (!run) {
+    return kExitUsage;
+  }
   absl::StatusOr<std::string> self = SelfExecutable();
   if (!self.ok()) {
     LogError("%s", self.status().ToString());
@@ -165,7 +176,9 @@ int RunLocalCommand(StopSignal& stop) {
   const StopSignal::Subscription forward_signals = stop.Subscribe([&](int signal) {
     trainer->Signal(signal);
     if (++signals_seen > 1) {
-      for (ChildProcess& server : servers) server.Signal(signal);
+      for (ChildProcess& server : servers) {
+        server.Signal(signal);
+      }
     }
   });
   const int trainer_code = trainer->Wait();

@@ -1,21 +1,18 @@
 // heterodl: one binary, every role. See docs/architecture.md.
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "absl/flags/internal/program_name.h"
-#include "absl/flags/internal/usage.h"
+#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "launcher/commands.h"
 #include "launcher/command_line.h"
 #include "launcher/command_table.h"
+#include "launcher/commands.h"
 #include "launcher/flag_checks.h"
 #include "launcher/flags.h"
 #include "launcher/stop_signal.h"
@@ -60,7 +57,9 @@ std::optional<int> HandleHelpAndVersion(const std::vector<std::string>& argument
                                         const std::string& command) {
   for (size_t i = 1; i < arguments.size(); ++i) {
     const std::string& argument = arguments[i];
-    if (argument == "--") break;
+    if (argument == "--") {
+      break;
+    }
     if (argument == "--version") {
       std::fputs(VersionText().c_str(), stdout);
       return heterodl::kExitOk;
@@ -70,10 +69,7 @@ std::optional<int> HandleHelpAndVersion(const std::vector<std::string>& argument
       return PrintHelp(command);
     }
     if (argument == "--helpfull") {
-      // Every flag with its default and help (Abseil's formatter; the public
-      // API only reaches it through ParseCommandLine's exit).
-      absl::flags_internal::FlagsHelp(std::cout, "", absl::flags_internal::HelpFormat::kHumanReadable,
-                                      heterodl::ProgramUsage());
+      std::fputs(heterodl::AllFlagsHelp().c_str(), stdout);
       return heterodl::kExitOk;
     }
   }
@@ -83,9 +79,8 @@ std::optional<int> HandleHelpAndVersion(const std::vector<std::string>& argument
 // Whether a cluster environment (SageMaker, Slurm, HETERODL_* variables)
 // names this host's role; without one, a bare `heterodl` has nothing to do.
 bool InClusterEnvironment() {
-  absl::StatusOr<heterodl::ClusterView> view =
-      heterodl::ResolveClusterView(heterodl::ClusterSettingsFromFlags(),
-                                   heterodl::CurrentEnvironment());
+  absl::StatusOr<heterodl::ClusterView> view = heterodl::ResolveClusterView(
+      heterodl::ClusterSettingsFromFlags(), heterodl::CurrentEnvironment());
   return !view.ok() || view->source != "local";
 }
 
@@ -106,12 +101,13 @@ int main(int argc, char** argv) {
   heterodl::KeepGrpcUntilExit();
   heterodl::RouteGrpcLogsToOurs();
   absl::SetProgramUsageMessage(heterodl::ProgramUsage());
-  absl::flags_internal::SetProgramInvocationName(argv[0]);
 
   std::vector<std::string> arguments(argv, argv + argc);
   std::string command;  // as named on the command line
   if (arguments.size() > 1 && !arguments[1].empty() && arguments[1][0] != '-') {
-    if (arguments[1] == "help") return PrintHelp(arguments.size() > 2 ? arguments[2] : "");
+    if (arguments[1] == "help") {
+      return PrintHelp(arguments.size() > 2 ? arguments[2] : "");
+    }
     if (heterodl::FindCommand(arguments[1]) == nullptr) {
       std::fprintf(stderr, "heterodl: unknown command '%s'%s\n\n%s\n", argv[1],
                    heterodl::SuggestCommand(arguments[1]).c_str(),
@@ -124,14 +120,20 @@ int main(int argc, char** argv) {
   const std::string name = command.empty() ? "launch" : command;
   heterodl::NormalizeFlagNames(arguments);
   absl::StatusOr<std::vector<std::string>> expanded = heterodl::ExpandFlagFiles(arguments);
-  if (!expanded.ok()) return UsageError(name, expanded.status().message());
-  if (const std::optional<int> done = HandleHelpAndVersion(*expanded, command)) return *done;
+  if (!expanded.ok()) {
+    return UsageError(name, expanded.status().message());
+  }
+  if (const std::optional<int> done = HandleHelpAndVersion(*expanded, command)) {
+    return *done;
+  }
   std::set<std::string> given;
   if (absl::Status checked = heterodl::CheckFlagArguments(*expanded, &given); !checked.ok()) {
     return UsageError(name, checked.message());
   }
   std::vector<char*> args;
-  for (std::string& argument : *expanded) args.push_back(argument.data());
+  for (std::string& argument : *expanded) {
+    args.push_back(argument.data());
+  }
   std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   std::vector<std::string> positional(rest.begin() + 1, rest.end());
   heterodl::SetLogTag(name);
@@ -153,19 +155,12 @@ int main(int argc, char** argv) {
                                          "' (flags are written --name VALUE)"));
   }
   if (argc == 1 && !InClusterEnvironment()) {
-    std::printf("%s\n\nNo cluster environment here (SageMaker, Slurm or HETERODL_ROLE): name a "
-                "command, e.g. 'heterodl local --dataset DIR'.\n",
-                heterodl::ProgramUsage().c_str());
+    std::printf(
+        "%s\n\nNo cluster environment here (SageMaker, Slurm or HETERODL_ROLE): name a "
+        "command, e.g. 'heterodl local --dataset DIR'.\n",
+        heterodl::ProgramUsage().c_str());
     return heterodl::kExitUsage;
   }
 
-  if (name == "serve") return heterodl::RunServeCommand(stop);
-  if (name == "train") return heterodl::RunTrainCommand(stop);
-  if (name == "local") return heterodl::RunLocalCommand(stop);
-  if (name == "cluster") return heterodl::RunClusterCommand();
-  if (name == "dataset") return heterodl::RunDatasetCommand(positional);
-  if (name == "status") return heterodl::RunStatusCommand(positional);
-  if (name == "bench") return heterodl::RunBenchCommand(positional);
-  if (name == "plan") return heterodl::RunPlanCommand();
-  return heterodl::RunLaunchCommand(positional, stop);
+  return info.run({positional, stop});
 }

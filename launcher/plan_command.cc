@@ -20,7 +20,7 @@ ABSL_FLAG(double, interruption_overhead, 0.05,
 
 namespace heterodl {
 
-int RunPlanCommand() {
+int RunPlanCommand(const CommandContext& /*context*/) {
   Workload workload;
   workload.device_step_ms = absl::GetFlag(FLAGS_device_step_ms);
   workload.batch_per_gpu = absl::GetFlag(FLAGS_batch_size);

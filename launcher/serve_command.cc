@@ -24,16 +24,18 @@ bool WritePortFile(const std::string& path, int port) {
   const std::string temporary = path + ".tmp";
   {
     std::ofstream file(temporary, std::ios::trunc);
-    if (!(file << port << "\n")) return false;
+    if (!(file << port << "\n")) {
+      return false;
+    }
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
   return !error;
 }
 
-// The server's options from its flags; INVALID_ARGUMENT names a missing or
-// out-of-range flag (a usage error).
-absl::StatusOr<DataServerOptions> OptionsFromFlags() {
+}  // namespace
+
+absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   DataServerOptions options;
   options.dataset = absl::GetFlag(FLAGS_dataset);
   options.synthetic_samples = absl::GetFlag(FLAGS_synthetic);
@@ -49,12 +51,16 @@ absl::StatusOr<DataServerOptions> OptionsFromFlags() {
   }
   options.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   options.strict_decode = absl::GetFlag(FLAGS_strict_decode);
-  if (options.max_pixels < 1) return absl::InvalidArgumentError("--max-pixels must be >= 1");
+  if (options.max_pixels < 1) {
+    return absl::InvalidArgumentError("--max-pixels must be >= 1");
+  }
   options.strict_dataset = absl::GetFlag(FLAGS_strict_dataset);
   ASSIGN_OR_RETURN(options.auth_token, AuthTokenFromFlags());
   options.tls = TlsFromFlags();
   options.max_streams = absl::GetFlag(FLAGS_max_streams);
-  if (options.max_streams < 1) return absl::InvalidArgumentError("--max-streams must be >= 1");
+  if (options.max_streams < 1) {
+    return absl::InvalidArgumentError("--max-streams must be >= 1");
+  }
   options.max_stream_bytes =
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_stream_mb))) << 20;
   options.pixel_port = absl::GetFlag(FLAGS_pixel_port);
@@ -71,6 +77,8 @@ absl::StatusOr<DataServerOptions> OptionsFromFlags() {
                                                          : absl::GetFlag(FLAGS_address);
   return options;
 }
+
+namespace {
 
 // Runs the server until it stops: on a signal, a Shutdown RPC or its own
 // timeouts.
@@ -108,8 +116,9 @@ int Serve(const DataServerOptions& options, StopSignal& stop) {
 
 }  // namespace
 
-int RunServeCommand(StopSignal& stop) {
-  absl::StatusOr<DataServerOptions> options = OptionsFromFlags();
+int RunServeCommand(const CommandContext& context) {
+  StopSignal& stop = context.stop;
+  absl::StatusOr<DataServerOptions> options = ServeOptionsFromFlags();
   if (!options.ok()) {
     LogError("%s", std::string(options.status().message()));
     return kExitUsage;

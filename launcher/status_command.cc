@@ -11,8 +11,8 @@
 #include "launcher/flags.h"
 #include "src/client/server_discovery.h"
 #include "src/client/server_status.h"
-#include "src/common/status_macros.h"
 #include "src/common/proto_json.h"
+#include "src/common/status_macros.h"
 #include "src/plan/planner.h"
 
 namespace heterodl {
@@ -52,7 +52,9 @@ void PrintServer(const v1::ServerReport& report) {
 absl::Status SizeDataGroup(double demand, double max_stall, v1::StatusReport& report) {
   std::vector<v1::ServerStats> answers;
   for (const v1::ServerReport& server : report.servers()) {
-    if (server.error().empty()) answers.push_back(server.stats());
+    if (server.error().empty()) {
+      answers.push_back(server.stats());
+    }
   }
   const DataGroupCapacity group = MeasureDataGroup(answers);
   if (group.hosts == 0) {
@@ -71,13 +73,13 @@ absl::Status SizeDataGroup(double demand, double max_stall, v1::StatusReport& re
 
 }  // namespace
 
-int RunStatusCommand(const std::vector<std::string>& listed) {
+int RunStatusCommand(const CommandContext& context) {
+  const std::vector<std::string>& listed = context.arguments;
   // The servers named, and those a servers file or a DNS name lists now (a
   // headless Service's name stands for every data pod, not one of them).
   std::vector<std::string> arguments = listed;
-  const ServerSources sources{{},
-                              absl::GetFlag(FLAGS_data_servers_file),
-                              absl::GetFlag(FLAGS_data_servers_dns)};
+  const ServerSources sources{
+      {}, absl::GetFlag(FLAGS_data_servers_file), absl::GetFlag(FLAGS_data_servers_dns)};
   if (sources.dynamic()) {
     if (absl::Status valid = ValidateServerSources(sources); !valid.ok()) {
       std::fprintf(stderr, "%s\n", std::string(valid.message()).c_str());
@@ -119,11 +121,15 @@ int RunStatusCommand(const std::vector<std::string>& listed) {
   }
   const double demand = absl::GetFlag(FLAGS_demand);
   absl::Status sized = absl::OkStatus();
-  if (demand > 0) sized = SizeDataGroup(demand, absl::GetFlag(FLAGS_max_stall), report);
+  if (demand > 0) {
+    sized = SizeDataGroup(demand, absl::GetFlag(FLAGS_max_stall), report);
+  }
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", ToJson(report).c_str());
   } else {
-    for (const v1::ServerReport& server : report.servers()) PrintServer(server);
+    for (const v1::ServerReport& server : report.servers()) {
+      PrintServer(server);
+    }
     if (report.has_sizing()) {
       const v1::DataGroupSizing& sizing = report.sizing();
       absl::PrintF(

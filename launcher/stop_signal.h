@@ -30,7 +30,9 @@ class StopSignal {
     Subscription& operator=(const Subscription&) = delete;
     Subscription& operator=(Subscription&&) = delete;
     ~Subscription() {
-      if (signal_ != nullptr) signal_->Unsubscribe(id_);
+      if (signal_ != nullptr) {
+        signal_->Unsubscribe(id_);
+      }
     }
 
    private:
@@ -44,7 +46,9 @@ class StopSignal {
     absl::MutexLock lock(&mu_);
     const int id = next_id_++;
     callbacks_.emplace(id, std::move(callback));
-    if (last_signal_ != 0) callbacks_.at(id)(last_signal_);
+    if (last_signal_ != 0) {
+      callbacks_.at(id)(last_signal_);
+    }
     return Subscription(this, id);
   }
 
@@ -52,7 +56,9 @@ class StopSignal {
     stopped_.store(true);
     absl::MutexLock lock(&mu_);
     last_signal_ = signal;
-    for (auto& [id, callback] : callbacks_) callback(signal);
+    for (auto& [id, callback] : callbacks_) {
+      callback(signal);
+    }
   }
 
   const std::atomic<bool>& stopped() const { return stopped_; }

@@ -37,7 +37,9 @@ std::vector<std::string> RankArguments(const std::string& trainer, const Cluster
       absl::StrCat("--master_addr=", view.leader),
       absl::StrCat("--master_port=", view.master_port),
       absl::StrCat("--current_host=", view.current_host)};
-  for (std::string& argument : TrainingFlagsAsArguments()) argv.push_back(std::move(argument));
+  for (std::string& argument : TrainingFlagsAsArguments()) {
+    argv.push_back(std::move(argument));
+  }
   // The platform's directories (SageMaker's) unless given: a restarted job
   // resumes from its synced checkpoint. Later flags win.
   if (absl::GetFlag(FLAGS_checkpoint_dir).empty() && !view.checkpoint_dir.empty()) {
@@ -56,7 +58,9 @@ int SuperviseRanks(std::vector<ChildProcess>& ranks, StopSignal& stop) {
   std::optional<int> first_failure;
   std::optional<absl::Time> kill_at;
   const StopSignal::Subscription forward_signals = stop.Subscribe([&ranks](int signal) {
-    for (ChildProcess& rank : ranks) rank.Signal(signal);
+    for (ChildProcess& rank : ranks) {
+      rank.Signal(signal);
+    }
   });
   while (true) {
     bool all_done = true;
@@ -69,13 +73,19 @@ int SuperviseRanks(std::vector<ChildProcess>& ranks, StopSignal& stop) {
       if (*code != 0 && !first_failure) {
         first_failure = *code;
         LogError("rank process %d exited with %d; stopping the others", i, *code);
-        for (ChildProcess& rank : ranks) rank.Signal(SIGTERM);
+        for (ChildProcess& rank : ranks) {
+          rank.Signal(SIGTERM);
+        }
         kill_at = absl::Now() + kRankGrace;
       }
     }
-    if (all_done) break;
+    if (all_done) {
+      break;
+    }
     if (kill_at && absl::Now() > *kill_at) {
-      for (ChildProcess& rank : ranks) rank.Kill();
+      for (ChildProcess& rank : ranks) {
+        rank.Kill();
+      }
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -101,7 +111,8 @@ absl::StatusOr<std::string> TrainerExecutable() {
 
 }  // namespace
 
-int RunTrainCommand(StopSignal& stop) {
+int RunTrainCommand(const CommandContext& context) {
+  StopSignal& stop = context.stop;
   absl::StatusOr<ClusterView> resolved =
       ResolveClusterView(ClusterSettingsFromFlags(), CurrentEnvironment());
   if (!resolved.ok()) {
@@ -151,7 +162,9 @@ int RunTrainCommand(StopSignal& stop) {
     absl::Status shutdown =
         token.ok() ? ShutdownDataServers(listed, reason, absl::Seconds(10), *token, TlsFromFlags())
                    : token.status();
-    if (!shutdown.ok()) LogWarning("%s", shutdown.ToString());
+    if (!shutdown.ok()) {
+      LogWarning("%s", shutdown.ToString());
+    }
   }
   return result;
 }

@@ -11,9 +11,9 @@
 #include "src/common/log.h"
 #include "src/common/memory/malloc_tuning.h"
 #include "src/common/process/signal_watcher.h"
-#include "src/train/trainer.h"
 #include "src/rpc/grpc_lifetime.h"
 #include "src/rpc/grpc_logging.h"
+#include "src/train/trainer.h"
 
 int main(int argc, char** argv) {
   heterodl::KeepFreedHeapMemory();
