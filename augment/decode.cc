@@ -41,7 +41,9 @@ absl::Status CheckClaimedSize(absl::string_view data, int64_t max_pixels) {
 }  // namespace
 
 absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded, const DecodeOptions& options) {
-  if (encoded.empty()) return absl::InvalidArgumentError("empty image file");
+  if (encoded.empty()) {
+    return absl::InvalidArgumentError("empty image file");
+  }
   if (absl::Status claimed = CheckClaimedSize(encoded, options.max_pixels); !claimed.ok()) {
     return claimed;
   }

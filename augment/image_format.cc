@@ -9,8 +9,12 @@
 namespace heterodl {
 
 ImageFormat SniffImageFormat(absl::string_view data) {
-  if (LooksLikeJpeg(data)) return ImageFormat::kJpeg;
-  if (data.substr(0, 8) == absl::string_view("\x89PNG\r\n\x1a\n", 8)) return ImageFormat::kPng;
+  if (LooksLikeJpeg(data)) {
+    return ImageFormat::kJpeg;
+  }
+  if (data.substr(0, 8) == absl::string_view("\x89PNG\r\n\x1a\n", 8)) {
+    return ImageFormat::kPng;
+  }
   if (data.size() >= 12 && data.substr(0, 4) == "RIFF" && data.substr(8, 4) == "WEBP") {
     return ImageFormat::kWebp;
   }
@@ -21,10 +25,18 @@ std::string ImageKindName(absl::string_view data) {
   switch (SniffImageFormat(data)) {
     case ImageFormat::kJpeg: {
       const absl::StatusOr<JpegHeader> header = ReadJpegHeader(data, int64_t{1} << 40);
-      if (!header.ok()) return "other";
-      if (header->components == 4) return "CMYK JPEG";
-      if (header->progressive) return "progressive JPEG";
-      if (header->components == 1) return "grayscale JPEG";
+      if (!header.ok()) {
+        return "other";
+      }
+      if (header->components == 4) {
+        return "CMYK JPEG";
+      }
+      if (header->progressive) {
+        return "progressive JPEG";
+      }
+      if (header->components == 1) {
+        return "grayscale JPEG";
+      }
       return "baseline JPEG";
     }
     case ImageFormat::kPng:

@@ -45,12 +45,20 @@ void ErrorExit(j_common_ptr cinfo) {
 // way, as it is for both of them. Stray bytes between markers are harmless
 // and common in real photos.
 void EmitMessage(j_common_ptr cinfo, int level) {
-  if (level >= 0) return;
+  if (level >= 0) {
+    return;
+  }
   auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
   const int code = cinfo->err->msg_code;
-  if (code == JWRN_EXTRANEOUS_DATA) return;
-  if (errors->in_skipped_rows && (code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE)) return;
-  if (errors->strict || code == JWRN_JPEG_EOF) ErrorExit(cinfo);
+  if (code == JWRN_EXTRANEOUS_DATA) {
+    return;
+  }
+  if (errors->in_skipped_rows && (code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE)) {
+    return;
+  }
+  if (errors->strict || code == JWRN_JPEG_EOF) {
+    ErrorExit(cinfo);
+  }
   if (errors->first_warning.empty()) {
     char message[JMSG_LENGTH_MAX];
     (*cinfo->err->format_message)(cinfo, message);
@@ -76,9 +84,13 @@ struct ScanSkipper {
 
 const JOCTET* NextMarker(const JOCTET* data, size_t size) {
   for (size_t i = 0; i + 1 < size; ++i) {
-    if (data[i] != 0xFF) continue;
+    if (data[i] != 0xFF) {
+      continue;
+    }
     const JOCTET code = data[i + 1];
-    if (code != 0x00 && code != 0xFF && (code < JPEG_RST0 || code > JPEG_RST0 + 7)) return data + i;
+    if (code != 0x00 && code != 0xFF && (code < JPEG_RST0 || code > JPEG_RST0 + 7)) {
+      return data + i;
+    }
   }
   return nullptr;
 }
@@ -98,7 +110,9 @@ void SkipRowsBelowRegion(j_common_ptr common) {
   }
   jpeg_source_mgr* source = cinfo->src;
   const JOCTET* marker = NextMarker(source->next_input_byte, source->bytes_in_buffer);
-  if (marker == nullptr) return;  // truncated: decode on, and fail as before
+  if (marker == nullptr) {
+    return;  // truncated: decode on, and fail as before
+  }
   source->bytes_in_buffer -= static_cast<size_t>(marker - source->next_input_byte);
   source->next_input_byte = marker;
   skipper->skipped_scan = cinfo->input_scan_number;
@@ -134,13 +148,19 @@ int ExifOrientation(const jpeg_saved_marker_ptr markers) {
     const uint8_t* tiff = data + 6;
     const size_t tiff_size = size - 6;
     const bool little = tiff[0] == 'I' && tiff[1] == 'I';
-    if (!little && !(tiff[0] == 'M' && tiff[1] == 'M')) continue;
+    if (!little && !(tiff[0] == 'M' && tiff[1] == 'M')) {
+      continue;
+    }
     const uint32_t ifd = Read32(tiff + 4, little);
-    if (ifd > tiff_size - 2) continue;
+    if (ifd > tiff_size - 2) {
+      continue;
+    }
     const uint16_t entries = Read16(tiff + ifd, little);
     for (uint32_t i = 0; i < entries; ++i) {
       const size_t entry = ifd + 2 + size_t{12} * i;
-      if (entry + 12 > tiff_size) break;
+      if (entry + 12 > tiff_size) {
+        break;
+      }
       if (Read16(tiff + entry, little) == 0x0112) {
         const int orientation = Read16(tiff + entry + 8, little);
         return orientation >= 1 && orientation <= 8 ? orientation : 1;
@@ -168,6 +188,7 @@ absl::StatusOr<JpegHeader> ReadJpegHeader(absl::string_view data, int64_t max_pi
   }
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data.data()),
+               // NOLINTNEXTLINE(google-runtime-int): jpeg_mem_src's own type
                static_cast<unsigned long>(data.size()));
   jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&cinfo, TRUE);
@@ -231,7 +252,9 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
   const int scaled_width = ScaledImageSize(header, eighths).width;
   cv::Mat decoded(scaled_region.height, scaled_width, CV_8UC3);
   std::vector<JSAMPROW> rows(static_cast<size_t>(scaled_region.height));
-  for (int y = 0; y < scaled_region.height; ++y) rows[y] = decoded.ptr(y);
+  for (int y = 0; y < scaled_region.height; ++y) {
+    rows[y] = decoded.ptr(y);
+  }
   JSAMPARRAY const row_pointers = rows.data();
   jpeg_decompress_struct cinfo;
   ErrorManager errors;
@@ -244,6 +267,7 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
   }
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data.data()),
+               // NOLINTNEXTLINE(google-runtime-int): jpeg_mem_src's own type
                static_cast<unsigned long>(data.size()));
   jpeg_read_header(&cinfo, TRUE);
   cinfo.scale_num = static_cast<unsigned int>(eighths);
@@ -284,7 +308,9 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
     // one row per call makes it buffer and copy.
     const JDIMENSION got = jpeg_read_scanlines(&cinfo, row_pointers + y,
                                                static_cast<JDIMENSION>(scaled_region.height - y));
-    if (got == 0) break;  // cannot happen with in-memory data; guards the loop
+    if (got == 0) {
+      break;  // cannot happen with in-memory data; guards the loop
+    }
     y += static_cast<int>(got);
   }
   // The rows below the region are never decoded.

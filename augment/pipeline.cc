@@ -5,8 +5,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "augment/decode.h"
-#include "augment/region_decode.h"
 #include "augment/pipeline_spec.h"
+#include "augment/region_decode.h"
 #include "augment/transforms.h"
 #include "opencv2/core.hpp"
 #include "opencv2/core/utility.hpp"
@@ -20,9 +20,10 @@ namespace {
 // files only OpenCV decodes.
 absl::StatusOr<std::optional<ImageHeader>> ReadHeader(absl::string_view encoded,
                                                       const PipelineOptions& options) {
-  ASSIGN_OR_RETURN(std::optional<ImageHeader> header,
-                   ReadImageHeader(encoded, options.max_pixels));
-  if (header && !options.png_inflate_whole) header->png.inflate_whole = false;
+  ASSIGN_OR_RETURN(std::optional<ImageHeader> header, ReadImageHeader(encoded, options.max_pixels));
+  if (header && !options.png_inflate_whole) {
+    header->png.inflate_whole = false;
+  }
   return header;
 }
 
@@ -63,14 +64,18 @@ absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& r
       // A decoder that scales to the output writes straight into the
       // caller's buffer.
       cv::Mat region;
-      if (request->output == destination.size()) region = destination;
+      if (request->output == destination.size()) {
+        region = destination;
+      }
       RETURN_IF_ERROR(
           DecodeRegion(encoded, *header, *request, exact_decode_, region, damage, warning));
       if (region.data == destination.data) {
         image = destination;
         return 1;
       }
-      if (request->output == destination.size()) image = destination;
+      if (request->output == destination.size()) {
+        image = destination;
+      }
       first.ApplyToRegion(region, *request, image);
       return 1;
     }
@@ -92,7 +97,9 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
   std::string warning;
   ASSIGN_OR_RETURN(const size_t applied, Decode(encoded, rng, destination, image, &warning));
   const absl::Time decoded = absl::Now();
-  for (size_t i = applied; i < transforms_.size(); ++i) transforms_[i]->Apply(image, rng);
+  for (size_t i = applied; i < transforms_.size(); ++i) {
+    transforms_[i]->Apply(image, rng);
+  }
   if (image.data != destination.data) {
     if (image.size() != destination.size() || image.type() != CV_8UC3) {
       return absl::InternalError("pipeline produced an image of an unexpected shape");

@@ -15,7 +15,6 @@
 namespace heterodl {
 namespace {
 
-
 // One argument as written: `value`, `lo:hi`, or `name=...` of either.
 struct Argument {
   size_t position = 0;
@@ -45,13 +44,19 @@ class SpecReader {
   absl::StatusOr<std::vector<Operation>> ReadAll() {
     std::vector<Operation> operations;
     SkipSpace();
-    if (AtEnd()) return SpecError(0, "empty pipeline");
+    if (AtEnd()) {
+      return SpecError(0, "empty pipeline");
+    }
     while (true) {
       ASSIGN_OR_RETURN(Operation operation, ReadOperation());
       operations.push_back(std::move(operation));
       SkipSpace();
-      if (AtEnd()) return operations;
-      if (!Consume('|')) return SpecError(pos_, "expected '|' between operations");
+      if (AtEnd()) {
+        return operations;
+      }
+      if (!Consume('|')) {
+        return SpecError(pos_, "expected '|' between operations");
+      }
     }
   }
 
@@ -61,19 +66,27 @@ class SpecReader {
     Operation operation;
     operation.position = pos_;
     operation.name = ReadName();
-    if (operation.name.empty()) return SpecError(pos_, "expected an operation name");
+    if (operation.name.empty()) {
+      return SpecError(pos_, "expected an operation name");
+    }
     SkipSpace();
     if (!Consume('(')) {
       return SpecError(pos_, absl::StrCat("expected '(' after '", operation.name, "'"));
     }
     SkipSpace();
-    if (Consume(')')) return operation;
+    if (Consume(')')) {
+      return operation;
+    }
     while (true) {
       ASSIGN_OR_RETURN(Argument argument, ReadArgument());
       operation.arguments.push_back(std::move(argument));
       SkipSpace();
-      if (Consume(')')) return operation;
-      if (!Consume(',')) return SpecError(pos_, "expected ',' or ')'");
+      if (Consume(')')) {
+        return operation;
+      }
+      if (!Consume(',')) {
+        return SpecError(pos_, "expected ',' or ')'");
+      }
     }
   }
 
@@ -130,7 +143,9 @@ class SpecReader {
   }
 
   void SkipSpace() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) {
+      ++pos_;
+    }
   }
   bool Consume(char c) {
     if (pos_ < text_.size() && text_[pos_] == c) {
@@ -163,7 +178,9 @@ class ArgumentBinder {
         }
       } else {
         for (size_t i = 0; i < names_.size(); ++i) {
-          if (names_[i] == argument.name) slot = i;
+          if (names_[i] == argument.name) {
+            slot = i;
+          }
         }
         if (slot == names_.size()) {
           return SpecError(argument.position,
@@ -208,7 +225,9 @@ class ArgumentBinder {
 
   absl::StatusOr<double> Probability(size_t slot, double fallback) const {
     const Argument* argument = bound_[slot];
-    if (argument == nullptr) return fallback;
+    if (argument == nullptr) {
+      return fallback;
+    }
     if (argument->is_range || argument->low < 0 || argument->low > 1) {
       return SpecError(argument->position,
                        absl::StrCat("'", names_[slot], "' must be a probability in [0, 1]"));
@@ -218,7 +237,9 @@ class ArgumentBinder {
 
   absl::StatusOr<double> NonNegative(size_t slot, double fallback, double max) const {
     const Argument* argument = bound_[slot];
-    if (argument == nullptr) return fallback;
+    if (argument == nullptr) {
+      return fallback;
+    }
     if (argument->is_range || argument->low < 0 || argument->low > max) {
       return SpecError(argument->position,
                        absl::StrCat("'", names_[slot], "' must be a number in [0, ", max, "]"));
@@ -229,7 +250,9 @@ class ArgumentBinder {
   // A range lo:hi, or one value v meaning -v:v (symmetric) or v:v (not).
   absl::StatusOr<Range> RangeOrValue(size_t slot, Range fallback, bool symmetric) const {
     const Argument* argument = bound_[slot];
-    if (argument == nullptr) return fallback;
+    if (argument == nullptr) {
+      return fallback;
+    }
     if (argument->is_range) {
       if (argument->high < argument->low) {
         return SpecError(argument->position,
@@ -248,7 +271,9 @@ class ArgumentBinder {
 
   absl::StatusOr<Range> PositiveRange(size_t slot, Range fallback) const {
     const Argument* argument = bound_[slot];
-    if (argument == nullptr) return fallback;
+    if (argument == nullptr) {
+      return fallback;
+    }
     if (!argument->is_range || !(argument->low > 0) || argument->high < argument->low) {
       return SpecError(
           argument->position,
@@ -271,7 +296,9 @@ TransformOrError RandomResizedCropFrom(const Operation& operation) {
   ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
   ASSIGN_OR_RETURN(Range scale, binder.PositiveRange(1, {0.08, 1.0}));
   ASSIGN_OR_RETURN(Range ratio, binder.PositiveRange(2, {3.0 / 4.0, 4.0 / 3.0}));
-  if (scale.high > 1.0) return SpecError(binder.Get(1)->position, "'scale' must lie within (0, 1]");
+  if (scale.high > 1.0) {
+    return SpecError(binder.Get(1)->position, "'scale' must lie within (0, 1]");
+  }
   return MakeRandomResizedCrop(size, scale, ratio);
 }
 
@@ -329,7 +356,9 @@ TransformOrError GaussianBlurFrom(const Operation& operation) {
 TransformOrError RotationFrom(const Operation& operation) {
   ArgumentBinder binder(operation, {"degrees"});
   RETURN_IF_ERROR(binder.Bind());
-  if (binder.Get(0) == nullptr) return SpecError(operation.position, "rotation needs 'degrees'");
+  if (binder.Get(0) == nullptr) {
+    return SpecError(operation.position, "rotation needs 'degrees'");
+  }
   ASSIGN_OR_RETURN(Range degrees, binder.RangeOrValue(0, {0, 0}, /*symmetric=*/true));
   if (degrees.low < -360 || degrees.high > 360) {
     return SpecError(binder.Get(0)->position, "'degrees' must lie within [-360, 360]");
@@ -352,7 +381,9 @@ constexpr std::pair<const char*, TransformOrError (*)(const Operation&)> kOperat
 TransformOrError MakeTransform(const Operation& operation) {
   std::vector<std::string> known;
   for (const auto& [name, make] : kOperations) {
-    if (operation.name == name) return make(operation);
+    if (operation.name == name) {
+      return make(operation);
+    }
     known.push_back(name);
   }
   return SpecError(operation.position, absl::StrCat("unknown operation '", operation.name,
@@ -374,7 +405,9 @@ absl::StatusOr<PipelineSpec> ParsePipelineSpec(absl::string_view spec) {
     }
     parsed.exact_decode = decode.arguments[0].word == "exact";
     operations.erase(operations.begin());
-    if (operations.empty()) return SpecError(spec.size(), "nothing after decode(...)");
+    if (operations.empty()) {
+      return SpecError(spec.size(), "nothing after decode(...)");
+    }
   }
   // The output size is set by the last operation that changes the size; it
   // must be a fixed-size one.

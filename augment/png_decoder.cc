@@ -33,7 +33,9 @@ class Source {
   // Copies the next `length` bytes to `out`; false when fewer remain.
   bool Read(png_bytep out, size_t length) {
     while (length > 0) {
-      if (part_ == parts_.size()) return false;
+      if (part_ == parts_.size()) {
+        return false;
+      }
       const absl::string_view part = parts_[part_];
       const size_t take = std::min(length, part.size() - offset_);
       std::memcpy(out, part.data() + offset_, take);
@@ -99,7 +101,9 @@ class Reader {
   // CRCs to check (the file's own were checked).
   explicit Reader(Source& source, bool restored = false) {
     png_ = png_create_read_struct(PNG_LIBPNG_VER_STRING, &source, OnError, OnWarning);
-    if (png_ != nullptr) info_ = png_create_info_struct(png_);
+    if (png_ != nullptr) {
+      info_ = png_create_info_struct(png_);
+    }
     if (info_ != nullptr) {
       png_set_read_fn(png_, &source, ReadBytes);
       png_set_chunk_malloc_max(png_, kMaxChunkBytes);
@@ -112,7 +116,9 @@ class Reader {
       // chunk's CRC-32, checked as each chunk is consumed, covers the same
       // bytes, so a flipped bit is still an error.
       png_set_option(png_, PNG_IGNORE_ADLER32, PNG_OPTION_ON);
-      if (restored) png_set_crc_action(png_, PNG_CRC_QUIET_USE, PNG_CRC_DEFAULT);
+      if (restored) {
+        png_set_crc_action(png_, PNG_CRC_QUIET_USE, PNG_CRC_DEFAULT);
+      }
     }
   }
   ~Reader() { png_destroy_read_struct(&png_, &info_, nullptr); }
@@ -132,13 +138,21 @@ class Reader {
 // expanded, gray replicated, alpha dropped, 16 bits to their high byte.
 void RequestRgb8(png_structp png, png_infop info) {
   const int color_type = png_get_color_type(png, info);
-  if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color_type == PNG_COLOR_TYPE_PALETTE) {
+    png_set_palette_to_rgb(png);
+  }
   if (color_type == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8) {
     png_set_expand_gray_1_2_4_to_8(png);
   }
-  if (png_get_bit_depth(png, info) == 16) png_set_strip_16(png);
-  if (!(color_type & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
-  if (color_type & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+  if (png_get_bit_depth(png, info) == 16) {
+    png_set_strip_16(png);
+  }
+  if (!(color_type & PNG_COLOR_MASK_COLOR)) {
+    png_set_gray_to_rgb(png);
+  }
+  if (color_type & PNG_COLOR_MASK_ALPHA) {
+    png_set_strip_alpha(png);
+  }
 }
 
 // PNG's big-endian 32-bit fields, read at `at` by libpng's own helper.
@@ -149,8 +163,7 @@ uint32_t Read32(absl::string_view data, size_t at) {
 // The compressed pixel data: the run of IDAT chunks at the header's offset,
 // each checked against its CRC-32, joined into `joined` when there are
 // several (encoders split the stream every 8 or 64 KiB).
-absl::StatusOr<absl::string_view> CompressedPixels(absl::string_view data,
-                                                   const PngHeader& header,
+absl::StatusOr<absl::string_view> CompressedPixels(absl::string_view data, const PngHeader& header,
                                                    std::string& joined) {
   std::vector<absl::string_view> chunks;
   size_t at = header.pixel_data_offset;
@@ -166,8 +179,12 @@ absl::StatusOr<absl::string_view> CompressedPixels(absl::string_view data,
     chunks.push_back(data.substr(at + 8, length));
     at += 12 + length;
   }
-  if (chunks.empty()) return absl::InvalidArgumentError("corrupt PNG data: no IDAT chunk");
-  if (chunks.size() == 1) return chunks[0];
+  if (chunks.empty()) {
+    return absl::InvalidArgumentError("corrupt PNG data: no IDAT chunk");
+  }
+  if (chunks.size() == 1) {
+    return chunks[0];
+  }
   joined = absl::StrJoin(chunks, "");
   return absl::string_view(joined);
 }
@@ -189,7 +206,9 @@ absl::StatusOr<std::unique_ptr<uint8_t[]>> InflatePixels(absl::string_view data,
   ASSIGN_OR_RETURN(const absl::string_view compressed, CompressedPixels(data, header, joined));
   std::unique_ptr<libdeflate_decompressor, DecompressorDeleter> decompressor(
       libdeflate_alloc_decompressor());
-  if (decompressor == nullptr) return absl::ResourceExhaustedError("cannot create an inflater");
+  if (decompressor == nullptr) {
+    return absl::ResourceExhaustedError("cannot create an inflater");
+  }
   std::unique_ptr<uint8_t[]> inflated(new uint8_t[inflated_bytes]);
   // Also checks the stream's Adler-32 over every inflated byte.
   switch (libdeflate_zlib_decompress(decompressor.get(), compressed.data(), compressed.size(),
@@ -232,8 +251,8 @@ class StoredPixelStream {
       head[11] = static_cast<uint8_t>(~length);
       head[12] = static_cast<uint8_t>(~length >> 8);
       parts_.push_back(View(head));
-      parts_.push_back(absl::string_view(reinterpret_cast<const char*>(pixels) + i * kMaxBlock,
-                                         length));
+      parts_.push_back(
+          absl::string_view(reinterpret_cast<const char*>(pixels) + i * kMaxBlock, length));
       parts_.push_back(View(kNoCrc));
     }
     // The zlib stream's Adler-32 in a chunk of its own, then IEND.
@@ -250,8 +269,8 @@ class StoredPixelStream {
  private:
   // A chunk holding the zlib header (deflate, 32 KiB window, no dictionary)
   // and the CRC field.
-  static constexpr std::array<uint8_t, 14> kZlibHead = {0, 0, 0, 2, 'I', 'D', 'A', 'T',
-                                                        0x78, 0x01, 0, 0, 0, 0};
+  static constexpr std::array<uint8_t, 14> kZlibHead = {0,   0,    0,    2, 'I', 'D', 'A',
+                                                        'T', 0x78, 0x01, 0, 0,   0,   0};
   static constexpr std::array<uint8_t, 4> kNoCrc = {0, 0, 0, 0};
 
   template <size_t N>
@@ -261,7 +280,7 @@ class StoredPixelStream {
 
   std::unique_ptr<uint8_t[]> inflated_;
   std::vector<std::array<uint8_t, 13>> block_heads_;  // chunk header + stored block header
-  std::array<uint8_t, 28> tail_{};                     // Adler-32 chunk (its CRC 0), IEND
+  std::array<uint8_t, 28> tail_{};                    // Adler-32 chunk (its CRC 0), IEND
   std::vector<absl::string_view> parts_;
 };
 
@@ -274,14 +293,20 @@ absl::Status Corrupt(const Source& source, absl::string_view what) {
 absl::StatusOr<PngHeader> ReadPngHeader(absl::string_view data, int64_t max_pixels) {
   Source source({data});
   Reader reader(source);
-  if (!reader.ok()) return absl::ResourceExhaustedError("cannot create a PNG decoder");
+  if (!reader.ok()) {
+    return absl::ResourceExhaustedError("cannot create a PNG decoder");
+  }
   png_uint_32 width = 0, height = 0;
   int bit_depth = 0, color_type = 0, interlace = 0;
-  if (setjmp(png_jmpbuf(reader.png()))) return Corrupt(source, "corrupt PNG header");
+  if (setjmp(png_jmpbuf(reader.png()))) {
+    return Corrupt(source, "corrupt PNG header");
+  }
   png_read_info(reader.png(), reader.info());
   png_get_IHDR(reader.png(), reader.info(), &width, &height, &bit_depth, &color_type, &interlace,
                nullptr, nullptr);
-  if (width == 0 || height == 0) return absl::InvalidArgumentError("PNG header with zero size");
+  if (width == 0 || height == 0) {
+    return absl::InvalidArgumentError("PNG header with zero size");
+  }
   RETURN_IF_ERROR(CheckClaimedPixels(width, height, max_pixels));
   PngHeader header;
   header.width = static_cast<int>(width);
@@ -298,7 +323,9 @@ absl::StatusOr<PngHeader> ReadPngHeader(absl::string_view data, int64_t max_pixe
 
 absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
                              const cv::Rect& region, cv::Mat& out) {
-  if (!HasEnd(data)) return absl::InvalidArgumentError("truncated PNG: no IEND chunk at its end");
+  if (!HasEnd(data)) {
+    return absl::InvalidArgumentError("truncated PNG: no IEND chunk at its end");
+  }
   // Everything libpng writes into is allocated before setjmp, so a longjmp
   // leaves no C++ object half-made. Interlaced files need every row of the
   // image; others only down to the region's last, the rows above it decoded
@@ -308,10 +335,13 @@ absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
   cv::Mat rows(last - first, header.width, CV_8UC3);
   std::vector<uint8_t> scratch(static_cast<size_t>(header.width) * 3);
   std::vector<png_bytep> pointers(static_cast<size_t>(header.height), scratch.data());
-  for (int y = first; y < last; ++y) pointers[y] = rows.ptr(y - first);
+  for (int y = first; y < last; ++y) {
+    pointers[y] = rows.ptr(y - first);
+  }
   std::optional<StoredPixelStream> restored;
   if (header.inflate_whole) {
-    const size_t inflated_bytes = static_cast<size_t>(header.height) * (header.stored_row_bytes + 1);
+    const size_t inflated_bytes =
+        static_cast<size_t>(header.height) * (header.stored_row_bytes + 1);
     ASSIGN_OR_RETURN(std::unique_ptr<uint8_t[]> inflated,
                      InflatePixels(data, header, inflated_bytes));
     if (inflated != nullptr) {
@@ -321,8 +351,12 @@ absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
   }
   Source source(restored ? restored->parts() : std::vector<absl::string_view>{data});
   Reader reader(source, restored.has_value());
-  if (!reader.ok()) return absl::ResourceExhaustedError("cannot create a PNG decoder");
-  if (setjmp(png_jmpbuf(reader.png()))) return Corrupt(source, "corrupt PNG data");
+  if (!reader.ok()) {
+    return absl::ResourceExhaustedError("cannot create a PNG decoder");
+  }
+  if (setjmp(png_jmpbuf(reader.png()))) {
+    return Corrupt(source, "corrupt PNG data");
+  }
   png_read_info(reader.png(), reader.info());
   if (static_cast<int>(png_get_image_width(reader.png(), reader.info())) != header.width ||
       static_cast<int>(png_get_image_height(reader.png(), reader.info())) != header.height) {
@@ -335,7 +369,9 @@ absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
     return absl::InternalError("PNG rows are not 8-bit RGB after conversion");
   }
   for (int pass = 0; pass < passes; ++pass) {
-    for (int y = 0; y < last; ++y) png_read_row(reader.png(), pointers[y], nullptr);
+    for (int y = 0; y < last; ++y) {
+      png_read_row(reader.png(), pointers[y], nullptr);
+    }
   }
   out = rows(cv::Rect(region.x, region.y - first, region.width, region.height));
   return absl::OkStatus();

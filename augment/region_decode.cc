@@ -77,9 +77,13 @@ absl::StatusOr<std::optional<ImageHeader>> ReadImageHeader(absl::string_view dat
   switch (header.format) {
     case ImageFormat::kJpeg: {
       ASSIGN_OR_RETURN(header.jpeg, ReadJpegHeader(data, max_pixels));
-      if (!header.jpeg.fast_path_ok) return std::nullopt;
+      if (!header.jpeg.fast_path_ok) {
+        return std::nullopt;
+      }
       header.size = {header.jpeg.width, header.jpeg.height};
-      if (header.jpeg.orientation >= 5) std::swap(header.size.width, header.size.height);
+      if (header.jpeg.orientation >= 5) {
+        std::swap(header.size.width, header.size.height);
+      }
       return header;
     }
     case ImageFormat::kPng: {
@@ -106,7 +110,9 @@ absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
       const int orientation = header.jpeg.orientation;
       const cv::Rect stored = StoredRect(request.region, orientation, header.size);
       cv::Size output = request.output;
-      if (orientation >= 5) std::swap(output.width, output.height);
+      if (orientation >= 5) {
+        std::swap(output.width, output.height);
+      }
       const int eighths = ChooseScaleEighths(stored, output);
       cv::Mat as_stored;
       const JpegDecodeOptions options{exact ? JpegDecodeMode::kExact : JpegDecodeMode::kFast,
@@ -138,7 +144,9 @@ absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
 std::string RegionDecodePath(const ImageHeader& header, bool whole_image) {
   switch (header.format) {
     case ImageFormat::kJpeg:
-      if (whole_image) return "libjpeg-turbo: whole image";
+      if (whole_image) {
+        return "libjpeg-turbo: whole image";
+      }
       return header.jpeg.progressive ? "libjpeg-turbo: scans to the region's rows, at DCT scale"
                                      : "libjpeg-turbo: region at DCT scale";
     case ImageFormat::kPng: {

@@ -35,7 +35,7 @@ namespace heterodl {
 // A header read by one of the region decoders.
 struct ImageHeader {
   ImageFormat format = ImageFormat::kOther;
-  cv::Size size;  // upright: a JPEG's EXIF orientation applied
+  cv::Size size;    // upright: a JPEG's EXIF orientation applied
   JpegHeader jpeg;  // set for kJpeg
   PngHeader png;    // set for kPng
   WebpHeader webp;  // set for kWebp

@@ -35,8 +35,12 @@ void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination) {
 
 cv::Size HalvedSize(cv::Size source, cv::Size target) {
   while (source.width > 2 * target.width || source.height > 2 * target.height) {
-    if (source.width > 2 * target.width) source.width /= 2;
-    if (source.height > 2 * target.height) source.height /= 2;
+    if (source.width > 2 * target.width) {
+      source.width /= 2;
+    }
+    if (source.height > 2 * target.height) {
+      source.height /= 2;
+    }
   }
   return source;
 }
@@ -179,7 +183,9 @@ class HorizontalFlip final : public Transform {
 
   void Apply(cv::Mat& image, CounterRng& rng) const override {
     // Always draw, so later operations see the same numbers whatever p is.
-    if (rng.NextDouble() < probability_) cv::flip(image, image, 1);
+    if (rng.NextDouble() < probability_) {
+      cv::flip(image, image, 1);
+    }
   }
 
   std::string Spec() const override { return absl::StrFormat("hflip(%g)", probability_); }
@@ -204,7 +210,9 @@ class ColorJitter final : public Transform {
     // Draw everything first, in a fixed order, as torchvision's get_params:
     // the order of the four adjustments, then each factor.
     int order[4] = {0, 1, 2, 3};
-    for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
+    for (int i = 3; i > 0; --i) {
+      std::swap(order[i], order[rng.Below(i + 1)]);
+    }
     const double brightness = rng.Uniform(std::max(0.0, 1 - brightness_), 1 + brightness_);
     const double contrast = rng.Uniform(std::max(0.0, 1 - contrast_), 1 + contrast_);
     const double saturation = rng.Uniform(std::max(0.0, 1 - saturation_), 1 + saturation_);
@@ -238,10 +246,14 @@ class ColorJitter final : public Transform {
     cv::cvtColor(image, hsv, cv::COLOR_RGB2HSV_FULL);
     const int delta = static_cast<int>(std::lround(shift * 256));
     uint8_t table[256];
-    for (int h = 0; h < 256; ++h) table[h] = static_cast<uint8_t>((h + delta + 256) & 255);
+    for (int h = 0; h < 256; ++h) {
+      table[h] = static_cast<uint8_t>((h + delta + 256) & 255);
+    }
     for (int y = 0; y < hsv.rows; ++y) {
       uint8_t* pixel = hsv.ptr(y);
-      for (int x = 0; x < hsv.cols; ++x, pixel += 3) pixel[0] = table[pixel[0]];
+      for (int x = 0; x < hsv.cols; ++x, pixel += 3) {
+        pixel[0] = table[pixel[0]];
+      }
     }
     cv::cvtColor(hsv, image, cv::COLOR_HSV2RGB_FULL);
   }
@@ -254,7 +266,9 @@ class RandomGrayscale final : public Transform {
   explicit RandomGrayscale(double probability) : probability_(probability) {}
 
   void Apply(cv::Mat& image, CounterRng& rng) const override {
-    if (rng.NextDouble() < probability_) cv::cvtColor(Luma(image), image, cv::COLOR_GRAY2RGB);
+    if (rng.NextDouble() < probability_) {
+      cv::cvtColor(Luma(image), image, cv::COLOR_GRAY2RGB);
+    }
   }
 
   std::string Spec() const override { return absl::StrFormat("grayscale(%g)", probability_); }
@@ -288,7 +302,9 @@ class RandomRotation final : public Transform {
 
   void Apply(cv::Mat& image, CounterRng& rng) const override {
     const double angle = rng.Uniform(degrees_.low, degrees_.high);
-    if (angle == 0) return;
+    if (angle == 0) {
+      return;
+    }
     const cv::Point2f center(image.cols * 0.5f - 0.5f, image.rows * 0.5f - 0.5f);
     cv::Mat rotated;
     cv::warpAffine(image, rotated, cv::getRotationMatrix2D(center, angle, 1.0), image.size(),

@@ -80,7 +80,9 @@ absl::Status DecodeWebpRegion(absl::string_view data, const WebpHeader& header,
   const cv::Rect even(crop.x & ~1, crop.y & ~1, crop.width + (crop.x & 1),
                       crop.height + (crop.y & 1));
   WebPDecoderConfig config;
-  if (!WebPInitDecoderConfig(&config)) return absl::InternalError("libwebp version mismatch");
+  if (!WebPInitDecoderConfig(&config)) {
+    return absl::InternalError("libwebp version mismatch");
+  }
   config.options.use_cropping = 1;
   config.options.crop_left = even.x;
   config.options.crop_top = even.y;

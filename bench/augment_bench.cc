@@ -26,8 +26,8 @@
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
-#include "src/common/process/child_process.h"
 #include "src/common/counter_rng.h"
+#include "src/common/process/child_process.h"
 #include "src/common/proto_json.h"
 #include "src/common/read_file.h"
 #include "src/common/status_macros.h"
@@ -54,6 +54,7 @@ double MeasureRate(const std::vector<std::string>& files, const Worker& worker, 
   std::vector<uint64_t> counts(threads, 0);
   std::vector<std::thread> pool;
   const absl::Time start = absl::Now();
+  pool.reserve(threads);
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       PinToCore(t);
@@ -68,10 +69,14 @@ double MeasureRate(const std::vector<std::string>& files, const Worker& worker, 
   }
   absl::SleepFor(absl::Seconds(seconds));
   stop = true;
-  for (std::thread& thread : pool) thread.join();
+  for (std::thread& thread : pool) {
+    thread.join();
+  }
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   uint64_t total = 0;
-  for (uint64_t count : counts) total += count;
+  for (uint64_t count : counts) {
+    total += count;
+  }
   return total / elapsed;
 }
 
@@ -83,13 +88,17 @@ Worker OpenCvBaseline(int size) {
     const cv::Mat buffer(1, static_cast<int>(encoded.size()), CV_8UC1,
                          const_cast<char*>(encoded.data()));
     cv::Mat image = cv::imdecode(buffer, cv::IMREAD_COLOR);
-    if (image.empty()) return false;
+    if (image.empty()) {
+      return false;
+    }
     CounterRng rng(0, {kStreamAugment, 0, static_cast<uint32_t>(index)});
     const cv::Rect crop =
         RandomResizedCropRect(image.cols, image.rows, {0.08, 1.0}, {3.0 / 4, 4.0 / 3}, rng);
     cv::Mat destination(size, size, CV_8UC3, out);
     cv::resize(image(crop), destination, {size, size});  // OpenCV's default: bilinear
-    if (rng.NextDouble() < 0.5) cv::flip(destination, destination, 1);
+    if (rng.NextDouble() < 0.5) {
+      cv::flip(destination, destination, 1);
+    }
     return true;
   };
 }
@@ -133,15 +142,17 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
       report.pipeline(), report.rounds(), report.seconds_per_run());
   const bool peers = report.torchvision_images_per_sec_per_core() > 0;
   absl::StrAppendFormat(&text, "  %-17s %5s %9s", "images/s per core", "files", "heterodl");
-  if (peers) absl::StrAppendFormat(&text, " %8s %7s %8s %7s", "PIL", "ratio", "tensor", "ratio");
+  if (peers) {
+    absl::StrAppendFormat(&text, " %8s %7s %8s %7s", "PIL", "ratio", "tensor", "ratio");
+  }
   absl::StrAppend(&text, "  heterodl decodes with\n");
   for (const v1::FormatRow& row : report.formats()) {
     absl::StrAppendFormat(&text, "  %-17s %5d %9.0f", row.format(), row.files(),
                           row.heterodl_images_per_sec());
     if (peers) {
-      for (const auto& [rate, ratio] : {std::pair(row.pil_images_per_sec(), row.ratio_vs_pil()),
-                                        std::pair(row.tensor_images_per_sec(),
-                                                  row.ratio_vs_tensor())}) {
+      for (const auto& [rate, ratio] :
+           {std::pair(row.pil_images_per_sec(), row.ratio_vs_pil()),
+            std::pair(row.tensor_images_per_sec(), row.ratio_vs_tensor())}) {
         // A peer that left this kind of file out has no figure for it.
         absl::StrAppend(&text, rate > 0 ? absl::StrFormat(" %8.0f %6.2fx", rate, ratio)
                                         : absl::StrFormat(" %8s %7s", "-", "-"));
@@ -165,7 +176,9 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
                           report.png_row_inflate_images_per_sec_per_core(),
                           report.png_ratio_vs_row_inflate());
   }
-  for (const std::string& note : report.peer_notes()) absl::StrAppend(&text, "  ", note, "\n");
+  for (const std::string& note : report.peer_notes()) {
+    absl::StrAppend(&text, "  ", note, "\n");
+  }
   absl::StrAppend(&text, "\n  thread scaling (all files):\n");
   for (const v1::ThreadScaling& row : report.scaling()) {
     absl::StrAppendFormat(&text, "    %2d thread(s) %9.0f images/s   efficiency %.2f\n",
@@ -188,9 +201,9 @@ absl::StatusOr<double> MeasureEngineRate(const std::string& dataset_path,
                                          double seconds, int max_files) {
   RunPipelinesOnCallerThreadsOnly();
   ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(dataset_path));
-  ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(pipeline_spec.empty()
-                                                          ? std::string(kDefaultPipeline)
-                                                          : pipeline_spec));
+  ASSIGN_OR_RETURN(
+      Pipeline pipeline,
+      Pipeline::Parse(pipeline_spec.empty() ? std::string(kDefaultPipeline) : pipeline_spec));
   // Spread over the whole dataset: its first files may be one class's.
   std::vector<std::string> files;
   const size_t count = std::min<size_t>(dataset.size(), static_cast<size_t>(max_files));
@@ -238,7 +251,9 @@ struct BenchFiles {
 absl::StatusOr<cv::Size> ImageSize(const std::string& bytes) {
   ASSIGN_OR_RETURN(const std::optional<ImageHeader> header,
                    ReadImageHeader(bytes, int64_t{1} << 40));
-  if (header) return header->size;
+  if (header) {
+    return header->size;
+  }
   ASSIGN_OR_RETURN(const cv::Mat image, DecodeImage(bytes));
   return image.size();
 }
@@ -269,15 +284,17 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
     }
     if (!size.ok()) {
       if (files.skipped++ == 0) {
-        files.first_skipped = absl::StrCat("'", dataset.sample(sample).path, "': ",
-                                           size.status().message());
+        files.first_skipped =
+            absl::StrCat("'", dataset.sample(sample).path, "': ", size.status().message());
       }
       continue;
     }
     const std::string kind = ImageKindName(bytes);
     auto group = std::find_if(files.groups.begin() + 1, files.groups.end(),
                               [&](const FileGroup& g) { return g.kind == kind; });
-    if (group == files.groups.end()) group = files.groups.insert(group, FileGroup{kind});
+    if (group == files.groups.end()) {
+      group = files.groups.insert(group, FileGroup{kind});
+    }
     group->Add(bytes, *size);
     files.groups.front().Add(std::move(bytes), *size);
     std::string path = dataset.sample(sample).path;
@@ -287,18 +304,24 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
     kind_and_path.emplace_back(kind, path);
   }
   // One kind: "all" is all there is to report.
-  if (files.groups.size() == 2) files.groups.pop_back();
+  if (files.groups.size() == 2) {
+    files.groups.pop_back();
+  }
   // The most common kind first.
   std::stable_sort(
       files.groups.begin() + 1, files.groups.end(),
       [](const FileGroup& a, const FileGroup& b) { return a.bytes.size() > b.bytes.size(); });
   std::ofstream list(files.list_path);
   for (const auto& [kind, path] : kind_and_path) {
-    if (files.groups.size() > 1) list << kind << "\t";
+    if (files.groups.size() > 1) {
+      list << kind << "\t";
+    }
     list << path << "\n";
   }
   list.close();
-  if (!list) return absl::UnavailableError(absl::StrCat("cannot write ", files.list_path));
+  if (!list) {
+    return absl::UnavailableError(absl::StrCat("cannot write ", files.list_path));
+  }
   return files;
 }
 
@@ -314,7 +337,9 @@ bool HasOpenCvBaseline(const Pipeline& pipeline) {
 
 // What a peer measured for `group` ("all": its total).
 double PeerRate(const v1::PeerResult& result, const std::string& group) {
-  if (group == kAllFiles) return result.images_per_sec();
+  if (group == kAllFiles) {
+    return result.images_per_sec();
+  }
   const auto found = result.groups().find(group);
   return found == result.groups().end() ? 0 : found->second.images_per_sec();
 }
@@ -341,7 +366,9 @@ void AddFormatRow(const FileGroup& group, const GroupRates& rates, const Pipelin
   row->set_mean_width(group.mean_width);
   row->set_mean_height(group.mean_height);
   row->set_heterodl_images_per_sec(Median(rates.ours));
-  if (group.kind != kAllFiles) row->set_decode_path(pipeline.DecodePath(group.bytes.front()));
+  if (group.kind != kAllFiles) {
+    row->set_decode_path(pipeline.DecodePath(group.bytes.front()));
+  }
   // Each peer's figures on their own: one may have left this kind out.
   if (Median(rates.pil) > 0) {
     row->set_pil_images_per_sec(Median(rates.pil));
@@ -369,14 +396,18 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   std::vector<GroupRates> rates(files.groups.size());
   std::vector<double> opencv, png_row_inflate;
   std::vector<PeerRun> peer_runs;
-  if (options.peer) peer_runs = {{"pil", &GroupRates::pil}, {"tensor", &GroupRates::tensor}};
+  if (options.peer) {
+    peer_runs = {{"pil", &GroupRates::pil}, {"tensor", &GroupRates::tensor}};
+  }
   for (int round = 0; round < options.rounds; ++round) {
     for (size_t g = 0; g < files.groups.size(); ++g) {
-      rates[g].ours.push_back(MeasureRate(files.groups[g].bytes, ours, pipeline.output_bytes(), 1,
-                                          options.seconds));
+      rates[g].ours.push_back(
+          MeasureRate(files.groups[g].bytes, ours, pipeline.output_bytes(), 1, options.seconds));
     }
     for (PeerRun& peer : peer_runs) {
-      if (!peer.error.empty()) continue;
+      if (!peer.error.empty()) {
+        continue;
+      }
       absl::StatusOr<v1::PeerResult> result = RunPeer(options, files.list_path, spec, peer.decoder);
       if (!result.ok()) {
         // One peer that cannot run costs its columns, not the run.
@@ -418,8 +449,8 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   }
   if (png != files.groups.end()) {
     report.set_png_row_inflate_images_per_sec_per_core(Median(png_row_inflate));
-    report.set_png_ratio_vs_row_inflate(
-        Median(rates[png - files.groups.begin()].ours) / Median(png_row_inflate));
+    report.set_png_ratio_vs_row_inflate(Median(rates[png - files.groups.begin()].ours) /
+                                        Median(png_row_inflate));
   }
   return absl::OkStatus();
 }
@@ -430,10 +461,10 @@ void MeasureScaling(const AugmentBenchOptions& options, const Pipeline& pipeline
   const int max_threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   for (int threads = 1; threads <= max_threads; ++threads) {
-    const double rate = threads == 1 ? one_core
-                                     : MeasureRate(files.all().bytes, PipelineWorker(pipeline),
-                                                   pipeline.output_bytes(), threads,
-                                                   options.seconds);
+    const double rate = threads == 1
+                            ? one_core
+                            : MeasureRate(files.all().bytes, PipelineWorker(pipeline),
+                                          pipeline.output_bytes(), threads, options.seconds);
     v1::ThreadScaling* row = report.add_scaling();
     row->set_threads(threads);
     row->set_images_per_sec(rate);
@@ -451,14 +482,14 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
   ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Parse(spec));
   ASSIGN_OR_RETURN(const BenchFiles files, LoadFiles(dataset, pipeline, options));
   if (files.all().bytes.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bench augment: no file of ", options.dataset, " decodes (", files.first_skipped, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("bench augment: no file of ", options.dataset,
+                                                   " decodes (", files.first_skipped, ")"));
   }
   v1::AugmentBenchReport report;
   if (files.skipped > 0) {
-    report.add_peer_notes(absl::StrCat("heterodl and the peers left out ", files.skipped,
-                                       " files heterodl cannot decode (first: ",
-                                       files.first_skipped, ")"));
+    report.add_peer_notes(
+        absl::StrCat("heterodl and the peers left out ", files.skipped,
+                     " files heterodl cannot decode (first: ", files.first_skipped, ")"));
   }
   report.set_dataset(options.dataset);
   report.set_files(static_cast<uint32_t>(files.all().bytes.size()));
@@ -471,7 +502,9 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
   std::filesystem::remove(files.list_path);
   RETURN_IF_ERROR(measured);
   MeasureScaling(options, pipeline, files, report);
-  if (!options.json) return FormatTable(report);
+  if (!options.json) {
+    return FormatTable(report);
+  }
   return ToJson(report);
 }
 

@@ -27,7 +27,8 @@ namespace heterodl {
 namespace {
 
 std::string TempPath(absl::string_view what) {
-  return (std::filesystem::temp_directory_path() / absl::StrCat("heterodl-feed-", getpid(), "-", what))
+  return (std::filesystem::temp_directory_path() /
+          absl::StrCat("heterodl-feed-", getpid(), "-", what))
       .string();
 }
 
@@ -42,15 +43,14 @@ class FeedServer {
   static absl::StatusOr<FeedServer> Start(const FeedBenchOptions& options) {
     const std::string port_file = TempPath("port");
     std::filesystem::remove(port_file);
-    std::vector<std::string> arguments = {
-        options.heterodl,       "serve",
-        "--dataset",            options.dataset,
-        "--address",            "127.0.0.1:0",
-        "--port_file",          port_file,
-        "--threads",            absl::StrCat(Threads(options)),
-        "--worker_nice",        absl::StrCat(options.worker_nice),
-        "--idle_timeout",       "60s",
-        "--startup_timeout",    "60s"};
+    std::vector<std::string> arguments = {options.heterodl,    "serve",
+                                          "--dataset",         options.dataset,
+                                          "--address",         "127.0.0.1:0",
+                                          "--port_file",       port_file,
+                                          "--threads",         absl::StrCat(Threads(options)),
+                                          "--worker_nice",     absl::StrCat(options.worker_nice),
+                                          "--idle_timeout",    "60s",
+                                          "--startup_timeout", "60s"};
     if (!options.pipeline.empty()) {
       arguments.push_back("--pipeline");
       arguments.push_back(options.pipeline);
@@ -58,7 +58,9 @@ class FeedServer {
     ASSIGN_OR_RETURN(ChildProcess process, ChildProcess::Spawn(arguments));
     const std::optional<int> port = AwaitPortFile(process, port_file, absl::Seconds(60));
     std::filesystem::remove(port_file);
-    if (!port) return absl::UnavailableError("the data server did not start");
+    if (!port) {
+      return absl::UnavailableError("the data server did not start");
+    }
     return FeedServer(std::move(process), absl::StrCat("127.0.0.1:", *port));
   }
 
@@ -66,7 +68,9 @@ class FeedServer {
 
   void Stop() {
     process_.Signal(SIGTERM);
-    if (!process_.WaitFor(absl::Seconds(10))) process_.Kill();
+    if (!process_.WaitFor(absl::Seconds(10))) {
+      process_.Kill();
+    }
   }
 
  private:
@@ -78,14 +82,20 @@ class FeedServer {
 };
 
 double Mean(const std::vector<double>& values) {
-  if (values.empty()) return 0;
+  if (values.empty()) {
+    return 0;
+  }
   double sum = 0;
-  for (double value : values) sum += value;
+  for (double value : values) {
+    sum += value;
+  }
   return sum / static_cast<double>(values.size());
 }
 
 double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
+  if (values.empty()) {
+    return 0;
+  }
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
 }
@@ -136,7 +146,9 @@ absl::StatusOr<v1::FeedRun> DriveLoader(const FeedBenchOptions& options, const s
       const absl::Time asked = absl::Now();
       ASSIGN_OR_RETURN(std::optional<Batch> batch, loader->Next());
       const absl::Time arrived = absl::Now();
-      if (!batch) break;
+      if (!batch) {
+        break;
+      }
       ++batches;
       if (epoch == 0 && k == 0) {
         first_batch = arrived;  // connections, the first build: not the feed
@@ -145,9 +157,13 @@ absl::StatusOr<v1::FeedRun> DriveLoader(const FeedBenchOptions& options, const s
             .push_back(absl::ToDoubleMilliseconds(arrived - asked));
         images += batch->size();
       }
-      if (device_step > absl::ZeroDuration()) absl::SleepFor(device_step);
+      if (device_step > absl::ZeroDuration()) {
+        absl::SleepFor(device_step);
+      }
     }
-    if (epoch >= 2 && absl::Now() - first_batch >= absl::Seconds(options.seconds)) break;
+    if (epoch >= 2 && absl::Now() - first_batch >= absl::Seconds(options.seconds)) {
+      break;
+    }
   }
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - first_batch);
   const LoaderStats stats = loader->stats();
@@ -163,7 +179,9 @@ absl::StatusOr<v1::FeedRun> DriveLoader(const FeedBenchOptions& options, const s
   run.set_inner_wait_ms_max(Max(inner_waits));
   run.set_dropped(static_cast<uint64_t>(stats.dropped));
   run.set_window(static_cast<uint32_t>(stats.window));
-  for (int depth : stats.depths) run.add_depths(static_cast<uint32_t>(depth));
+  for (int depth : stats.depths) {
+    run.add_depths(static_cast<uint32_t>(depth));
+  }
   run.set_same_host_streams(static_cast<uint32_t>(stats.same_host_streams));
   return run;
 }
@@ -179,7 +197,9 @@ absl::StatusOr<v1::PeerResult> RunPythonConsumer(const std::string& python,
   arguments.push_back("--out");
   arguments.push_back(out);
   std::vector<std::string> environment;
-  if (!python_path.empty()) environment.push_back(absl::StrCat("PYTHONPATH=", python_path));
+  if (!python_path.empty()) {
+    environment.push_back(absl::StrCat("PYTHONPATH=", python_path));
+  }
   ASSIGN_OR_RETURN(ChildProcess peer, ChildProcess::Spawn(arguments, environment));
   const int code = peer.Wait();
   if (code != 0) {
@@ -208,7 +228,9 @@ absl::StatusOr<std::string> WriteFileList(const FeedBenchOptions& options, uint3
     out << path << "\t" << dataset.sample(i).label << "\n";
   }
   *files = static_cast<uint32_t>(dataset.size());
-  if (!out.good()) return absl::UnavailableError(absl::StrCat("cannot write ", list));
+  if (!out.good()) {
+    return absl::UnavailableError(absl::StrCat("cannot write ", list));
+  }
   return list;
 }
 
@@ -230,20 +252,22 @@ absl::Status RunPeers(const FeedBenchOptions& options, const std::string& addres
   const std::string threads = absl::StrCat(Threads(options));
   const std::string batch = absl::StrCat(options.batch_size);
   const std::string seconds = absl::StrCat(options.seconds);
-  const std::vector<std::string> common = {"--files", file_list,   "--batch-size", batch,
+  const std::vector<std::string> common = {"--files",   file_list, "--batch-size", batch,
                                            "--workers", threads,   "--seconds",    seconds};
   auto script = [&](const char* name) {
     return (std::filesystem::path(options.peers_dir) / name).string();
   };
   // heterodl itself, consumed from Python like the peers are. A consumer
   // that fails is a row saying why; the others are still measured.
-  std::vector<std::string> ours = {script("feed_heterodl.py"), "--server", address,
-                                   "--batch-size", batch,     "--seconds", seconds};
+  std::vector<std::string> ours = {
+      script("feed_heterodl.py"), "--server", address, "--batch-size", batch, "--seconds", seconds};
   const absl::StatusOr<v1::PeerResult> python =
       RunPythonConsumer(options.python, ours, options.python_path);
   const double python_rate = python.ok() ? python->images_per_sec() : 0;
   report.set_python_images_per_sec(python_rate);
-  if (!python.ok()) report.set_python_error(std::string(python.status().message()));
+  if (!python.ok()) {
+    report.set_python_error(std::string(python.status().message()));
+  }
   struct Peer {
     const char* name;
     std::string python;
@@ -252,12 +276,16 @@ absl::Status RunPeers(const FeedBenchOptions& options, const std::string& addres
     absl::Status ready;  // what it needs installed
   };
   std::vector<Peer> peers = {
-      {"PyTorch DataLoader, PIL", options.python, {script("feed_dataloader.py"), "--decoder", "pil"},
+      {"PyTorch DataLoader, PIL",
+       options.python,
+       {script("feed_dataloader.py"), "--decoder", "pil"},
        "torchvision.transforms on PIL images, N worker processes"},
-      {"PyTorch DataLoader, torchvision.io", options.python,
+      {"PyTorch DataLoader, torchvision.io",
+       options.python,
        {script("feed_dataloader.py"), "--decoder", "tensor"},
        "decode_image + transforms.v2 on uint8 tensors, N worker processes"},
-      {"tf.data service (loopback)", options.tensorflow_python,
+      {"tf.data service (loopback)",
+       options.tensorflow_python,
        {script("feed_tfdata_service.py")},
        "a dispatcher and a worker process, the consumer converting batches to NumPy",
        tensorflow},
@@ -285,15 +313,18 @@ absl::Status RunPeers(const FeedBenchOptions& options, const std::string& addres
 
 std::string FormatRun(const char* title, const v1::FeedRun& run) {
   std::string depths;
-  for (uint32_t depth : run.depths()) absl::StrAppend(&depths, depths.empty() ? "" : ",", depth);
+  for (uint32_t depth : run.depths()) {
+    absl::StrAppend(&depths, depths.empty() ? "" : ",", depth);
+  }
   return absl::StrFormat(
       "  %-34s %8.0f images/s  %4d epochs x %4d batches\n"
       "  %-34s epoch boundary %7.1f ms mean %7.1f max | other steps %7.1f mean %7.1f median "
       "%7.1f max\n"
       "  %-34s window %d, depths %s, %d fetched ahead and dropped; pixels %s\n",
-      title, run.images_per_sec(), run.epochs(), run.batches_per_epoch(), "waiting in Next():",
-      run.boundary_wait_ms_mean(), run.boundary_wait_ms_max(), run.inner_wait_ms_mean(),
-      run.inner_wait_ms_median(), run.inner_wait_ms_max(), "", run.window(), depths, run.dropped(),
+      title, run.images_per_sec(), run.epochs(), run.batches_per_epoch(),
+      "waiting in Next():", run.boundary_wait_ms_mean(), run.boundary_wait_ms_max(),
+      run.inner_wait_ms_mean(), run.inner_wait_ms_median(), run.inner_wait_ms_max(), "",
+      run.window(), depths, run.dropped(),
       run.same_host_streams() > 0 ? "from shared memory" : "over a socket");
 }
 
@@ -303,9 +334,8 @@ std::string FormatTable(const v1::FeedBenchReport& report) {
       "one server (%d threads, child process) -> RemoteLoader, batch %d, %s\n"
       "%d rounds of the runs below between engine measurements; medians, ratios within a "
       "round\n\n",
-      report.files(), report.dataset(),
-      report.pipeline().empty() ? "(default)" : report.pipeline(), report.threads(),
-      report.batch_size(),
+      report.files(), report.dataset(), report.pipeline().empty() ? "(default)" : report.pipeline(),
+      report.threads(), report.batch_size(),
       report.device_step_ms() > 0
           ? absl::StrFormat("a modelled accelerator step of %.1f ms", report.device_step_ms())
           : std::string("the consumer taking batches as fast as they come"),
@@ -324,7 +354,8 @@ std::string FormatTable(const v1::FeedBenchReport& report) {
   absl::StrAppendFormat(&text, "  %-34s %8.2f\n", "its pipeline efficiency",
                         report.tcp_efficiency());
   if (report.peers_size() > 0) {
-    absl::StrAppendFormat(&text, "\n  system-level peers, same files and cores, Python consumers:\n");
+    absl::StrAppendFormat(&text,
+                          "\n  system-level peers, same files and cores, Python consumers:\n");
     if (report.python_error().empty()) {
       absl::StrAppendFormat(&text, "  %-40s %8.0f images/s\n", "heterodl RemoteDataLoader",
                             report.python_images_per_sec());
@@ -443,7 +474,9 @@ absl::StatusOr<std::string> RunFeedBench(const FeedBenchOptions& options) {
   std::filesystem::remove(file_list);
   RETURN_IF_ERROR(status);
   rounds.Report(report);
-  if (!options.json) return FormatTable(report);
+  if (!options.json) {
+    return FormatTable(report);
+  }
   return ToJson(report);
 }
 

@@ -19,8 +19,8 @@
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/metrics.pb.h"
 #include "heterodl/plan.pb.h"
-#include "src/common/process/child_process.h"
 #include "src/common/log.h"
+#include "src/common/process/child_process.h"
 #include "src/common/proto_json.h"
 #include "src/common/read_file.h"
 #include "src/common/status_macros.h"
@@ -41,9 +41,13 @@ std::vector<int> AllowedCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    return cpus;
+  }
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    if (CPU_ISSET(cpu, &set)) {
+      cpus.push_back(cpu);
+    }
   }
   return cpus;
 }
@@ -70,7 +74,9 @@ class StepBench {
     argv.push_back(synthetic ? "--synthetic=100000" : absl::StrCat("--dataset=", options_.dataset));
     ASSIGN_OR_RETURN(ChildProcess server, ChildProcess::Spawn(argv));
     const std::optional<int> port = AwaitPortFile(server, port_file, absl::Seconds(60));
-    if (!port) return absl::UnavailableError("a data server for the step benchmark did not start");
+    if (!port) {
+      return absl::UnavailableError("a data server for the step benchmark did not start");
+    }
     return std::make_pair(std::move(server), absl::StrCat("127.0.0.1:", *port));
   }
 
@@ -100,7 +106,9 @@ class StepBench {
     const int code = trainer.Wait();
     for (ChildProcess& server : servers) {
       // The trainer told them to shut down; make sure.
-      if (!server.WaitFor(absl::Seconds(10))) server.Kill();
+      if (!server.WaitFor(absl::Seconds(10))) {
+        server.Kill();
+      }
     }
     if (code != 0) {
       return absl::InternalError(
@@ -115,17 +123,23 @@ class StepBench {
     RunResult result;
     int counted = 0;
     for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
-      if (absl::StrContains(line, "\"summary\"")) continue;
+      if (absl::StrContains(line, "\"summary\"")) {
+        continue;
+      }
       v1::StepMetrics step;
       if (!google::protobuf::util::JsonStringToMessage(std::string(line), &step).ok()) {
         return absl::DataLossError(absl::StrCat("unreadable metrics line in ", path));
       }
-      if (static_cast<int>(step.step()) <= options_.warmup_steps) continue;  // steps count from 1
+      if (static_cast<int>(step.step()) <= options_.warmup_steps) {
+        continue;  // steps count from 1
+      }
       result.step_ms += step.step_ms();
       result.data_wait_ms += step.data_wait_ms();
       ++counted;
     }
-    if (counted == 0) return absl::DataLossError(absl::StrCat("no steady steps in ", path));
+    if (counted == 0) {
+      return absl::DataLossError(absl::StrCat("no steady steps in ", path));
+    }
     result.step_ms /= counted;
     result.data_wait_ms /= counted;
     return result;
@@ -180,7 +194,9 @@ absl::Status WriteReport(const v1::StepBenchReport& report, const Workload& work
       const v1::ClusterEstimate e = Estimate(workload, gpu, n == 0 ? nullptr : &data, n);
       out << n << ' ' << e.step_ms() << ' ' << e.usd_per_step() * 1e6 << '\n';
     }
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", data_path));
+    if (!out) {
+      return absl::UnavailableError(absl::StrCat("cannot write ", data_path));
+    }
   }
   const std::string plot = (std::filesystem::path(dir) / "step.png").string();
   const v1::StepBenchRun& homogeneous = report.runs(0);
@@ -217,7 +233,9 @@ absl::Status WriteReport(const v1::StepBenchReport& report, const Workload& work
       "![step time and cost per step against data servers](step.png)\n");
   std::ofstream out(std::filesystem::path(dir) / "report.md");
   out << markdown;
-  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", dir, "/report.md"));
+  if (!out) {
+    return absl::UnavailableError(absl::StrCat("cannot write ", dir, "/report.md"));
+  }
   return absl::OkStatus();
 }
 
@@ -228,7 +246,9 @@ namespace {
 // The CPUs this process may use: at least one for the trainer, one for a
 // data server; and taskset to pin them.
 absl::StatusOr<std::vector<int>> CheckPrerequisites(const StepBenchOptions& options) {
-  if (options.dataset.empty()) return absl::InvalidArgumentError("bench step needs --dataset");
+  if (options.dataset.empty()) {
+    return absl::InvalidArgumentError("bench step needs --dataset");
+  }
   std::error_code exists_error;
   if (!std::filesystem::exists(kTaskset, exists_error)) {
     return absl::FailedPreconditionError("bench step pins processes with taskset (util-linux)");
@@ -320,7 +340,9 @@ absl::Status RunConfigurations(const StepBenchOptions& options, StepBench& bench
     row->set_predicted_step_ms(Estimate(shape.workload, shape.gpu, data, servers).step_ms());
     *row->mutable_priced() =
         PriceMeasured(gpu_type, servers == 0 ? nullptr : &data_type, servers, run.step_ms);
-    if (servers == 0) homogeneous_usd_per_step = row->priced().usd_per_step();
+    if (servers == 0) {
+      homogeneous_usd_per_step = row->priced().usd_per_step();
+    }
     row->mutable_priced()->set_price_performance_improvement(1.0 - row->priced().usd_per_step() /
                                                                        homogeneous_usd_per_step);
   }

@@ -67,7 +67,9 @@ absl::StatusOr<std::pair<ChildProcess, std::string>> StartServer(
                            "--startup_timeout=60s"}));
   const std::optional<int> port = AwaitPortFile(server, port_file, absl::Seconds(30));
   std::filesystem::remove(port_file);
-  if (!port) return absl::UnavailableError("the synthetic data server did not start");
+  if (!port) {
+    return absl::UnavailableError("the synthetic data server did not start");
+  }
   return std::make_pair(std::move(server), absl::StrCat("127.0.0.1:", *port));
 }
 
@@ -85,7 +87,9 @@ absl::StatusOr<Measurement> MeasureLoader(const std::string& address, int batch_
   uint32_t epoch = 0;
   RETURN_IF_ERROR(loader->SetEpoch(epoch));
   // Warm-up: connection, first allocations.
-  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(loader->Next().status());
+  for (int i = 0; i < 3; ++i) {
+    RETURN_IF_ERROR(loader->Next().status());
+  }
   double bytes = 0;
   int64_t batches = 0;
   const double cpu_start = ProcessCpuSeconds();
@@ -120,7 +124,9 @@ absl::StatusOr<Measurement> MeasureTcp(size_t message_bytes, double seconds) {
   std::atomic<bool> stop{false};
   std::thread writer([&] {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+      return;
+    }
     std::vector<uint8_t> message(message_bytes, 7);
     while (!stop.load()) {
       size_t sent = 0;
@@ -146,7 +152,9 @@ absl::StatusOr<Measurement> MeasureTcp(size_t message_bytes, double seconds) {
     size_t received = 0;
     while (received < buffer.size()) {
       const ssize_t n = ::recv(fd, buffer.data() + received, buffer.size() - received, 0);
-      if (n <= 0) break;
+      if (n <= 0) {
+        break;
+      }
       received += static_cast<size_t>(n);
     }
     bytes += static_cast<double>(received);
@@ -211,9 +219,13 @@ absl::StatusOr<std::string> RunTransportBench(const TransportBenchOptions& optio
         MeasureLoader(server.second, batch_size, options.connections, false, options.seconds);
     absl::StatusOr<Measurement> tcp = MeasureTcp(bytes, options.seconds);
     for (const absl::Status& status : {loader.status(), grpc_only.status(), tcp.status()}) {
-      if (failure.ok()) failure = status;
+      if (failure.ok()) {
+        failure = status;
+      }
     }
-    if (!failure.ok()) break;
+    if (!failure.ok()) {
+      break;
+    }
     v1::TransportRow* row = report.add_rows();
     row->set_batch_size(batch_size);
     row->set_batch_megabytes(bytes / 1e6);
@@ -239,9 +251,13 @@ absl::StatusOr<std::string> RunTransportBench(const TransportBenchOptions& optio
     }
   }
   server.first.Signal(SIGTERM);
-  if (!server.first.WaitFor(absl::Seconds(10))) server.first.Kill();
+  if (!server.first.WaitFor(absl::Seconds(10))) {
+    server.first.Kill();
+  }
   RETURN_IF_ERROR(failure);
-  if (!options.json) return FormatTable(report);
+  if (!options.json) {
+    return FormatTable(report);
+  }
   return ToJson(report);
 }
 

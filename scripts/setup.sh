@@ -11,7 +11,7 @@ TORCHVISION_VERSION=0.26.0
 
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 python3-venv python3-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format clang-tidy
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libopencv-dev libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libgtest-dev libarchive-dev libdlpack-dev
   libgloo-dev mate-backgrounds gnuplot-nox procps iproute2

@@ -40,7 +40,9 @@ void DataGroupWatch::Run(absl::Duration soon, absl::Duration interval) {
     for (const std::string& server : servers) {
       absl::StatusOr<v1::ServerStats> stats =
           FetchServerStatus(server, absl::Seconds(2), auth_token_, tls_);
-      if (stats.ok()) answers.push_back(*std::move(stats));
+      if (stats.ok()) {
+        answers.push_back(*std::move(stats));
+      }
     }
     const DataGroupCapacity round = MeasureDataGroup(answers);
     // Until every server is measured (one that has not built anything yet

@@ -10,8 +10,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "src/common/net/host_port.h"
-#include "src/wire/pixel_channel.h"
 #include "src/common/net/tcp_address.h"
+#include "src/wire/pixel_channel.h"
 
 namespace heterodl {
 namespace {
@@ -28,12 +28,18 @@ std::string ReadReply(int fd, absl::Time deadline) {
   while (reply.size() < kReplyBytes) {
     pollfd poll_fd{fd, POLLIN, 0};
     const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left <= 0 || ::poll(&poll_fd, 1, static_cast<int>(left)) <= 0) break;
+    if (left <= 0 || ::poll(&poll_fd, 1, static_cast<int>(left)) <= 0) {
+      break;
+    }
     const ssize_t n = ::recv(fd, buffer, kReplyBytes - reply.size(), MSG_DONTWAIT);
-    if (n <= 0) break;  // closed, reset, or a spurious wake-up
+    if (n <= 0) {
+      break;  // closed, reset, or a spurious wake-up
+    }
     reply.append(buffer, static_cast<size_t>(n));
     // A line of text is whole at its end; a binary reply says enough at once.
-    if (reply.back() == '\n' || !std::isprint(static_cast<unsigned char>(reply[0]))) break;
+    if (reply.back() == '\n' || !std::isprint(static_cast<unsigned char>(reply[0]))) {
+      break;
+    }
   }
   return reply;
 }
@@ -69,7 +75,9 @@ bool LooksLikeTls(absl::string_view reply) {
 
 std::optional<std::string> Explain(const HostPort& where, absl::string_view reply,
                                    bool loader_uses_tls) {
-  if (reply.empty() || LooksLikeHttp2(reply)) return std::nullopt;
+  if (reply.empty() || LooksLikeHttp2(reply)) {
+    return std::nullopt;
+  }
   if (const std::optional<int> service_port = ServicePortFromNotice(reply)) {
     std::string use =
         *service_port > 0
@@ -81,7 +89,9 @@ std::optional<std::string> Explain(const HostPort& where, absl::string_view repl
                         use);
   }
   if (LooksLikeTls(reply)) {
-    if (loader_uses_tls) return std::nullopt;
+    if (loader_uses_tls) {
+      return std::nullopt;
+    }
     return std::string(
         "it answers with TLS and this loader speaks plaintext; give it the servers' CA "
         "(tls_ca / --tls-ca)");
@@ -95,13 +105,19 @@ std::optional<std::string> Explain(const HostPort& where, absl::string_view repl
 std::optional<std::string> ExplainWrongEndpoint(const std::string& address,
                                                 const EndpointProbeOptions& options) {
   absl::StatusOr<HostPort> where = SplitServerAddress(address);
-  if (!where.ok()) return std::nullopt;
+  if (!where.ok()) {
+    return std::nullopt;
+  }
   absl::StatusOr<AddressInfo> addresses = ResolveTcp(where->host, where->port, /*passive=*/false);
-  if (!addresses.ok()) return std::nullopt;
+  if (!addresses.ok()) {
+    return std::nullopt;
+  }
   for (const addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
     absl::StatusOr<UniqueFd> socket = ConnectSocket(a->ai_family, a->ai_addr, a->ai_addrlen,
                                                     address, absl::Now() + options.timeout);
-    if (!socket.ok()) continue;
+    if (!socket.ok()) {
+      continue;
+    }
     if (::send(socket->get(), kHttp2Preface.data(), kHttp2Preface.size(), MSG_NOSIGNAL) !=
         static_cast<ssize_t>(kHttp2Preface.size())) {
       return std::nullopt;

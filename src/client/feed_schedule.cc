@@ -11,7 +11,9 @@ FeedSchedule::FeedSchedule(int64_t batches_per_epoch, int connections, FeedOptio
       depth_limits_(options.depth),
       across_epochs_(options.across_epochs),
       window_(std::max(1, options.window)) {
-  for (int c = 0; c < connections; ++c) AddConnection();
+  for (int c = 0; c < connections; ++c) {
+    AddConnection();
+  }
 }
 
 int FeedSchedule::AddConnection() {
@@ -29,20 +31,26 @@ int64_t FeedSchedule::Distance(BatchKey key) const {
 
 bool FeedSchedule::InWindow(BatchKey key, int window) const {
   const int64_t distance = Distance(key);
-  if (!across_epochs_ && key.epoch != next_to_deliver_.epoch) return false;
+  if (!across_epochs_ && key.epoch != next_to_deliver_.epoch) {
+    return false;
+  }
   return distance >= 0 && distance < window && key.epoch <= last_epoch_;
 }
 
 int FeedSchedule::RequestWindow() const {
   int depths = 0;
   for (const Connection& connection : connections_) {
-    if (!connection.retired) depths += connection.depth.depth();
+    if (!connection.retired) {
+      depths += connection.depth.depth();
+    }
   }
   return std::min(window_, 2 * depths);
 }
 
 BatchKey FeedSchedule::Following(BatchKey key) const {
-  if (key.index + 1 >= batches_per_epoch_) return {key.epoch + 1, 0};
+  if (key.index + 1 >= batches_per_epoch_) {
+    return {key.epoch + 1, 0};
+  }
   return {key.epoch, key.index + 1};
 }
 
@@ -53,7 +61,9 @@ bool FeedSchedule::Held(BatchKey key) const {
 BatchKey FeedSchedule::TrainerKey() const {
   // At the end of an epoch the trainer stands at (epoch, n): next is
   // (epoch + 1, 0).
-  if (next_to_deliver_.index >= batches_per_epoch_) return {next_to_deliver_.epoch + 1, 0};
+  if (next_to_deliver_.index >= batches_per_epoch_) {
+    return {next_to_deliver_.epoch + 1, 0};
+  }
   return next_to_deliver_;
 }
 
@@ -106,7 +116,9 @@ bool FeedSchedule::NextReady() const {
 }
 
 std::optional<Batch> FeedSchedule::TakeNext() {
-  if (!NextReady()) return std::nullopt;
+  if (!NextReady()) {
+    return std::nullopt;
+  }
   auto it = received_.find(next_to_deliver_);
   Batch batch = std::move(it->second);
   received_.erase(it);
@@ -119,15 +131,23 @@ std::optional<Batch> FeedSchedule::TakeNext() {
 
 std::vector<BatchKey> FeedSchedule::TakeRequests(int c, absl::Time now) {
   std::vector<BatchKey> keys;
-  if (!started_) return keys;
+  if (!started_) {
+    return keys;
+  }
   Connection& connection = connections_[c];
-  if (connection.retired) return keys;
+  if (connection.retired) {
+    return keys;
+  }
   const int window = RequestWindow();
   while (outstanding(c) < connection.depth.depth()) {
     const std::optional<BatchKey> key = NextUnheld(window);
-    if (!key) break;
+    if (!key) {
+      break;
+    }
     // A connection's stall clock runs only while it owes batches.
-    if (outstanding(c) == 0) connection.last_progress = now;
+    if (outstanding(c) == 0) {
+      connection.last_progress = now;
+    }
     connection.wanted.emplace(*key, now);
     asked_of_[*key] = c;
     keys.push_back(*key);

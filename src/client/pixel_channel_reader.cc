@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "src/common/net/unix_socket.h"
 #include "src/common/net/tcp_address.h"
+#include "src/common/net/unix_socket.h"
 
 namespace heterodl {
 namespace {
@@ -20,7 +20,9 @@ namespace {
 absl::Status SendAll(int fd, const uint8_t* data, size_t size, const std::string& where) {
   while (size > 0) {
     const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
     if (n <= 0) {
       return absl::UnavailableError(
           absl::StrCat("pixel channel to ", where, ": ", ErrnoText(errno)));
@@ -37,14 +39,18 @@ absl::StatusOr<UniqueFd> ConnectOne(int family, const sockaddr* address, socklen
                                     absl::Time deadline) {
   absl::StatusOr<UniqueFd> socket =
       ConnectSocket(family, address, length, absl::StrCat("pixel channel to ", where), deadline);
-  if (!socket.ok()) return socket.status();
+  if (!socket.ok()) {
+    return socket.status();
+  }
   // Blocking from here: the reader waits in recv() for its pixels.
   fcntl(socket->get(), F_SETFL, fcntl(socket->get(), F_GETFL) & ~O_NONBLOCK);
   uint8_t hello[kPixelChannelHelloBytes];
   std::memcpy(hello, kPixelChannelMagic, sizeof(kPixelChannelMagic));
   std::memcpy(hello + sizeof(kPixelChannelMagic), ticket.data(), ticket.size());
   absl::Status sent = SendAll(socket->get(), hello, sizeof(hello), where);
-  if (!sent.ok()) return sent;
+  if (!sent.ok()) {
+    return sent;
+  }
   return socket;
 }
 
@@ -55,7 +61,9 @@ absl::StatusOr<std::unique_ptr<PixelChannelReader>> PixelChannelReader::Connect(
   const std::string where = absl::StrCat(host, ":", port);
   const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<AddressInfo> addresses = ResolveTcp(host, port, /*passive=*/false);
-  if (!addresses.ok()) return addresses.status();
+  if (!addresses.ok()) {
+    return addresses.status();
+  }
   absl::Status last =
       absl::UnavailableError(absl::StrCat("pixel channel to ", where, ": no address"));
   for (const addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
@@ -79,17 +87,23 @@ absl::StatusOr<std::unique_ptr<PixelChannelReader>> PixelChannelReader::ConnectL
   }
   absl::StatusOr<UniqueFd> socket = ConnectOne(AF_UNIX, address->as_sockaddr(), address->length,
                                                where, ticket, absl::Now() + timeout);
-  if (!socket.ok()) return socket.status();
+  if (!socket.ok()) {
+    return socket.status();
+  }
   return std::unique_ptr<PixelChannelReader>(
       new PixelChannelReader(*std::move(socket), /*local=*/true));
 }
 
 PixelChannelReader::~PixelChannelReader() {
-  for (const auto& [id, region] : regions_) UnmapSharedRegion(region);
+  for (const auto& [id, region] : regions_) {
+    UnmapSharedRegion(region);
+  }
 }
 
 absl::Status PixelChannelReader::Unavailable(const std::string& what) const {
-  if (interrupted_.load()) return absl::UnavailableError("pixel channel interrupted");
+  if (interrupted_.load()) {
+    return absl::UnavailableError("pixel channel interrupted");
+  }
   return absl::UnavailableError(what);
 }
 
@@ -101,7 +115,9 @@ absl::Status PixelChannelReader::ReadRecord(PixelRecord& record, UniqueFd& descr
     // judged.
     ReceivedBytes got =
         ReceiveWithDescriptors(socket_.get(), bytes + received, sizeof(record) - received);
-    if (got.bytes < 0 && got.error == EINTR) continue;
+    if (got.bytes < 0 && got.error == EINTR) {
+      continue;
+    }
     if (got.truncated || got.descriptors.size() > 1) {
       return absl::DataLossError("same-host pixel channel: more descriptors than one");
     }
@@ -124,7 +140,9 @@ absl::Status PixelChannelReader::ReadLocal(uint8_t* destination, size_t size) {
   while (true) {
     PixelRecord record;
     UniqueFd descriptor;
-    if (absl::Status read = ReadRecord(record, descriptor); !read.ok()) return read;
+    if (absl::Status read = ReadRecord(record, descriptor); !read.ok()) {
+      return read;
+    }
     switch (record.kind) {
       case PixelRecordKind::kForget: {
         auto it = regions_.find(record.region);
@@ -169,7 +187,9 @@ absl::Status PixelChannelReader::ReadLocal(uint8_t* destination, size_t size) {
                                                 " regions mapped at once"));
       }
       absl::StatusOr<MappedRegion> mapped = MapSharedRegion(descriptor.release(), 0);
-      if (!mapped.ok()) return absl::DataLossError(mapped.status().message());
+      if (!mapped.ok()) {
+        return absl::DataLossError(mapped.status().message());
+      }
       it = regions_.emplace(record.region, *mapped).first;
     }
     if (it == regions_.end()) {
@@ -185,10 +205,14 @@ absl::Status PixelChannelReader::ReadLocal(uint8_t* destination, size_t size) {
     // The server reuses the memory only after the ack or after this end
     // closes, and Interrupt() sets the flag before it closes: a copy that
     // raced with reuse is caught here.
-    if (interrupted_.load()) return absl::UnavailableError("pixel channel interrupted");
+    if (interrupted_.load()) {
+      return absl::UnavailableError("pixel channel interrupted");
+    }
     while (true) {
       const ssize_t n = ::send(socket_.get(), &kPixelAck, 1, MSG_NOSIGNAL);
-      if (n == 1) return absl::OkStatus();
+      if (n == 1) {
+        return absl::OkStatus();
+      }
       if (!(n < 0 && errno == EINTR)) {
         return Unavailable(absl::StrCat("pixel channel: ", ErrnoText(errno)));
       }
@@ -203,13 +227,17 @@ absl::Status PixelChannelReader::ReadExactly(uint8_t* destination, size_t size) 
 absl::Status PixelChannelReader::ReadBytes(uint8_t* destination, size_t size) {
   size_t received = 0;
   while (received < size) {
-    if (interrupted_.load()) return absl::UnavailableError("pixel channel interrupted");
+    if (interrupted_.load()) {
+      return absl::UnavailableError("pixel channel interrupted");
+    }
     const ssize_t n = ::recv(socket_.get(), destination + received, size - received, MSG_WAITALL);
     if (n > 0) {
       received += static_cast<size_t>(n);
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
     return Unavailable(n == 0 ? std::string("the server closed the pixel channel")
                               : absl::StrCat("pixel channel: ", ErrnoText(errno)));
   }

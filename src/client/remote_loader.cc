@@ -21,6 +21,7 @@
 #include "src/client/batch_check.h"
 #include "src/client/endpoint_probe.h"
 #include "src/client/feed_schedule.h"
+#include "src/client/pixel_channel_reader.h"
 #include "src/client/server_channel.h"
 #include "src/client/server_discovery.h"
 #include "src/common/fingerprint.h"
@@ -28,11 +29,10 @@
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
 #include "src/data/epoch_plan.h"
-#include "src/wire/batch_codec.h"
 #include "src/rpc/byte_stream.h"
 #include "src/rpc/grpc_status.h"
+#include "src/wire/batch_codec.h"
 #include "src/wire/leaving.h"
-#include "src/client/pixel_channel_reader.h"
 #include "src/wire/plan_config.h"
 
 namespace heterodl {
@@ -167,22 +167,32 @@ class GrpcRemoteLoader final : public RemoteLoader {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
-      for (size_t c = 0; c < streams_.size(); ++c) CancelLocked(c);
+      for (size_t c = 0; c < streams_.size(); ++c) {
+        CancelLocked(c);
+      }
     }
     // No connection is added once discovery has stopped.
-    if (discovery_thread_.joinable()) discovery_thread_.join();
+    if (discovery_thread_.joinable()) {
+      discovery_thread_.join();
+    }
     std::vector<std::thread> threads;
     {
       absl::MutexLock lock(&mu_);
       threads.swap(threads_);
     }
-    for (std::thread& thread : threads) thread.join();
+    for (std::thread& thread : threads) {
+      thread.join();
+    }
   }
 
   void Start() {
     absl::MutexLock lock(&mu_);
-    for (size_t c = 0; c < endpoints_.size(); ++c) StartConnectionLocked(c);
-    if (discovery_ != nullptr) discovery_thread_ = std::thread([this] { DiscoveryLoop(); });
+    for (size_t c = 0; c < endpoints_.size(); ++c) {
+      StartConnectionLocked(c);
+    }
+    if (discovery_ != nullptr) {
+      discovery_thread_ = std::thread([this] { DiscoveryLoop(); });
+    }
   }
 
   const DatasetDescription& dataset() const override { return dataset_; }
@@ -191,6 +201,7 @@ class GrpcRemoteLoader final : public RemoteLoader {
 
   int64_t samples_per_rank() const override { return samples_per_rank_; }
 
+  using RemoteLoader::SetEpoch;
   absl::Status SetEpoch(uint32_t epoch, int64_t start_batch) override {
     if (start_batch < 0 || start_batch > size()) {
       return absl::InvalidArgumentError(
@@ -218,8 +229,12 @@ class GrpcRemoteLoader final : public RemoteLoader {
     // long the trainer took since its last call does not count.
     const absl::Time waiting_since = absl::Now();
     while (true) {
-      if (!error_.ok()) return error_;
-      if (schedule_.AtEndOfEpoch()) return std::optional<Batch>();
+      if (!error_.ok()) {
+        return error_;
+      }
+      if (schedule_.AtEndOfEpoch()) {
+        return std::optional<Batch>();
+      }
       if (std::optional<Batch> batch = schedule_.TakeNext()) {
         DispatchAllLocked();  // the window moved on
         samples_failed_ += batch->failed;
@@ -237,7 +252,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
         mu_.Unlock();  // the callback may take a while (Python's GIL)
         const bool interrupted = options_.interrupt_next();
         mu_.Lock();
-        if (interrupted) return absl::CancelledError("interrupted while waiting for a batch");
+        if (interrupted) {
+          return absl::CancelledError("interrupted while waiting for a batch");
+        }
       }
     }
   }
@@ -262,7 +279,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
     stats.samples_decoded_with_warnings = samples_decoded_with_warnings_;
     stats.window = schedule_.window();
     for (size_t c = 0; c < streams_.size(); ++c) {
-      if (schedule_.retired(static_cast<int>(c))) continue;
+      if (schedule_.retired(static_cast<int>(c))) {
+        continue;
+      }
       stats.depths.push_back(schedule_.depth(static_cast<int>(c)));
       if (streams_[c].pixel_channel != nullptr && streams_[c].pixel_channel->local()) {
         ++stats.same_host_streams;
@@ -287,11 +306,15 @@ class GrpcRemoteLoader final : public RemoteLoader {
   // bytes: first estimated from the servers' default pipeline, then learnt.
   void LearnBatchBytesLocked(uint64_t batch_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     batch_bytes = std::max<uint64_t>(batch_bytes, 1);
-    if (batch_bytes == batch_bytes_) return;
+    if (batch_bytes == batch_bytes_) {
+      return;
+    }
     batch_bytes_ = batch_bytes;
     schedule_.SetWindow(static_cast<int>(
         std::clamp<uint64_t>(options_.max_buffered_bytes / batch_bytes_, kMinWindow, kMaxWindow)));
-    for (size_t c = 0; c < streams_.size(); ++c) ApplyLimitsLocked(c);
+    for (size_t c = 0; c < streams_.size(); ++c) {
+      ApplyLimitsLocked(c);
+    }
   }
 
   // Half of what the server lets one stream have outstanding: it counts a
@@ -300,7 +323,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
   void ApplyLimitsLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const StreamLimits& limits = streams_[c].limits;
     uint64_t depth = limits.max_batches;
-    if (limits.max_bytes > 0) depth = std::min<uint64_t>(depth, limits.max_bytes / batch_bytes_);
+    if (limits.max_bytes > 0) {
+      depth = std::min<uint64_t>(depth, limits.max_bytes / batch_bytes_);
+    }
     schedule_.SetMaxDepth(static_cast<int>(c),
                           static_cast<int>(std::min<uint64_t>(depth / 2, 1 << 16)));
   }
@@ -308,7 +333,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
   // Asks connection `c`'s server for what the schedule gives it now.
   void DispatchLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ByteStream* stream = streams_[c].stream;
-    if (stream == nullptr) return;
+    if (stream == nullptr) {
+      return;
+    }
     for (const BatchKey& key : schedule_.TakeRequests(static_cast<int>(c), absl::Now())) {
       v1::BatchRequest request;
       request.mutable_batch()->set_epoch(key.epoch);
@@ -321,14 +348,18 @@ class GrpcRemoteLoader final : public RemoteLoader {
   }
 
   void DispatchAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (size_t c = 0; c < streams_.size(); ++c) DispatchLocked(c);
+    for (size_t c = 0; c < streams_.size(); ++c) {
+      DispatchLocked(c);
+    }
   }
 
   // The servers in use (not retired), each once, sorted.
   std::vector<std::string> ServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::set<std::string> servers;
     for (size_t c = 0; c < endpoints_.size(); ++c) {
-      if (!schedule_.retired(static_cast<int>(c))) servers.insert(endpoints_[c]->address);
+      if (!schedule_.retired(static_cast<int>(c))) {
+        servers.insert(endpoints_[c]->address);
+      }
     }
     return {servers.begin(), servers.end()};
   }
@@ -346,12 +377,16 @@ class GrpcRemoteLoader final : public RemoteLoader {
         mu_.AwaitWithTimeout(absl::Condition(
                                  +[](bool* stopping) { return *stopping; }, &stopping_),
                              options_.discovery_interval);
-        if (stopping_) return;
+        if (stopping_) {
+          return;
+        }
       }
       // Outside the lock: a DNS lookup can take seconds.
       const std::vector<std::string> servers = discovery_->Refresh();
       absl::MutexLock lock(&mu_);
-      if (stopping_) return;
+      if (stopping_) {
+        return;
+      }
       FollowServersLocked(servers);
     }
   }
@@ -365,7 +400,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
     std::set<std::string> unlisted;
     for (size_t c = 0; c < endpoints_.size(); ++c) {
       const int connection = static_cast<int>(c);
-      if (schedule_.retired(connection) || listed.count(endpoints_[c]->address) > 0) continue;
+      if (schedule_.retired(connection) || listed.count(endpoints_[c]->address) > 0) {
+        continue;
+      }
       unlisted.insert(endpoints_[c]->address);
       schedule_.Retire(connection);
       CancelLocked(c);
@@ -374,7 +411,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
       LogInfo("data server %s is no longer listed; its batches go to the others", address);
     }
     for (const std::string& address : servers) {
-      if (std::binary_search(in_use.begin(), in_use.end(), address)) continue;
+      if (std::binary_search(in_use.begin(), in_use.end(), address)) {
+        continue;
+      }
       LogInfo("data server %s listed; checking its dataset, then sending it batches", address);
       for (std::unique_ptr<ServerEndpoint>& endpoint :
            MakeEndpoints(channels_, {address}, options_.connections_per_server)) {
@@ -390,8 +429,12 @@ class GrpcRemoteLoader final : public RemoteLoader {
 
   // Ends connection `c`'s open call, waking its thread wherever it blocks.
   void CancelLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (streams_[c].context != nullptr) streams_[c].context->TryCancel();
-    if (streams_[c].pixel_channel != nullptr) streams_[c].pixel_channel->Interrupt();
+    if (streams_[c].context != nullptr) {
+      streams_[c].context->TryCancel();
+    }
+    if (streams_[c].pixel_channel != nullptr) {
+      streams_[c].pixel_channel->Interrupt();
+    }
   }
 
   // A server sitting on requested batches for too long loses them.
@@ -413,7 +456,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
       states.push_back(absl::StrCat(
           address, " (", failing ? it->second.last_error : "connected, not sending", ")"));
     }
-    if (states.empty()) states.push_back("none is listed now");
+    if (states.empty()) {
+      states.push_back("none is listed now");
+    }
     return absl::DeadlineExceededError(absl::StrCat("no batch from any data server for ",
                                                     absl::FormatDuration(options_.stall_timeout),
                                                     ": ", absl::StrJoin(states, ", ")));
@@ -428,16 +473,24 @@ class GrpcRemoteLoader final : public RemoteLoader {
     while (true) {
       {
         absl::MutexLock lock(&mu_);
-        if (stopping_ || !error_.ok() || schedule_.retired(connection)) return;
+        if (stopping_ || !error_.ok() || schedule_.retired(connection)) {
+          return;
+        }
       }
       bool delivered = false;
       absl::Status status = RunStream(c, endpoint, delivered);
       absl::MutexLock lock(&mu_);
       schedule_.Lost(connection);
       DispatchAllLocked();  // what it owed goes to the others
-      if (stopping_ || schedule_.retired(connection)) return;
-      if (status.ok()) status = absl::UnavailableError("the server ended the stream");
-      if (delivered) backoff = absl::Milliseconds(200);
+      if (stopping_ || schedule_.retired(connection)) {
+        return;
+      }
+      if (status.ok()) {
+        status = absl::UnavailableError("the server ended the stream");
+      }
+      if (delivered) {
+        backoff = absl::Milliseconds(200);
+      }
       if (streams_[c].incompatible) {
         // That server's fault, not the plan's: the others go on.
         backoff = kIncompatibleRetry;
@@ -485,9 +538,13 @@ class GrpcRemoteLoader final : public RemoteLoader {
   // A batch arrived from connection c: a server that was failing is back.
   void MarkDeliveringLocked(size_t c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const auto it = health_.find(endpoints_[c]->address);
-    if (it == health_.end()) return;
+    if (it == health_.end()) {
+      return;
+    }
     it->second.left_at = absl::InfinitePast();
-    if (it->second.last_error.empty()) return;
+    if (it->second.last_error.empty()) {
+      return;
+    }
     LogInfo("data server %s: delivering again", endpoints_[c]->address);
     it->second.last_error.clear();
   }
@@ -505,8 +562,12 @@ class GrpcRemoteLoader final : public RemoteLoader {
     context.set_deadline(absl::ToChronoTime(absl::Now() + kPixelChannelConnectTimeout));
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) return absl::CancelledError("the loader is closing");
-      if (schedule_.retired(static_cast<int>(c))) return absl::CancelledError("no longer listed");
+      if (stopping_) {
+        return absl::CancelledError("the loader is closing");
+      }
+      if (schedule_.retired(static_cast<int>(c))) {
+        return absl::CancelledError("no longer listed");
+      }
       streams_[c].context = &context;
     }
     v1::DatasetInfo info;
@@ -522,26 +583,34 @@ class GrpcRemoteLoader final : public RemoteLoader {
       }
       streams_[c].incompatible = incompatible;
     }
-    if (!asked.ok()) return FromGrpcStatus(asked);
+    if (!asked.ok()) {
+      return FromGrpcStatus(asked);
+    }
     if (incompatible) {
       return absl::FailedPreconditionError(absl::StrCat(
           "serves '", info.source(), "' (fingerprint ", FingerprintToHex(info.fingerprint()),
           "), not this job's dataset (fingerprint ", FingerprintToHex(dataset_.fingerprint),
           "); not using it"));
     }
-    if (!options_.pixel_channel || options_.tls.enabled()) return nullptr;
+    if (!options_.pixel_channel || options_.tls.enabled()) {
+      return nullptr;
+    }
     if (options_.same_host_pixels && !info.pixel_socket().empty() &&
         absl::Now() >= endpoint.same_host_retry_after) {
       // Refused at once unless the server is on this host: then over TCP.
       absl::StatusOr<std::unique_ptr<PixelChannelReader>> local = PixelChannelReader::ConnectLocal(
           info.pixel_socket(), ticket, kPixelChannelConnectTimeout);
-      if (local.ok()) return local;
+      if (local.ok()) {
+        return local;
+      }
     }
     if (absl::Now() < endpoint.pixel_channel_retry_after || info.pixel_port() == 0) {
       return nullptr;
     }
     const absl::StatusOr<HostPort> address = SplitHostPort(endpoint.address);
-    if (!address.ok()) return nullptr;  // a gRPC target of another kind
+    if (!address.ok()) {
+      return nullptr;  // a gRPC target of another kind
+    }
     absl::StatusOr<std::unique_ptr<PixelChannelReader>> reader = PixelChannelReader::Connect(
         address->host, static_cast<int>(info.pixel_port()), ticket, kPixelChannelConnectTimeout);
     if (!reader.ok()) {
@@ -566,18 +635,24 @@ class GrpcRemoteLoader final : public RemoteLoader {
     v1::BatchRequest open;
     *open.mutable_open() = config_;
     open.set_client_id(client_id_);
-    if (pixel_channel != nullptr) open.set_pixel_ticket(PixelTicketBytes(ticket));
+    if (pixel_channel != nullptr) {
+      open.set_pixel_ticket(PixelTicketBytes(ticket));
+    }
     stream.Send(SerializeToByteBuffer(open));
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) return absl::CancelledError("the loader is closing");
-      if (schedule_.retired(static_cast<int>(c))) return absl::CancelledError("no longer listed");
+      if (stopping_) {
+        return absl::CancelledError("the loader is closing");
+      }
+      if (schedule_.retired(static_cast<int>(c))) {
+        return absl::CancelledError("no longer listed");
+      }
       streams_[c].context = &context;
       streams_[c].stream = &stream;
       streams_[c].pixel_channel = pixel_channel.get();
       DispatchLocked(c);
     }
-    const absl::Status result = ReadBatches(c, stream, pixel_channel.get(), delivered);
+    absl::Status result = ReadBatches(c, stream, pixel_channel.get(), delivered);
     {
       absl::MutexLock lock(&mu_);
       streams_[c].context = nullptr;
@@ -613,7 +688,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
                            bool& delivered) {
     grpc::ByteBuffer wire;
     while (true) {
-      if (!stream.Read(&wire)) return StreamClosedByServer();
+      if (!stream.Read(&wire)) {
+        return StreamClosedByServer();
+      }
       ASSIGN_OR_RETURN(DecodedBatch decoded, DecodeBatch(wire, *pixels_, options_.max_batch_bytes));
       wire.Clear();  // gRPC's receive buffers go back now
       const v1::Batch& header = decoded.header;
@@ -687,7 +764,9 @@ class GrpcRemoteLoader final : public RemoteLoader {
     {
       absl::MutexLock lock(&mu_);
       auto it = plans_.find(epoch);
-      if (it != plans_.end()) return it->second;
+      if (it != plans_.end()) {
+        return it->second;
+      }
     }
     // Outside the lock: a permutation of a large dataset takes a while.
     ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params_, epoch));
@@ -757,9 +836,13 @@ absl::StatusOr<v1::DatasetInfo> AwaitDatasetInfo(ServerEndpoint& server, absl::T
     request.set_pipeline(options.pipeline);
     v1::DatasetInfo info;
     const grpc::Status answer = server.stub->GetDatasetInfo(&context, request, &info);
-    if (answer.ok()) return info;
+    if (answer.ok()) {
+      return info;
+    }
     const absl::Status error = FromGrpcStatus(answer);
-    if (!absl::IsUnavailable(error) && !absl::IsDeadlineExceeded(error)) return error;
+    if (!absl::IsUnavailable(error) && !absl::IsDeadlineExceeded(error)) {
+      return error;
+    }
     if (absl::IsUnavailable(error) && error.message() != last.message()) {
       // Something that answers and is no data server will not become one.
       EndpointProbeOptions probe;
@@ -770,11 +853,17 @@ absl::StatusOr<v1::DatasetInfo> AwaitDatasetInfo(ServerEndpoint& server, absl::T
       LogWarning("data server %s: %s; waiting up to %s for it", server.address, error.message(),
                  absl::FormatDuration(options.connect_timeout));
     }
-    if (absl::IsUnavailable(error) || !absl::IsUnavailable(last)) last = error;
-    if (absl::Now() >= deadline) break;
+    if (absl::IsUnavailable(error) || !absl::IsUnavailable(last)) {
+      last = error;
+    }
+    if (absl::Now() >= deadline) {
+      break;
+    }
     absl::SleepFor(kConnectRetryPause);
   }
-  if (abandon.load()) return absl::CancelledError("interrupted");
+  if (abandon.load()) {
+    return absl::CancelledError("interrupted");
+  }
   return absl::UnavailableError(last.message());
 }
 
@@ -800,7 +889,6 @@ absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
   return ValidateServerSources(SourcesOf(options));
 }
 
-
 // The servers listed when the loader starts. With a servers file or a DNS
 // name that list none yet (the data group is still starting), waits up to
 // connect_timeout for one: UNAVAILABLE naming the sources after that,
@@ -811,7 +899,9 @@ absl::StatusOr<std::vector<std::string>> FirstServers(ServerDiscovery& discovery
   bool said = false;
   while (true) {
     std::vector<std::string> servers = discovery.Refresh();
-    if (!servers.empty()) return servers;
+    if (!servers.empty()) {
+      return servers;
+    }
     if (!said) {
       LogInfo("no data server listed yet (servers file '%s', DNS name '%s'); waiting up to %s",
               options.servers_file, options.servers_dns,
@@ -873,18 +963,28 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::DatasetInfo>>> AskServers(
       // One server is enough to start with; the others get a short grace
       // (a cluster starts its servers together) and are otherwise used once
       // they answer: a DNS name may list a pod that is already gone.
-      if (absl::Now() - answers.first_answer > kStragglerGrace) break;
-      if (answers.AllAnswered() || !options.interrupt_connect) continue;
+      if (absl::Now() - answers.first_answer > kStragglerGrace) {
+        break;
+      }
+      if (answers.AllAnswered() || !options.interrupt_connect) {
+        continue;
+      }
       answers.mu.Unlock();  // the callback may take a while (Python's GIL)
       interrupted = options.interrupt_connect();
       answers.mu.Lock();
-      if (interrupted) break;
+      if (interrupted) {
+        break;
+      }
     }
   }
   abandon.store(interrupted);
   enough.store(true);
-  for (std::thread& asker : askers) asker.join();
-  if (interrupted) return absl::CancelledError("interrupted while waiting for data servers");
+  for (std::thread& asker : askers) {
+    asker.join();
+  }
+  if (interrupted) {
+    return absl::CancelledError("interrupted while waiting for data servers");
+  }
   return infos;
 }
 
@@ -968,7 +1068,9 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   // The default pipeline's shape until the first batch tells.
   const uint64_t batch_bytes_estimate =
       uint64_t{options.batch_size} * info.height() * info.width() * 3;
-  if (!discovery->sources().dynamic()) discovery.reset();  // nothing to follow
+  if (!discovery->sources().dynamic()) {
+    discovery.reset();  // nothing to follow
+  }
   auto loader = std::make_unique<GrpcRemoteLoader>(
       options, std::move(channels), std::move(endpoints), std::move(discovery), Describe(info),
       params, samples_per_rank, batches_per_epoch, batch_bytes_estimate);

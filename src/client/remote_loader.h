@@ -157,8 +157,8 @@ struct LoaderStats {
   // read or decoded, and samples decoded around damaged data (kept).
   int64_t samples_failed = 0;
   int64_t samples_decoded_with_warnings = 0;
-  int window = 0;           // batches the loader may hold ahead
-  std::vector<int> depths;  // per connection: batch ids it keeps requested
+  int window = 0;                    // batches the loader may hold ahead
+  std::vector<int> depths;           // per connection: batch ids it keeps requested
   std::vector<std::string> servers;  // in use now (listed), sorted
   // Open streams whose pixels come from a same-host server's shared memory.
   int same_host_streams = 0;
@@ -186,7 +186,9 @@ class RemoteLoader {
   // counted in stats(). Fetching starts with the first SetEpoch (or Next).
   // INVALID_ARGUMENT for a start outside [0, size()] or an epoch over
   // 1,000,000.
-  virtual absl::Status SetEpoch(uint32_t epoch, int64_t start_batch = 0) = 0;
+  virtual absl::Status SetEpoch(uint32_t epoch, int64_t start_batch) = 0;
+  // Epoch `epoch` from its first batch.
+  absl::Status SetEpoch(uint32_t epoch) { return SetEpoch(epoch, 0); }
   // The next batch in order; nullopt at the end of the epoch. Fails when no
   // server delivers within stall_timeout (DEADLINE_EXCEEDED naming each
   // server's last error), when a server refuses the plan (e.g. a dataset

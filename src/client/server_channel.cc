@@ -16,13 +16,13 @@ absl::StatusOr<ServerChannels> ServerChannels::Create(const TlsConfig& tls,
                    MakeChannelCredentials(tls));
   grpc::ChannelArguments arguments;
   AddTlsChannelArguments(tls, arguments);
-  arguments.SetMaxReceiveMessageSize(static_cast<int>(
-      std::min<uint64_t>(max_receive_bytes, static_cast<uint64_t>(std::numeric_limits<int>::max()))));
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(std::min<uint64_t>(
+      max_receive_bytes, static_cast<uint64_t>(std::numeric_limits<int>::max()))));
   arguments.SetMaxSendMessageSize(4 << 20);
   // Reconnect quickly to a server that comes back.
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return ServerChannels(std::move(credentials), std::move(arguments));
+  return ServerChannels(std::move(credentials), arguments);
 }
 
 std::shared_ptr<grpc::Channel> ServerChannels::Open(const std::string& address,
@@ -33,7 +33,9 @@ std::shared_ptr<grpc::Channel> ServerChannels::Open(const std::string& address,
 }
 
 void AddAuthToken(grpc::ClientContext& context, const std::string& token) {
-  if (!token.empty()) context.AddMetadata(kAuthTokenMetadataKey, token);
+  if (!token.empty()) {
+    context.AddMetadata(kAuthTokenMetadataKey, token);
+  }
 }
 
 }  // namespace heterodl

@@ -37,8 +37,8 @@ class ServerChannels {
 
  private:
   ServerChannels(std::shared_ptr<grpc::ChannelCredentials> credentials,
-                 grpc::ChannelArguments arguments)
-      : credentials_(std::move(credentials)), arguments_(std::move(arguments)) {}
+                 const grpc::ChannelArguments& arguments)
+      : credentials_(std::move(credentials)), arguments_(arguments) {}
 
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   grpc::ChannelArguments arguments_;

@@ -21,7 +21,9 @@ namespace heterodl {
 namespace {
 
 void AddUnique(std::vector<std::string>& to, const std::string& address) {
-  if (std::find(to.begin(), to.end(), address) == to.end()) to.push_back(address);
+  if (std::find(to.begin(), to.end(), address) == to.end()) {
+    to.push_back(address);
+  }
 }
 
 }  // namespace
@@ -32,7 +34,9 @@ absl::Status ValidateServerSources(const ServerSources& sources) {
         "no data servers given (a list, a servers file or a DNS name)");
   }
   for (const std::string& address : sources.fixed) {
-    if (absl::Status valid = SplitServerAddress(address).status(); !valid.ok()) return valid;
+    if (absl::Status valid = SplitServerAddress(address).status(); !valid.ok()) {
+      return valid;
+    }
   }
   if (!sources.dns_name.empty()) {
     if (absl::Status valid = SplitServerAddress(sources.dns_name).status(); !valid.ok()) {
@@ -53,7 +57,9 @@ HostResolver SystemHostResolver() {
     if (error != 0) {
       const std::string why = error == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(error);
       const std::string message = absl::StrCat("cannot resolve '", host, "': ", why);
-      if (error == EAI_NONAME || error == EAI_NODATA) return absl::NotFoundError(message);
+      if (error == EAI_NONAME || error == EAI_NODATA) {
+        return absl::NotFoundError(message);
+      }
       return absl::UnavailableError(message);
     }
     std::vector<std::string> addresses;
@@ -65,14 +71,18 @@ HostResolver SystemHostResolver() {
       }
     }
     freeaddrinfo(found);
-    if (addresses.empty()) return absl::NotFoundError(absl::StrCat("'", host, "' has no address"));
+    if (addresses.empty()) {
+      return absl::NotFoundError(absl::StrCat("'", host, "' has no address"));
+    }
     return addresses;
   };
 }
 
 absl::StatusOr<std::vector<std::string>> ReadServersFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
+  if (!text.ok()) {
+    return text.status();
+  }
   std::vector<std::string> addresses;
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
@@ -80,7 +90,9 @@ absl::StatusOr<std::vector<std::string>> ReadServersFile(const std::string& path
     line = line.substr(0, line.find('#'));
     for (absl::string_view entry : absl::StrSplit(line, ',')) {
       entry = absl::StripAsciiWhitespace(entry);
-      if (entry.empty()) continue;
+      if (entry.empty()) {
+        continue;
+      }
       if (const absl::Status valid = SplitServerAddress(entry).status(); !valid.ok()) {
         LogWarning("%s:%d: %s; skipped", path, line_number, valid.message());
         continue;
@@ -97,7 +109,9 @@ ServerDiscovery::ServerDiscovery(ServerSources sources, HostResolver resolver)
 void ServerDiscovery::Note(std::string& last, const std::string& source,
                            const absl::Status& status) {
   const std::string now = status.ok() ? "" : std::string(status.message());
-  if (now == last) return;
+  if (now == last) {
+    return;
+  }
   if (status.ok()) {
     LogInfo("%s: answering again", source);
   } else {
@@ -118,27 +132,41 @@ void ServerDiscovery::RefreshFile() {
   version.mtime_ns = int64_t{info.st_mtim.tv_sec} * 1'000'000'000 + info.st_mtim.tv_nsec;
   version.size = info.st_size;
   version.inode = info.st_ino;
-  if (version.SameAs(file_version_)) return;
+  if (version.SameAs(file_version_)) {
+    return;
+  }
   absl::StatusOr<std::vector<std::string>> read = ReadServersFile(sources_.servers_file);
   Note(file_error_, source, read.status());
-  if (!read.ok()) return;
+  if (!read.ok()) {
+    return;
+  }
   file_version_ = version;
   from_file_ = *std::move(read);
 }
 
 void ServerDiscovery::RefreshDns() {
   absl::StatusOr<HostPort> name = SplitServerAddress(sources_.dns_name);
-  if (!name.ok()) return;  // refused by ValidateServerSources
+  if (!name.ok()) {
+    return;  // refused by ValidateServerSources
+  }
   absl::StatusOr<std::vector<std::string>> hosts = resolver_(name->host);
   Note(dns_error_, absl::StrCat("DNS name ", sources_.dns_name), hosts.status());
-  if (!hosts.ok()) return;
+  if (!hosts.ok()) {
+    return;
+  }
   from_dns_.clear();
-  for (const std::string& host : *hosts) from_dns_.push_back(JoinHostPort(host, name->port));
+  for (const std::string& host : *hosts) {
+    from_dns_.push_back(JoinHostPort(host, name->port));
+  }
 }
 
 std::vector<std::string> ServerDiscovery::Refresh() {
-  if (!sources_.servers_file.empty()) RefreshFile();
-  if (!sources_.dns_name.empty()) RefreshDns();
+  if (!sources_.servers_file.empty()) {
+    RefreshFile();
+  }
+  if (!sources_.dns_name.empty()) {
+    RefreshDns();
+  }
   std::set<std::string> servers(sources_.fixed.begin(), sources_.fixed.end());
   servers.insert(from_file_.begin(), from_file_.end());
   servers.insert(from_dns_.begin(), from_dns_.end());

@@ -31,7 +31,9 @@ absl::StatusOr<v1::ServerStats> FetchServerStatus(const std::string& address,
 
 double BuildCapacity(const v1::ServerStats& stats) {
   const double busy = stats.read_seconds() + stats.decode_seconds() + stats.augment_seconds();
-  if (!(busy > 0) || stats.samples_sent() == 0) return 0;
+  if (!(busy > 0) || stats.samples_sent() == 0) {
+    return 0;
+  }
   return stats.worker_threads() * static_cast<double>(stats.samples_sent()) / busy;
 }
 
@@ -44,7 +46,9 @@ DataGroupCapacity MeasureDataGroup(const std::vector<v1::ServerStats>& servers) 
       ++group.hosts;
     }
   }
-  if (group.hosts > 0) group.per_host = total / group.hosts;
+  if (group.hosts > 0) {
+    group.per_host = total / group.hosts;
+  }
   return group;
 }
 

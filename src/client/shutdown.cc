@@ -33,14 +33,18 @@ absl::Status AskToShutDown(const std::string& address, const ServerChannels& cha
     context.set_deadline(absl::ToChronoTime(std::min(give_up, absl::Now() + absl::Seconds(2))));
     v1::ShutdownResponse response;
     const grpc::Status status = stub->Shutdown(&context, request, &response);
-    if (status.ok() && response.accepted()) return absl::OkStatus();
+    if (status.ok() && response.accepted()) {
+      return absl::OkStatus();
+    }
     // Nothing listens there: the server has gone already (a signal reached
     // it too), and there is nothing left to stop.
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
         absl::StrContains(status.error_message(), "Connection refused")) {
       return absl::OkStatus();
     }
-    if (absl::Now() + backoff >= give_up) return FromGrpcStatus(status);
+    if (absl::Now() + backoff >= give_up) {
+      return FromGrpcStatus(status);
+    }
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
@@ -56,11 +60,12 @@ absl::Status ShutdownDataServers(const std::vector<std::string>& servers, const 
   std::vector<absl::Status> results(servers.size());
   std::vector<std::thread> senders;
   for (size_t i = 0; i < servers.size(); ++i) {
-    senders.emplace_back([&, i] {
-      results[i] = AskToShutDown(servers[i], channels, reason, auth_token, give_up);
-    });
+    senders.emplace_back(
+        [&, i] { results[i] = AskToShutDown(servers[i], channels, reason, auth_token, give_up); });
   }
-  for (std::thread& sender : senders) sender.join();
+  for (std::thread& sender : senders) {
+    sender.join();
+  }
   std::vector<std::string> failed;
   for (size_t i = 0; i < servers.size(); ++i) {
     if (!results[i].ok()) {

@@ -39,9 +39,13 @@ std::string Setting(const std::string& flag, const Environment& environment,
 absl::StatusOr<std::optional<int>> IntSetting(std::optional<int> flag,
                                               const Environment& environment,
                                               const std::string& variable) {
-  if (flag) return flag;
+  if (flag) {
+    return flag;
+  }
   const std::string value = Lookup(environment, variable);
-  if (value.empty()) return std::optional<int>();
+  if (value.empty()) {
+    return std::optional<int>();
+  }
   int parsed = 0;
   if (!absl::SimpleAtoi(value, &parsed)) {
     return absl::InvalidArgumentError(absl::StrCat(variable, "='", value, "' is not an integer"));
@@ -51,7 +55,9 @@ absl::StatusOr<std::optional<int>> IntSetting(std::optional<int> flag,
 
 std::string LocalHostName() {
   char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  if (gethostname(name, sizeof(name) - 1) != 0) {
+    return "localhost";
+  }
   return name;
 }
 
@@ -79,7 +85,10 @@ void CompleteView(ClusterView& view) {
 
 std::vector<std::string> WithPort(const std::vector<std::string>& hosts, int port) {
   std::vector<std::string> servers;
-  for (const std::string& host : hosts) servers.push_back(absl::StrCat(host, ":", port));
+  servers.reserve(hosts.size());
+  for (const std::string& host : hosts) {
+    servers.push_back(absl::StrCat(host, ":", port));
+  }
   return servers;
 }
 
@@ -91,8 +100,12 @@ absl::StatusOr<Role> RoleOfHost(const std::vector<std::string>& data_hosts,
   const auto contains = [&host](const std::vector<std::string>& hosts) {
     return std::find(hosts.begin(), hosts.end(), host) != hosts.end();
   };
-  if (contains(data_hosts)) return Role::kData;
-  if (contains(dnn_hosts)) return Role::kDnn;
+  if (contains(data_hosts)) {
+    return Role::kData;
+  }
+  if (contains(dnn_hosts)) {
+    return Role::kDnn;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat(where, ": this host '", host, "' is in neither group's host list"));
 }
@@ -128,7 +141,9 @@ ClusterView SageMakerBaseView(const v1::SageMakerResourceConfig& config,
   view.dataset = Lookup(environment, "SM_CHANNEL_TRAIN");
   view.checkpoint_dir = "/opt/ml/checkpoints";
   view.model_dir = Lookup(environment, "SM_MODEL_DIR");
-  if (view.model_dir.empty()) view.model_dir = "/opt/ml/model";
+  if (view.model_dir.empty()) {
+    view.model_dir = "/opt/ml/model";
+  }
   int gpus = 0;
   if (absl::SimpleAtoi(Lookup(environment, "SM_NUM_GPUS"), &gpus) && gpus > 0) {
     view.ranks_per_host = gpus;
@@ -162,8 +177,12 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const Cluster
   ASSIGN_OR_RETURN(const v1::SageMakerResourceConfig config, ReadSageMakerConfig(path));
   std::string data_group = Setting(settings.data_group, environment, "HETERODL_DATA_GROUP");
   std::string dnn_group = Setting(settings.dnn_group, environment, "HETERODL_DNN_GROUP");
-  if (data_group.empty()) data_group = "data_group";
-  if (dnn_group.empty()) dnn_group = "dnn_group";
+  if (data_group.empty()) {
+    data_group = "data_group";
+  }
+  if (dnn_group.empty()) {
+    dnn_group = "dnn_group";
+  }
   ClusterView view = SageMakerBaseView(config, environment);
   InstanceGroups groups = FindInstanceGroups(config, data_group, dnn_group);
   if (!groups.data_hosts && !groups.dnn_hosts && config.instance_groups_size() <= 1) {
@@ -177,7 +196,9 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const Cluster
   }
   if (!groups.data_hosts || !groups.dnn_hosts) {
     std::vector<std::string> names;
-    for (const auto& group : config.instance_groups()) names.push_back(group.instance_group_name());
+    for (const auto& group : config.instance_groups()) {
+      names.push_back(group.instance_group_name());
+    }
     return absl::InvalidArgumentError(absl::StrFormat(
         "SageMaker resource config '%s': expected instance groups '%s' and '%s', found [%s] "
         "(set --data-group / --dnn-group to match)",
@@ -218,7 +239,9 @@ absl::StatusOr<ClusterView> FromSlurm(const ClusterSettings& settings,
   ASSIGN_OR_RETURN(std::vector<std::string> data_hosts, nodelist(data_component));
   ASSIGN_OR_RETURN(view.dnn_hosts, nodelist(dnn_component));
   view.current_host = Lookup(environment, "SLURMD_NODENAME");
-  if (view.current_host.empty()) view.current_host = LocalHostName();
+  if (view.current_host.empty()) {
+    view.current_host = LocalHostName();
+  }
   ASSIGN_OR_RETURN(view.role, RoleOfHost(data_hosts, view.dnn_hosts, view.current_host,
                                          "Slurm heterogeneous job"));
   int gpus = 0;
@@ -251,7 +274,9 @@ absl::Status OverrideDnnHosts(const std::string& dnn_hosts, bool current_host_gi
   view.dnn_hosts = *std::move(hosts);
   // With no platform's view to name this host (a Kubernetes pod), it is this
   // machine's host name, as the pod's hostname is in the list.
-  if (!current_host_given && view.source == "local") view.current_host = LocalHostName();
+  if (!current_host_given && view.source == "local") {
+    view.current_host = LocalHostName();
+  }
   return absl::OkStatus();
 }
 
@@ -279,8 +304,12 @@ absl::StatusOr<std::vector<std::string>> ExpandDataServers(const std::string& da
   std::vector<std::string> servers;
   for (std::string& server : *expanded) {
     server = std::string(absl::StripAsciiWhitespace(server));
-    if (server.empty()) continue;
-    if (server.find(':') == std::string::npos) absl::StrAppend(&server, ":", default_port);
+    if (server.empty()) {
+      continue;
+    }
+    if (server.find(':') == std::string::npos) {
+      absl::StrAppend(&server, ":", default_port);
+    }
     if (absl::Status valid = SplitServerAddress(server).status(); !valid.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("data servers (--data-servers / HETERODL_DATA_SERVERS): ", valid.message()));
@@ -291,9 +320,15 @@ absl::StatusOr<std::vector<std::string>> ExpandDataServers(const std::string& da
 }
 
 absl::StatusOr<Role> ParseRole(const std::string& role) {
-  if (role == "data") return Role::kData;
-  if (role == "dnn") return Role::kDnn;
-  if (role == "local") return Role::kLocal;
+  if (role == "data") {
+    return Role::kData;
+  }
+  if (role == "dnn") {
+    return Role::kDnn;
+  }
+  if (role == "local") {
+    return Role::kLocal;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("role '", role, "' is not one of data, dnn, local"));
 }
@@ -321,31 +356,43 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
                           !current_host.empty() || ranks || data_port || master_port ||
                           !servers_file.empty() || !servers_dns.empty();
 
-  if (!current_host.empty()) view.current_host = current_host;
-  if (!dnn_hosts.empty()) RETURN_IF_ERROR(OverrideDnnHosts(dnn_hosts, !current_host.empty(), view));
+  if (!current_host.empty()) {
+    view.current_host = current_host;
+  }
+  if (!dnn_hosts.empty()) {
+    RETURN_IF_ERROR(OverrideDnnHosts(dnn_hosts, !current_host.empty(), view));
+  }
   if (ranks) {
     if (*ranks < 1 || *ranks > 1024) {
       return absl::InvalidArgumentError("ranks per host must be in [1, 1024]");
     }
     view.ranks_per_host = *ranks;
   }
-  if (master_port) view.master_port = *master_port;
+  if (master_port) {
+    view.master_port = *master_port;
+  }
   std::vector<std::string> servers = view.data_servers;
-  if (data_port) RETURN_IF_ERROR(OverrideDataPort(*data_port, view, servers));
+  if (data_port) {
+    RETURN_IF_ERROR(OverrideDataPort(*data_port, view, servers));
+  }
   if (!data_servers.empty()) {
     ASSIGN_OR_RETURN(servers, ExpandDataServers(data_servers, view.data_port));
   }
   if (!role.empty()) {
     ASSIGN_OR_RETURN(view.role, ParseRole(role));
   }
-  if (!dataset.empty()) view.dataset = dataset;
+  if (!dataset.empty()) {
+    view.dataset = dataset;
+  }
   CompleteView(view);
   view.data_servers = std::move(servers);
   view.data_servers_file = servers_file;
   if (!servers_dns.empty()) {
     // A name without a port gets the data port, as hostlist entries do.
     std::string named(absl::StripAsciiWhitespace(servers_dns));
-    if (named.find(':') == std::string::npos) absl::StrAppend(&named, ":", view.data_port);
+    if (named.find(':') == std::string::npos) {
+      absl::StrAppend(&named, ":", view.data_port);
+    }
     if (absl::Status valid = SplitServerAddress(named).status(); !valid.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("data servers' DNS name (--data-servers-dns / HETERODL_DATA_SERVERS_DNS): ",
@@ -378,7 +425,9 @@ Environment CurrentEnvironment() {
   for (char** entry = environ; *entry != nullptr; ++entry) {
     absl::string_view text(*entry);
     const size_t equals = text.find('=');
-    if (equals == absl::string_view::npos) continue;
+    if (equals == absl::string_view::npos) {
+      continue;
+    }
     environment[std::string(text.substr(0, equals))] = std::string(text.substr(equals + 1));
   }
   return environment;
@@ -389,7 +438,9 @@ absl::StatusOr<ClusterView> ResolveClusterView(const ClusterSettings& settings,
   std::string resource_config =
       Setting(settings.resource_config, environment, "HETERODL_RESOURCE_CONFIG");
   const bool explicit_config = !resource_config.empty();
-  if (!explicit_config) resource_config = kSageMakerResourceConfig;
+  if (!explicit_config) {
+    resource_config = kSageMakerResourceConfig;
+  }
 
   ClusterView view;
   std::error_code error;
@@ -409,10 +460,14 @@ std::string ClusterViewToJson(const ClusterView& view) {
   proto.set_role(RoleName(view.role));
   proto.set_source(view.source);
   proto.set_current_host(view.current_host);
-  for (const std::string& server : view.data_servers) proto.add_data_servers(server);
+  for (const std::string& server : view.data_servers) {
+    proto.add_data_servers(server);
+  }
   proto.set_data_servers_file(view.data_servers_file);
   proto.set_data_servers_dns(view.data_servers_dns);
-  for (const std::string& host : view.dnn_hosts) proto.add_dnn_hosts(host);
+  for (const std::string& host : view.dnn_hosts) {
+    proto.add_dnn_hosts(host);
+  }
   proto.set_leader(view.leader);
   proto.set_ranks_per_host(view.ranks_per_host);
   proto.set_world_size(view.world_size);
@@ -432,24 +487,36 @@ bool HostNameLess(const std::string& a, const std::string& b) {
     if (std::isdigit(static_cast<unsigned char>(a[i])) &&
         std::isdigit(static_cast<unsigned char>(b[j]))) {
       size_t end_i = i, end_j = j;
-      while (end_i < a.size() && std::isdigit(static_cast<unsigned char>(a[end_i]))) ++end_i;
-      while (end_j < b.size() && std::isdigit(static_cast<unsigned char>(b[end_j]))) ++end_j;
+      while (end_i < a.size() && std::isdigit(static_cast<unsigned char>(a[end_i]))) {
+        ++end_i;
+      }
+      while (end_j < b.size() && std::isdigit(static_cast<unsigned char>(b[end_j]))) {
+        ++end_j;
+      }
       // Compare numerically by length after leading zeros, then digit-wise.
       absl::string_view number_a = absl::string_view(a).substr(i, end_i - i);
       absl::string_view number_b = absl::string_view(b).substr(j, end_j - j);
       number_a.remove_prefix(std::min(number_a.find_first_not_of('0'), number_a.size()));
       number_b.remove_prefix(std::min(number_b.find_first_not_of('0'), number_b.size()));
-      if (number_a.size() != number_b.size()) return number_a.size() < number_b.size();
-      if (number_a != number_b) return number_a < number_b;
+      if (number_a.size() != number_b.size()) {
+        return number_a.size() < number_b.size();
+      }
+      if (number_a != number_b) {
+        return number_a < number_b;
+      }
       i = end_i;
       j = end_j;
       continue;
     }
-    if (a[i] != b[j]) return a[i] < b[j];
+    if (a[i] != b[j]) {
+      return a[i] < b[j];
+    }
     ++i;
     ++j;
   }
-  if (a.size() - i != b.size() - j) return a.size() - i < b.size() - j;
+  if (a.size() - i != b.size() - j) {
+    return a.size() - i < b.size() - j;
+  }
   return a < b;
 }
 
@@ -459,8 +526,12 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmHostlist(const std::string& 
   int depth = 0;
   std::string current;
   for (char c : expression) {
-    if (c == '[') ++depth;
-    if (c == ']' && --depth < 0) break;
+    if (c == '[') {
+      ++depth;
+    }
+    if (c == ']' && --depth < 0) {
+      break;
+    }
     if (c == ',' && depth == 0) {
       terms.push_back(current);
       current.clear();
@@ -476,7 +547,9 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmHostlist(const std::string& 
 
   std::vector<std::string> hosts;
   for (const std::string& term : terms) {
-    if (term.empty()) continue;
+    if (term.empty()) {
+      continue;
+    }
     const size_t open = term.find('[');
     if (open == std::string::npos) {
       hosts.push_back(term);

@@ -40,7 +40,9 @@ void CounterRng::Refill() {
 }
 
 uint32_t CounterRng::NextU32() {
-  if (used_ == 4) Refill();
+  if (used_ == 4) {
+    Refill();
+  }
   return block_[used_++];
 }
 

@@ -16,7 +16,9 @@ void Fingerprint::Mix(const void* data, size_t size) {
 
 Fingerprint& Fingerprint::Add(uint64_t value) {
   unsigned char bytes[8];
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(value >> (8 * i));
+  for (int i = 0; i < 8; ++i) {
+    bytes[i] = static_cast<unsigned char>(value >> (8 * i));
+  }
   Mix(bytes, sizeof(bytes));
   return *this;
 }

@@ -48,10 +48,18 @@ void SetLogTag(absl::string_view tag) {
 void SetMinLogLevel(LogLevel level) { State().min_level.store(static_cast<int>(level)); }
 
 std::optional<LogLevel> ParseLogLevel(absl::string_view name) {
-  if (name == "debug") return LogLevel::kDebug;
-  if (name == "info") return LogLevel::kInfo;
-  if (name == "warning") return LogLevel::kWarning;
-  if (name == "error") return LogLevel::kError;
+  if (name == "debug") {
+    return LogLevel::kDebug;
+  }
+  if (name == "info") {
+    return LogLevel::kInfo;
+  }
+  if (name == "warning") {
+    return LogLevel::kWarning;
+  }
+  if (name == "error") {
+    return LogLevel::kError;
+  }
   return std::nullopt;
 }
 
@@ -62,7 +70,9 @@ bool LogEnabled(LogLevel level) {
 void LogLine(LogLevel level, absl::string_view message) { LogLineAt(level, absl::Now(), message); }
 
 void LogLineAt(LogLevel level, absl::Time when, absl::string_view message) {
-  if (!LogEnabled(level)) return;
+  if (!LogEnabled(level)) {
+    return;
+  }
   std::string tag;
   {
     absl::MutexLock lock(&State().mu);

@@ -39,7 +39,9 @@ void LogLineAt(LogLevel level, absl::Time when, absl::string_view message);
 
 template <typename... Args>
 void LogDebug(const absl::FormatSpec<Args...>& format, const Args&... args) {
-  if (LogEnabled(LogLevel::kDebug)) LogLine(LogLevel::kDebug, absl::StrFormat(format, args...));
+  if (LogEnabled(LogLevel::kDebug)) {
+    LogLine(LogLevel::kDebug, absl::StrFormat(format, args...));
+  }
 }
 
 template <typename... Args>

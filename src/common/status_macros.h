@@ -23,11 +23,15 @@
 #define ASSIGN_OR_RETURN(lhs, expr) \
   HETERODL_ASSIGN_OR_RETURN_IMPL_(HETERODL_CONCAT_(heterodl_statusor_, __LINE__), lhs, expr)
 
+// `statusor` names a variable and `lhs` may declare one (`const Foo foo`):
+// neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define HETERODL_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
   auto statusor = (expr);                                    \
   if (!statusor.ok()) {                                      \
     return std::move(statusor).status();                     \
   }                                                          \
   lhs = std::move(statusor).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // HETERODL_SRC_COMMON_STATUS_MACROS_H_

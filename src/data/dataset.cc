@@ -40,7 +40,9 @@ Dataset::Dataset(std::string source, std::string root, std::vector<Sample> sampl
       class_names_(std::move(class_names)) {
   Fingerprint fingerprint;
   fingerprint.Add(static_cast<uint64_t>(class_names_.size()));
-  for (const std::string& name : class_names_) fingerprint.Add(name);
+  for (const std::string& name : class_names_) {
+    fingerprint.Add(name);
+  }
   fingerprint.Add(static_cast<uint64_t>(samples_.size()));
   for (const Sample& sample : samples_) {
     fingerprint.Add(sample.path).Add(static_cast<uint64_t>(sample.label));
@@ -55,7 +57,10 @@ Dataset Dataset::Synthetic(size_t num_samples, int num_classes) {
     samples.push_back({absl::StrCat("synthetic/", i), static_cast<int64_t>(i % num_classes)});
   }
   std::vector<std::string> class_names;
-  for (int c = 0; c < num_classes; ++c) class_names.push_back(absl::StrCat(c));
+  class_names.reserve(num_classes);
+  for (int c = 0; c < num_classes; ++c) {
+    class_names.push_back(absl::StrCat(c));
+  }
   Dataset dataset(absl::StrCat("synthetic:", num_samples), "", std::move(samples),
                   std::move(class_names));
   dataset.synthetic_ = true;
@@ -73,7 +78,9 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& path) {
     std::vector<std::string> shards;
     bool has_folders = false;
     for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
-      if (entry.is_directory()) has_folders = true;
+      if (entry.is_directory()) {
+        has_folders = true;
+      }
       if (entry.is_regular_file() && entry.path().extension() == ".tar") {
         shards.push_back(entry.path().string());
       }
@@ -84,7 +91,9 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& path) {
     }
     return OpenImageFolder(path);
   }
-  if (fs::path(path).extension() == ".tar") return OpenTarShards(path, {path});
+  if (fs::path(path).extension() == ".tar") {
+    return OpenTarShards(path, {path});
+  }
   return OpenFileList(path);
 }
 
@@ -92,7 +101,9 @@ absl::StatusOr<Dataset> Dataset::OpenImageFolder(const std::string& root) {
   std::vector<std::string> class_names;
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
-    if (entry.is_directory()) class_names.push_back(entry.path().filename().string());
+    if (entry.is_directory()) {
+      class_names.push_back(entry.path().filename().string());
+    }
   }
   if (error) {
     return absl::UnavailableError(
@@ -134,7 +145,9 @@ absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
   for (absl::string_view line : absl::StrSplit(contents, '\n')) {
     ++line_number;
     line = absl::StripTrailingAsciiWhitespace(line);
-    if (line.empty() || line.front() == '#') continue;
+    if (line.empty() || line.front() == '#') {
+      continue;
+    }
     std::vector<absl::string_view> fields = absl::StrSplit(line, '\t');
     int64_t label = -1;
     if (fields.size() != 2 || fields[0].empty() || !absl::SimpleAtoi(fields[1], &label) ||
@@ -167,9 +180,13 @@ absl::StatusOr<Dataset> Dataset::OpenTarShards(const std::string& path,
         absl::StrCat("tar shards at '", path, "' hold no samples (KEY.jpg + KEY.cls members)"));
   }
   int64_t max_label = 0;
-  for (const Sample& sample : samples) max_label = std::max(max_label, sample.label);
+  for (const Sample& sample : samples) {
+    max_label = std::max(max_label, sample.label);
+  }
   std::vector<std::string> class_names;
-  for (int64_t label = 0; label <= max_label; ++label) class_names.push_back(absl::StrCat(label));
+  for (int64_t label = 0; label <= max_label; ++label) {
+    class_names.push_back(absl::StrCat(label));
+  }
   Dataset dataset(path, path, std::move(samples), std::move(class_names));
   dataset.shards_ = std::move(shards);
   return dataset;
@@ -177,15 +194,21 @@ absl::StatusOr<Dataset> Dataset::OpenTarShards(const std::string& path,
 
 Dataset::MissingFiles Dataset::FindMissingFiles(size_t keep) const {
   MissingFiles missing;
-  if (synthetic_ || shards_ != nullptr) return missing;
+  if (synthetic_ || shards_ != nullptr) {
+    return missing;
+  }
   for (const Sample& sample : samples_) {
     const fs::path path = !sample.path.empty() && sample.path.front() == '/'
                               ? fs::path(sample.path)
                               : fs::path(root_) / sample.path;
     std::error_code error;
-    if (fs::is_regular_file(path, error)) continue;
+    if (fs::is_regular_file(path, error)) {
+      continue;
+    }
     ++missing.count;
-    if (missing.first.size() < keep) missing.first.push_back(sample.path);
+    if (missing.first.size() < keep) {
+      missing.first.push_back(sample.path);
+    }
   }
   return missing;
 }
@@ -198,9 +221,13 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
     return absl::OutOfRangeError(
         absl::StrCat("sample index ", index, " outside dataset of ", samples_.size()));
   }
-  if (shards_ != nullptr) return shards_->Read(samples_[index]);
+  if (shards_ != nullptr) {
+    return shards_->Read(samples_[index]);
+  }
   const std::string& path = samples_[index].path;
-  if (!path.empty() && path.front() == '/') return ReadFileToString(path);
+  if (!path.empty() && path.front() == '/') {
+    return ReadFileToString(path);
+  }
   return ReadFileToString((fs::path(root_) / path).string());
 }
 

@@ -12,9 +12,15 @@
 namespace heterodl {
 
 absl::StatusOr<int64_t> SamplesPerRank(const PlanParams& params) {
-  if (params.num_samples == 0) return absl::InvalidArgumentError("empty dataset");
-  if (params.world_size == 0) return absl::InvalidArgumentError("world_size must be > 0");
-  if (params.batch_size == 0) return absl::InvalidArgumentError("batch_size must be > 0");
+  if (params.num_samples == 0) {
+    return absl::InvalidArgumentError("empty dataset");
+  }
+  if (params.world_size == 0) {
+    return absl::InvalidArgumentError("world_size must be > 0");
+  }
+  if (params.batch_size == 0) {
+    return absl::InvalidArgumentError("batch_size must be > 0");
+  }
   const uint64_t n = params.num_samples;
   const uint64_t world = params.world_size;
   if (params.drop_last) {

@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -49,7 +49,9 @@ std::vector<fs::path> FindSourcePhotos(const std::string& source_dir) {
     if (!entry.is_regular_file() || (path.extension() != ".jpg" && path.extension() != ".jpeg")) {
       continue;
     }
-    if (std::regex_match(path.stem().string(), resolution_variant)) continue;
+    if (std::regex_match(path.stem().string(), resolution_variant)) {
+      continue;
+    }
     photos.push_back(path);
   }
   std::sort(photos.begin(), photos.end());
@@ -71,7 +73,9 @@ bool AllJpeg(const std::vector<SampleFormatShare>& formats) {
 std::string Stamp(const SampleDatasetOptions& options, const std::vector<fs::path>& photos) {
   Fingerprint fingerprint;
   fingerprint.Add(static_cast<uint64_t>(options.num_images)).Add(options.seed);
-  for (const fs::path& photo : photos) fingerprint.Add(photo.string());
+  for (const fs::path& photo : photos) {
+    fingerprint.Add(photo.string());
+  }
   // All-JPEG sets keep the stamp they had before formats existed.
   if (!AllJpeg(options.formats)) {
     for (const SampleFormatShare& share : options.formats) {
@@ -88,7 +92,9 @@ std::string Stamp(const SampleDatasetOptions& options, const std::vector<fs::pat
 SampleFormat FormatOf(int i, const std::vector<SampleFormatShare>& formats) {
   int slot = static_cast<int>((int64_t{i} * 37) % 100);
   for (const SampleFormatShare& share : formats) {
-    if (slot < share.percent) return share.format;
+    if (slot < share.percent) {
+      return share.format;
+    }
     slot -= share.percent;
   }
   return formats.back().format;
@@ -109,7 +115,9 @@ absl::StatusOr<std::vector<uint8_t>> EncodeAs(const cv::Mat& image, SampleFormat
         parameters.insert(parameters.end(), {cv::IMWRITE_JPEG_PROGRESSIVE, 1});
       }
       cv::Mat pixels = image;
-      if (format == SampleFormat::kGrayscaleJpeg) cv::cvtColor(image, pixels, cv::COLOR_BGR2GRAY);
+      if (format == SampleFormat::kGrayscaleJpeg) {
+        cv::cvtColor(image, pixels, cv::COLOR_BGR2GRAY);
+      }
       ok = cv::imencode(".jpg", pixels, bytes, parameters);
       break;
     }
@@ -123,17 +131,20 @@ absl::StatusOr<std::vector<uint8_t>> EncodeAs(const cv::Mat& image, SampleFormat
     }
   }
   if (!ok) {
-    return absl::UnavailableError(absl::StrCat("this OpenCV cannot encode ",
-                                               SampleFormatName(format), " images"));
+    return absl::UnavailableError(
+        absl::StrCat("this OpenCV cannot encode ", SampleFormatName(format), " images"));
   }
   return bytes;
 }
 
 absl::Status WriteBytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
   std::ofstream file(path, std::ios::binary);
-  file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  file.write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
   file.close();
-  if (!file) return absl::UnavailableError(absl::StrCat("cannot write '", path.string(), "'"));
+  if (!file) {
+    return absl::UnavailableError(absl::StrCat("cannot write '", path.string(), "'"));
+  }
   return absl::OkStatus();
 }
 
@@ -170,34 +181,40 @@ constexpr std::pair<SampleFormat, absl::string_view> kFormatNames[] = {
 
 absl::string_view SampleFormatName(SampleFormat format) {
   for (const auto& [known, name] : kFormatNames) {
-    if (known == format) return name;
+    if (known == format) {
+      return name;
+    }
   }
   return "?";
 }
 
 absl::StatusOr<std::vector<SampleFormatShare>> ParseSampleFormats(absl::string_view text) {
-  if (text == "mixed") text = "jpeg=60,grayscale=10,progressive=10,png=10,webp=10";
+  if (text == "mixed") {
+    text = "jpeg=60,grayscale=10,progressive=10,png=10,webp=10";
+  }
   std::vector<SampleFormatShare> shares;
   int total = 0;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     std::pair<absl::string_view, absl::string_view> name_percent =
         absl::StrSplit(part, absl::MaxSplits('=', 1));
     SampleFormatShare share;
-    const auto* known = std::find_if(std::begin(kFormatNames), std::end(kFormatNames),
-                                     [&](const auto& entry) { return entry.second == name_percent.first; });
+    const auto* known =
+        std::find_if(std::begin(kFormatNames), std::end(kFormatNames),
+                     [&](const auto& entry) { return entry.second == name_percent.first; });
     if (known == std::end(kFormatNames)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--formats: unknown format '", name_percent.first, "' (known: ",
-          absl::StrJoin(kFormatNames, ", ",
-                        [](std::string* out, const auto& entry) { absl::StrAppend(out, entry.second); }),
+          absl::StrJoin(
+              kFormatNames, ", ",
+              [](std::string* out, const auto& entry) { absl::StrAppend(out, entry.second); }),
           ", or 'mixed')"));
     }
     share.format = known->first;
     const bool single = !absl::StrContains(part, '=');
     if (!single && (!absl::SimpleAtoi(name_percent.second, &share.percent) || share.percent <= 0 ||
                     share.percent > 100)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--formats: '", part, "' needs a percentage from 1 to 100, e.g. png=10"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--formats: '", part, "' needs a percentage from 1 to 100, e.g. png=10"));
     }
     for (const SampleFormatShare& earlier : shares) {
       if (earlier.format == share.format) {
@@ -219,7 +236,9 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
   if (options.num_images <= 0) {
     return absl::InvalidArgumentError("--images must be > 0");
   }
-  if (options.formats.empty()) return absl::InvalidArgumentError("no image formats given");
+  if (options.formats.empty()) {
+    return absl::InvalidArgumentError("no image formats given");
+  }
   const std::vector<fs::path> photo_paths = FindSourcePhotos(options.source_dir);
   if (photo_paths.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -267,7 +286,9 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
         absl::StrCat("no readable source photos under '", options.source_dir, "'"));
   }
   // A class per image at most: no empty class folders.
-  if (photos.size() > static_cast<size_t>(options.num_images)) photos.resize(options.num_images);
+  if (photos.size() > static_cast<size_t>(options.num_images)) {
+    photos.resize(options.num_images);
+  }
   for (const SourcePhoto& photo : photos) {
     fs::create_directories(root / photo.class_name, error);
     if (error) {

@@ -21,7 +21,9 @@ namespace {
 bool IsImageExtension(const std::string& extension) {
   static constexpr const char* kImages[] = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
   for (const char* image : kImages) {
-    if (extension == image) return true;
+    if (extension == image) {
+      return true;
+    }
   }
   return false;
 }
@@ -54,7 +56,9 @@ absl::StatusOr<std::shared_ptr<TarShards>> TarShards::Open(std::vector<std::stri
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       const int error = errno;
-      for (int open_fd : fds) ::close(open_fd);
+      for (int open_fd : fds) {
+        ::close(open_fd);
+      }
       return absl::NotFoundError(
           absl::StrCat("cannot open tar shard '", path, "': ", std::strerror(error)));
     }
@@ -64,7 +68,9 @@ absl::StatusOr<std::shared_ptr<TarShards>> TarShards::Open(std::vector<std::stri
 }
 
 TarShards::~TarShards() {
-  for (int fd : fds_) ::close(fd);
+  for (int fd : fds_) {
+    ::close(fd);
+  }
 }
 
 absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
@@ -85,21 +91,29 @@ absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
     archive_entry* entry = nullptr;
     while (true) {
       const int rc = archive_read_next_header(reader.get(), &entry);
-      if (rc == ARCHIVE_EOF) break;
+      if (rc == ARCHIVE_EOF) {
+        break;
+      }
       // ARCHIVE_WARN: e.g. a name not convertible to the locale; still valid.
       if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
         return absl::InvalidArgumentError(absl::StrCat(
             "tar shard '", path, "' is corrupt: ", archive_error_string(reader.get())));
       }
-      if (archive_entry_filetype(entry) != AE_IFREG) continue;
+      if (archive_entry_filetype(entry) != AE_IFREG) {
+        continue;
+      }
       const char* name = archive_entry_pathname(entry);
       const std::string member = name != nullptr ? name : "";
       std::string key, extension;
       SplitMember(member, &key, &extension);
       const bool image = IsImageExtension(extension);
-      if (!image && extension != "cls") continue;  // other WebDataset fields
+      if (!image && extension != "cls") {
+        continue;  // other WebDataset fields
+      }
       auto [it, is_new] = pending.try_emplace(key);
-      if (is_new) keys.push_back(key);
+      if (is_new) {
+        keys.push_back(key);
+      }
       PendingSample& sample = it->second;
       if (image) {
         // The data starts where the format reader stopped consuming: after
@@ -144,7 +158,9 @@ absl::StatusOr<std::string> TarShards::Read(const Sample& sample) const {
   while (done < bytes.size()) {
     const ssize_t n = ::pread(fds_[sample.shard], bytes.data() + done, bytes.size() - done,
                               static_cast<off_t>(sample.offset + done));
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
     if (n <= 0) {
       return absl::UnavailableError(
           absl::StrCat("cannot read '", sample.path, "' from '", paths_[sample.shard], "': ",

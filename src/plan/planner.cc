@@ -24,9 +24,9 @@ constexpr double kMsPerHour = 3.6e6;
 
 absl::StatusOr<int> DataHostsNeeded(double demand, double capacity_per_host, double max_stall) {
   if (!(demand > 0) || !(capacity_per_host > 0) || std::isinf(demand)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sizing needs a positive demand and host capacity (images/s), got ", demand, " and ",
-        capacity_per_host));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sizing needs a positive demand and host capacity (images/s), got ", demand,
+                     " and ", capacity_per_host));
   }
   if (!(max_stall >= 0 && max_stall < 1)) {
     return absl::InvalidArgumentError(absl::StrCat("max stall must be in [0, 1), got ", max_stall));
@@ -36,7 +36,9 @@ absl::StatusOr<int> DataHostsNeeded(double demand, double capacity_per_host, dou
 }
 
 std::string ShapeName(const v1::ClusterEstimate& estimate) {
-  if (estimate.data_instances() == 0) return absl::StrCat("1 x ", estimate.gpu_instance());
+  if (estimate.data_instances() == 0) {
+    return absl::StrCat("1 x ", estimate.gpu_instance());
+  }
   return absl::StrCat("1 x ", estimate.gpu_instance(), " + ", estimate.data_instances(), " x ",
                       estimate.data_instance(), estimate.data_spot() ? " (spot)" : "");
 }
@@ -47,7 +49,9 @@ absl::StatusOr<PriceTable> PriceTable::Parse(const std::string& text, const std:
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
     line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
+    if (line.empty() || line[0] == '#') {
+      continue;
+    }
     const std::vector<std::string> fields = absl::StrSplit(line, ',');
     v1::InstanceType instance;
     uint32_t vcpus = 0;
@@ -58,8 +62,8 @@ absl::StatusOr<PriceTable> PriceTable::Parse(const std::string& text, const std:
     const bool has_spot = fields.size() == 6 && !fields[5].empty();
     if ((fields.size() != 5 && fields.size() != 6) || fields[0].empty() ||
         !absl::SimpleAtoi(fields[1], &vcpus) || !absl::SimpleAtoi(fields[2], &gpus) ||
-        !absl::SimpleAtod(fields[3], &price) || !absl::SimpleAtod(fields[4], &gbps) ||
-        vcpus == 0 || price <= 0 || gbps <= 0 ||
+        !absl::SimpleAtod(fields[3], &price) || !absl::SimpleAtod(fields[4], &gbps) || vcpus == 0 ||
+        price <= 0 || gbps <= 0 ||
         (has_spot && (!absl::SimpleAtod(fields[5], &spot) || spot <= 0))) {
       return absl::InvalidArgumentError(absl::StrCat(
           source, ":", line_number,
@@ -89,7 +93,9 @@ absl::StatusOr<PriceTable> PriceTable::Load(const std::string& path) {
 absl::StatusOr<v1::InstanceType> PriceTable::Find(const std::string& name) const {
   std::vector<std::string> known;
   for (const v1::InstanceType& instance : instances_) {
-    if (instance.name() == name) return instance;
+    if (instance.name() == name) {
+      return instance;
+    }
     known.push_back(instance.name());
   }
   return absl::NotFoundError(absl::StrCat("instance type '", name,
@@ -173,8 +179,8 @@ bool OnSageMaker(const std::string& instance_type) {
 // type without a GPU bought where `gpu` is (one SageMaker job cannot mix its
 // instances with EC2's).
 absl::StatusOr<std::vector<v1::InstanceType>> DataInstanceTypes(const PriceTable& prices,
-                                                               const v1::InstanceType& gpu,
-                                                               const PlanRequest& request) {
+                                                                const v1::InstanceType& gpu,
+                                                                const PlanRequest& request) {
   std::vector<v1::InstanceType> types;
   if (request.data_instances.empty()) {
     for (const v1::InstanceType& instance : prices.instances()) {
@@ -201,15 +207,21 @@ void ConsiderShapes(const Workload& workload, const v1::InstanceType& gpu,
   const double baseline = plan.homogeneous().usd_per_step();
   plan.mutable_homogeneous()->set_price_performance_improvement(0);
   std::vector<DataPurchase> purchases = {DataPurchase{}};
-  if (request.spot) purchases.push_back({true, request.interruption_overhead});
+  if (request.spot) {
+    purchases.push_back({true, request.interruption_overhead});
+  }
   for (const DataPurchase& purchase : purchases) {
     for (const v1::InstanceType& data : data_types) {
-      if (purchase.spot && data.spot_usd_per_hour() <= 0) continue;  // no spot price known
+      if (purchase.spot && data.spot_usd_per_hour() <= 0) {
+        continue;  // no spot price known
+      }
       for (int n = 1; n <= request.max_data_instances; ++n) {
         v1::ClusterEstimate estimate = Estimate(workload, gpu, &data, n, purchase);
         estimate.set_price_performance_improvement(1.0 - estimate.usd_per_step() / baseline);
         *plan.add_considered() = estimate;
-        if (estimate.bound() != "cpu") break;
+        if (estimate.bound() != "cpu") {
+          break;
+        }
       }
     }
   }
@@ -220,16 +232,26 @@ void ConsiderShapes(const Workload& workload, const v1::InstanceType& gpu,
 const v1::ClusterEstimate& ChooseShape(const v1::PlanReport& plan, double max_data_stall,
                                        bool& within_target) {
   std::vector<const v1::ClusterEstimate*> all = {&plan.homogeneous()};
-  for (const v1::ClusterEstimate& estimate : plan.considered()) all.push_back(&estimate);
+  for (const v1::ClusterEstimate& estimate : plan.considered()) {
+    all.push_back(&estimate);
+  }
   const v1::ClusterEstimate* best = nullptr;
   for (const v1::ClusterEstimate* estimate : all) {
-    if (estimate->data_stall() > max_data_stall + 1e-12) continue;
-    if (best == nullptr || estimate->usd_per_step() < best->usd_per_step()) best = estimate;
+    if (estimate->data_stall() > max_data_stall + 1e-12) {
+      continue;
+    }
+    if (best == nullptr || estimate->usd_per_step() < best->usd_per_step()) {
+      best = estimate;
+    }
   }
   within_target = best != nullptr;
-  if (within_target) return *best;
+  if (within_target) {
+    return *best;
+  }
   for (const v1::ClusterEstimate* estimate : all) {
-    if (best == nullptr || estimate->step_ms() < best->step_ms()) best = estimate;
+    if (best == nullptr || estimate->step_ms() < best->step_ms()) {
+      best = estimate;
+    }
   }
   return *best;
 }
@@ -292,7 +314,9 @@ absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTab
                    DataInstanceTypes(prices, gpu, request));
   v1::PlanReport plan;
   plan.set_spot(request.spot);
-  if (request.spot) plan.set_interruption_overhead(request.interruption_overhead);
+  if (request.spot) {
+    plan.set_interruption_overhead(request.interruption_overhead);
+  }
   plan.set_device_step_ms(workload.device_step_ms);
   plan.set_batch_per_gpu(static_cast<uint32_t>(workload.batch_per_gpu));
   plan.set_images_per_sec_per_core(workload.images_per_sec_per_core);
@@ -302,13 +326,15 @@ absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTab
   bool within_target = false;
   const v1::ClusterEstimate& best = ChooseShape(plan, request.max_data_stall, within_target);
   *plan.mutable_recommended() = best;
-  if (best.data_instances() == 0) plan.mutable_recommended()->set_price_performance_improvement(0);
+  if (best.data_instances() == 0) {
+    plan.mutable_recommended()->set_price_performance_improvement(0);
+  }
   plan.set_reason(
       ExplainChoice(workload, gpu, prices, plan, best, within_target, request.max_data_stall));
   if (request.spot) {
-    const bool any_spot_price = std::any_of(data_types.begin(), data_types.end(), [](const auto& t) {
-      return t.spot_usd_per_hour() > 0;
-    });
+    const bool any_spot_price =
+        std::any_of(data_types.begin(), data_types.end(),
+                    [](const auto& t) { return t.spot_usd_per_hour() > 0; });
     plan.set_reason(absl::StrCat(
         plan.reason(),
         any_spot_price
@@ -334,7 +360,9 @@ std::string FormatPlan(const v1::PlanReport& plan) {
                           e.bound(), 100 * e.price_performance_improvement());
   };
   row(plan.homogeneous());
-  for (const v1::ClusterEstimate& estimate : plan.considered()) row(estimate);
+  for (const v1::ClusterEstimate& estimate : plan.considered()) {
+    row(estimate);
+  }
   absl::StrAppendFormat(&text, "\nrecommended: %s\n%s\n", ShapeName(plan.recommended()),
                         plan.reason());
   return text;

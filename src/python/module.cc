@@ -1,13 +1,12 @@
 // The `heterodl._heterodl` extension: the client side of heterodl (remote
 // loader, wire, TLS, auth) for Python, linking neither LibTorch nor NumPy nor
 // CUDA. heterodl/loader.py turns its Arrays into the caller's tensors.
-#include "src/python/python_api.h"  // first: Python.h wants to be
-
 #include <string>
 #include <vector>
 
 #include "src/client/shutdown.h"
 #include "src/common/log.h"
+#include "src/python/python_api.h"  // first: Python.h wants to be
 #include "src/python/python_array.h"
 #include "src/python/python_errors.h"
 #include "src/python/python_loader.h"
@@ -26,14 +25,16 @@ PyObject* ShutdownServers(PyObject* /*module*/, PyObject* args) {
   const char* auth_token = nullptr;
   TlsConfig tls;
   const char *ca = "", *cert = "", *key = "", *server_name = "";
-  if (!PyArg_ParseTuple(args, "O!sdzssss", &PyList_Type, &list, &reason, &timeout, &auth_token,
-                        &ca, &cert, &key, &server_name)) {
+  if (!PyArg_ParseTuple(args, "O!sdzssss", &PyList_Type, &list, &reason, &timeout, &auth_token, &ca,
+                        &cert, &key, &server_name)) {
     return nullptr;
   }
   std::vector<std::string> servers;
   for (Py_ssize_t i = 0; i < PyList_Size(list); ++i) {
     const char* server = PyUnicode_AsUTF8AndSize(PyList_GetItem(list, i), nullptr);
-    if (server == nullptr) return nullptr;
+    if (server == nullptr) {
+      return nullptr;
+    }
     servers.emplace_back(server);
   }
   tls.ca_file = ca;
@@ -43,16 +44,17 @@ PyObject* ShutdownServers(PyObject* /*module*/, PyObject* args) {
   const std::string token = auth_token != nullptr ? auth_token : "";
   const std::string why = reason;
   absl::Status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = ShutdownDataServers(servers, why, absl::Seconds(timeout), token, tls);
-  Py_END_ALLOW_THREADS
-  if (!status.ok()) return RaiseStatus(status);
+  Py_BEGIN_ALLOW_THREADS status =
+      ShutdownDataServers(servers, why, absl::Seconds(timeout), token, tls);
+  Py_END_ALLOW_THREADS if (!status.ok()) { return RaiseStatus(status); }
   Py_RETURN_NONE;
 }
 
 PyObject* SetLogLevel(PyObject* /*module*/, PyObject* args) {
   const char* name = nullptr;
-  if (!PyArg_ParseTuple(args, "s", &name)) return nullptr;
+  if (!PyArg_ParseTuple(args, "s", &name)) {
+    return nullptr;
+  }
   const std::optional<LogLevel> level = ParseLogLevel(name);
   if (!level) {
     PyErr_SetString(PyExc_ValueError, "log level must be debug, info, warning or error");
@@ -62,13 +64,17 @@ PyObject* SetLogLevel(PyObject* /*module*/, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-ModuleState* State(PyObject* module) { return static_cast<ModuleState*>(PyModule_GetState(module)); }
+ModuleState* State(PyObject* module) {
+  return static_cast<ModuleState*>(PyModule_GetState(module));
+}
 
 // Adds a heap type made from `spec` to the module as `name` and keeps a
 // reference in `slot`.
 bool AddType(PyObject* module, PyType_Spec* spec, const char* name, PyObject*& slot) {
   slot = PyType_FromModuleAndSpec(module, spec, nullptr);
-  if (slot == nullptr) return false;
+  if (slot == nullptr) {
+    return false;
+  }
   Py_INCREF(slot);
   if (PyModule_AddObject(module, name, slot) != 0) {
     Py_DECREF(slot);
@@ -92,7 +98,9 @@ int Exec(PyObject* module) {
 
 int Traverse(PyObject* module, visitproc visit, void* arg) {
   ModuleState* state = State(module);
-  if (state == nullptr) return 0;
+  if (state == nullptr) {
+    return 0;
+  }
   Py_VISIT(state->array_type);
   Py_VISIT(state->loader_type);
   return 0;
@@ -100,7 +108,9 @@ int Traverse(PyObject* module, visitproc visit, void* arg) {
 
 int Clear(PyObject* module) {
   ModuleState* state = State(module);
-  if (state == nullptr) return 0;
+  if (state == nullptr) {
+    return 0;
+  }
   Py_CLEAR(state->array_type);
   Py_CLEAR(state->loader_type);
   return 0;
@@ -127,4 +137,6 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
 }  // namespace
 }  // namespace heterodl
 
+// The name CPython looks for: PyInit_ and the module's.
+// NOLINTNEXTLINE(bugprone-reserved-identifier,readability-identifier-naming)
 PyMODINIT_FUNC PyInit__heterodl() { return PyModuleDef_Init(&heterodl::kModule); }

@@ -12,8 +12,7 @@ namespace {
 // What lives in a Python object's memory, beside its header: a pointer, so
 // that the C++ members need no placement in a C struct.
 struct ArrayObject {
-  PyObject_HEAD
-  ArrayView* view;
+  PyObject_HEAD ArrayView* view;
   // The buffer protocol's shape and strides, in Py_ssize_t.
   std::vector<Py_ssize_t>* buffer_shape;
   std::vector<Py_ssize_t>* buffer_strides;
@@ -25,7 +24,9 @@ Py_ssize_t ItemSize(ElementType type) { return type == ElementType::kUInt8 ? 1 :
 
 Py_ssize_t Elements(const ArrayView& view) {
   Py_ssize_t count = 1;
-  for (int64_t extent : view.shape) count *= static_cast<Py_ssize_t>(extent);
+  for (int64_t extent : view.shape) {
+    count *= static_cast<Py_ssize_t>(extent);
+  }
   return count;
 }
 
@@ -54,8 +55,12 @@ int GetBuffer(PyObject* self, Py_buffer* buffer, int flags) {
   buffer->ndim = static_cast<int>(view.shape.size());
   buffer->shape = nullptr;
   buffer->strides = nullptr;
-  if ((flags & PyBUF_ND) == PyBUF_ND) buffer->shape = array->buffer_shape->data();
-  if ((flags & PyBUF_STRIDES) == PyBUF_STRIDES) buffer->strides = array->buffer_strides->data();
+  if ((flags & PyBUF_ND) == PyBUF_ND) {
+    buffer->shape = array->buffer_shape->data();
+  }
+  if ((flags & PyBUF_STRIDES) == PyBUF_STRIDES) {
+    buffer->strides = array->buffer_strides->data();
+  }
   buffer->suboffsets = nullptr;
   buffer->internal = nullptr;
   return 0;
@@ -81,9 +86,13 @@ void DeleteExport(DLManagedTensor* managed) {
 
 void DestroyCapsule(PyObject* capsule) {
   // A consumer renames the capsule it took over; only an untaken one is ours.
-  if (!PyCapsule_IsValid(capsule, kCapsuleName)) return;
+  if (!PyCapsule_IsValid(capsule, kCapsuleName)) {
+    return;
+  }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kCapsuleName));
-  if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
+  if (managed != nullptr && managed->deleter != nullptr) {
+    managed->deleter(managed);
+  }
 }
 
 // __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None).
@@ -107,7 +116,9 @@ PyObject* ExportDlpack(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (dl_device != Py_None) {
     long device_type = -1;
     long device_id = -1;
-    if (!PyArg_ParseTuple(dl_device, "ll", &device_type, &device_id)) return nullptr;
+    if (!PyArg_ParseTuple(dl_device, "ll", &device_type, &device_id)) {
+      return nullptr;
+    }
     if (device_type != kDLCPU || device_id != 0) {
       PyErr_SetString(PyExc_BufferError, "heterodl arrays live in host memory (kDLCPU, 0)");
       return nullptr;
@@ -115,22 +126,26 @@ PyObject* ExportDlpack(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
   const ArrayView& view = *AsArray(self)->view;
   auto* exported = new (std::nothrow) DlpackExport;
-  if (exported == nullptr) return PyErr_NoMemory();
+  if (exported == nullptr) {
+    return PyErr_NoMemory();
+  }
   exported->owner = view.owner;
   exported->shape = view.shape;
   DLTensor& tensor = exported->managed.dl_tensor;
   tensor.data = view.data;
   tensor.device = {kDLCPU, 0};
   tensor.ndim = static_cast<int32_t>(exported->shape.size());
-  tensor.dtype = view.type == ElementType::kUInt8 ? DLDataType{kDLUInt, 8, 1}
-                                                  : DLDataType{kDLInt, 64, 1};
+  tensor.dtype =
+      view.type == ElementType::kUInt8 ? DLDataType{kDLUInt, 8, 1} : DLDataType{kDLInt, 64, 1};
   tensor.shape = exported->shape.data();
   tensor.strides = nullptr;  // C-contiguous
   tensor.byte_offset = 0;
   exported->managed.manager_ctx = exported;
   exported->managed.deleter = DeleteExport;
   PyObject* capsule = PyCapsule_New(&exported->managed, kCapsuleName, DestroyCapsule);
-  if (capsule == nullptr) delete exported;
+  if (capsule == nullptr) {
+    delete exported;
+  }
   return capsule;
 }
 
@@ -143,7 +158,9 @@ PyObject* DlpackDevice(PyObject* /*self*/, PyObject* /*unused*/) {
 PyObject* Shape(PyObject* self, void* /*closure*/) {
   const ArrayView& view = *AsArray(self)->view;
   PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(view.shape.size()));
-  if (shape == nullptr) return nullptr;
+  if (shape == nullptr) {
+    return nullptr;
+  }
   for (size_t i = 0; i < view.shape.size(); ++i) {
     PyObject* extent = PyLong_FromLongLong(view.shape[i]);
     if (extent == nullptr) {
@@ -156,8 +173,7 @@ PyObject* Shape(PyObject* self, void* /*closure*/) {
 }
 
 PyObject* DType(PyObject* self, void* /*closure*/) {
-  return PyUnicode_FromString(AsArray(self)->view->type == ElementType::kUInt8 ? "uint8"
-                                                                                : "int64");
+  return PyUnicode_FromString(AsArray(self)->view->type == ElementType::kUInt8 ? "uint8" : "int64");
 }
 
 Py_ssize_t Length(PyObject* self) {
@@ -167,11 +183,12 @@ Py_ssize_t Length(PyObject* self) {
 
 PyObject* Repr(PyObject* self) {
   PyObject* shape = Shape(self, nullptr);
-  if (shape == nullptr) return nullptr;
-  PyObject* text = PyUnicode_FromFormat("heterodl.Array(shape=%R, dtype=%s)", shape,
-                                        AsArray(self)->view->type == ElementType::kUInt8
-                                            ? "uint8"
-                                            : "int64");
+  if (shape == nullptr) {
+    return nullptr;
+  }
+  PyObject* text =
+      PyUnicode_FromFormat("heterodl.Array(shape=%R, dtype=%s)", shape,
+                           AsArray(self)->view->type == ElementType::kUInt8 ? "uint8" : "int64");
   Py_DECREF(shape);
   return text;
 }
@@ -208,7 +225,9 @@ PyType_Spec* ArrayTypeSpec() { return &kSpec; }
 
 PyObject* NewArray(PyTypeObject* type, ArrayView view) {
   PyObject* self = AllocateInstance(type);
-  if (self == nullptr) return nullptr;
+  if (self == nullptr) {
+    return nullptr;
+  }
   ArrayObject* array = AsArray(self);
   const Py_ssize_t item_size = ItemSize(view.type);
   array->buffer_shape = new std::vector<Py_ssize_t>(view.shape.begin(), view.shape.end());

@@ -9,11 +9,11 @@
 #ifndef HETERODL_SRC_PYTHON_PYTHON_ARRAY_H_
 #define HETERODL_SRC_PYTHON_PYTHON_ARRAY_H_
 
-#include "src/python/python_api.h"  // first: Python.h wants to be
-
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "src/python/python_api.h"  // first: Python.h wants to be
 
 namespace heterodl {
 

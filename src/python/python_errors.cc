@@ -5,7 +5,9 @@
 namespace heterodl {
 
 PyObject* RaiseStatus(const absl::Status& status) {
-  if (PyErr_Occurred() != nullptr) return nullptr;
+  if (PyErr_Occurred() != nullptr) {
+    return nullptr;
+  }
   PyObject* type = PyExc_RuntimeError;
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:

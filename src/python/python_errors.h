@@ -3,9 +3,8 @@
 #ifndef HETERODL_SRC_PYTHON_PYTHON_ERRORS_H_
 #define HETERODL_SRC_PYTHON_PYTHON_ERRORS_H_
 
-#include "src/python/python_api.h"  // first: Python.h wants to be
-
 #include "absl/status/status.h"
+#include "src/python/python_api.h"  // first: Python.h wants to be
 
 namespace heterodl {
 

@@ -16,8 +16,7 @@ namespace heterodl {
 namespace {
 
 struct LoaderObject {
-  PyObject_HEAD
-  RemoteLoader* loader;
+  PyObject_HEAD RemoteLoader* loader;
 };
 
 RemoteLoader& Loader(PyObject* self) { return *reinterpret_cast<LoaderObject*>(self)->loader; }
@@ -31,18 +30,38 @@ bool ParseServers(PyObject* list, std::vector<std::string>& servers) {
   for (Py_ssize_t i = 0; i < PyList_Size(list); ++i) {
     Py_ssize_t size = 0;
     const char* text = PyUnicode_AsUTF8AndSize(PyList_GetItem(list, i), &size);
-    if (text == nullptr) return false;
+    if (text == nullptr) {
+      return false;
+    }
     servers.emplace_back(text, static_cast<size_t>(size));
   }
   return true;
 }
 
 PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {
-      "servers", "batch_size", "pipeline", "rank", "world_size", "seed", "drop_last", "shuffle",
-      "max_buffered_mb", "connections_per_server", "connect_timeout", "stall_timeout",
-      "auth_token", "pin_memory", "tls_ca", "tls_cert", "tls_key", "tls_server_name",
-      "pixel_channel", "pin_device", "servers_file", "servers_dns", nullptr};
+  static const char* keywords[] = {"servers",
+                                   "batch_size",
+                                   "pipeline",
+                                   "rank",
+                                   "world_size",
+                                   "seed",
+                                   "drop_last",
+                                   "shuffle",
+                                   "max_buffered_mb",
+                                   "connections_per_server",
+                                   "connect_timeout",
+                                   "stall_timeout",
+                                   "auth_token",
+                                   "pin_memory",
+                                   "tls_ca",
+                                   "tls_cert",
+                                   "tls_key",
+                                   "tls_server_name",
+                                   "pixel_channel",
+                                   "pin_device",
+                                   "servers_file",
+                                   "servers_dns",
+                                   nullptr};
   PyObject* servers = nullptr;
   unsigned int batch_size = 0, rank = 0, world_size = 1;
   unsigned long long seed = 0;
@@ -55,14 +74,16 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   double max_buffered_mb = 1024, connect_timeout = 60, stall_timeout = 60;
   if (!PyArg_ParseTupleAndKeywords(
           args, kwargs, "OIsIIKppdiddzpssssp|iss", const_cast<char**>(keywords), &servers,
-          &batch_size, &pipeline, &rank, &world_size, &seed, &drop_last, &shuffle,
-          &max_buffered_mb, &connections_per_server, &connect_timeout, &stall_timeout,
-          &auth_token, &pin_memory, &tls_ca, &tls_cert, &tls_key, &tls_server_name,
-          &pixel_channel, &pin_device, &servers_file, &servers_dns)) {
+          &batch_size, &pipeline, &rank, &world_size, &seed, &drop_last, &shuffle, &max_buffered_mb,
+          &connections_per_server, &connect_timeout, &stall_timeout, &auth_token, &pin_memory,
+          &tls_ca, &tls_cert, &tls_key, &tls_server_name, &pixel_channel, &pin_device,
+          &servers_file, &servers_dns)) {
     return nullptr;
   }
   RemoteLoaderOptions options;
-  if (!ParseServers(servers, options.servers)) return nullptr;
+  if (!ParseServers(servers, options.servers)) {
+    return nullptr;
+  }
   options.servers_file = servers_file;
   options.servers_dns = servers_dns;
   options.batch_size = batch_size;
@@ -96,12 +117,13 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 
   absl::StatusOr<std::unique_ptr<RemoteLoader>> loader;
   Py_BEGIN_ALLOW_THREADS  // waits for servers
-  loader = RemoteLoader::Connect(options);
-  Py_END_ALLOW_THREADS
-  if (!loader.ok()) return RaiseStatus(loader.status());
+      loader = RemoteLoader::Connect(options);
+  Py_END_ALLOW_THREADS if (!loader.ok()) { return RaiseStatus(loader.status()); }
 
   PyObject* self = AllocateInstance(type);
-  if (self == nullptr) return nullptr;
+  if (self == nullptr) {
+    return nullptr;
+  }
   reinterpret_cast<LoaderObject*>(self)->loader = loader->release();
   return self;
 }
@@ -109,17 +131,20 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 void Dealloc(PyObject* self) {
   RemoteLoader* loader = reinterpret_cast<LoaderObject*>(self)->loader;
   Py_BEGIN_ALLOW_THREADS  // closing streams joins the loader's threads
-  delete loader;
-  Py_END_ALLOW_THREADS
-  FreeInstance(self);
+      delete loader;
+  Py_END_ALLOW_THREADS FreeInstance(self);
 }
 
 PyObject* SetEpoch(PyObject* self, PyObject* args) {
   unsigned int epoch = 0;
   long long next_batch = 0;
-  if (!PyArg_ParseTuple(args, "I|L", &epoch, &next_batch)) return nullptr;
+  if (!PyArg_ParseTuple(args, "I|L", &epoch, &next_batch)) {
+    return nullptr;
+  }
   const absl::Status status = Loader(self).SetEpoch(epoch, next_batch);
-  if (!status.ok()) return RaiseStatus(status);
+  if (!status.ok()) {
+    return RaiseStatus(status);
+  }
   Py_RETURN_NONE;
 }
 
@@ -129,11 +154,15 @@ PyObject* SetEpoch(PyObject* self, PyObject* args) {
 // of them (or of what was imported from them) is freed.
 PyObject* ToPython(PyObject* self, Batch&& received) {
   auto* state = static_cast<ModuleState*>(PyType_GetModuleState(Py_TYPE(self)));
-  if (state == nullptr) return nullptr;
+  if (state == nullptr) {
+    return nullptr;
+  }
   auto batch = std::make_shared<Batch>(std::move(received));
   auto* array_type = reinterpret_cast<PyTypeObject*>(state->array_type);
   const int64_t size = batch->size();
-  PyObject* images = NewArray(array_type, {batch, batch->images.data(), ElementType::kUInt8,
+  PyObject* images = NewArray(array_type, {batch,
+                                           batch->images.data(),
+                                           ElementType::kUInt8,
                                            {size, batch->height, batch->width, batch->channels}});
   PyObject* labels =
       NewArray(array_type, {batch, batch->labels.data(), ElementType::kInt64, {size}});
@@ -153,10 +182,11 @@ PyObject* Next(PyObject* self, PyObject* /*unused*/) {
   absl::StatusOr<std::optional<Batch>> batch;
   RemoteLoader& loader = Loader(self);
   Py_BEGIN_ALLOW_THREADS  // the trainer's other threads go on
-  batch = loader.Next();
-  Py_END_ALLOW_THREADS
-  if (!batch.ok()) return RaiseStatus(batch.status());
-  if (!batch->has_value()) Py_RETURN_NONE;
+      batch = loader.Next();
+  Py_END_ALLOW_THREADS if (!batch.ok()) { return RaiseStatus(batch.status()); }
+  if (!batch->has_value()) {
+    Py_RETURN_NONE;
+  }
   return ToPython(self, std::move(**batch));
 }
 
@@ -168,7 +198,9 @@ PyObject* Position(PyObject* self, PyObject* /*unused*/) {
 // Sets `dict[key] = value` and drops the reference to `value` (false, with
 // an exception set, when either fails).
 bool SetItem(PyObject* dict, const char* key, PyObject* value) {
-  if (value == nullptr) return false;
+  if (value == nullptr) {
+    return false;
+  }
   const int rc = PyDict_SetItemString(dict, key, value);
   Py_DECREF(value);
   return rc == 0;
@@ -177,7 +209,9 @@ bool SetItem(PyObject* dict, const char* key, PyObject* value) {
 PyObject* Stats(PyObject* self, PyObject* /*unused*/) {
   const LoaderStats stats = Loader(self).stats();
   PyObject* result = PyDict_New();
-  if (result == nullptr) return nullptr;
+  if (result == nullptr) {
+    return nullptr;
+  }
   PyObject* depths = PyList_New(0);
   bool ok = depths != nullptr;
   for (size_t i = 0; ok && i < stats.depths.size(); ++i) {
@@ -188,8 +222,8 @@ PyObject* Stats(PyObject* self, PyObject* /*unused*/) {
   PyObject* servers = PyList_New(0);
   ok = ok && servers != nullptr;
   for (size_t i = 0; ok && i < stats.servers.size(); ++i) {
-    PyObject* server = PyUnicode_FromStringAndSize(stats.servers[i].data(),
-                                                   static_cast<Py_ssize_t>(stats.servers[i].size()));
+    PyObject* server = PyUnicode_FromStringAndSize(
+        stats.servers[i].data(), static_cast<Py_ssize_t>(stats.servers[i].size()));
     ok = server != nullptr && PyList_Append(servers, server) == 0;
     Py_XDECREF(server);
   }
@@ -215,7 +249,9 @@ PyObject* Stats(PyObject* self, PyObject* /*unused*/) {
 PyObject* ClassNames(PyObject* self, PyObject* /*unused*/) {
   const std::vector<std::string>& names = Loader(self).dataset().class_names;
   PyObject* list = PyList_New(0);
-  if (list == nullptr) return nullptr;
+  if (list == nullptr) {
+    return nullptr;
+  }
   for (const std::string& name : names) {
     PyObject* text =
         PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), "replace");

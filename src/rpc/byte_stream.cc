@@ -31,7 +31,9 @@ ByteStream::~ByteStream() {
 bool ByteStream::Send(grpc::ByteBuffer message) {
   {
     absl::MutexLock lock(&mu_);
-    if (writes_broken_ || half_close_wanted_ || hold_released_) return false;
+    if (writes_broken_ || half_close_wanted_ || hold_released_) {
+      return false;
+    }
     to_write_.push_back(std::move(message));
   }
   StartNextWrite(/*in_reaction=*/false);
@@ -50,9 +52,11 @@ void ByteStream::StartNextWrite(bool in_reaction) {
   grpc::ByteBuffer* message = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    if (write_running_ || writes_broken_ || (hold_released_ && !in_reaction)) return;
+    if (write_running_ || writes_broken_ || (hold_released_ && !in_reaction)) {
+      return;
+    }
     if (!to_write_.empty()) {
-      writing_ = std::move(to_write_.front());
+      writing_ = to_write_.front();
       to_write_.pop_front();
       message = &writing_;
     } else if (!half_close_wanted_ || half_close_started_) {
@@ -71,7 +75,9 @@ void ByteStream::StartNextWrite(bool in_reaction) {
 bool ByteStream::Read(grpc::ByteBuffer* message) {
   {
     absl::MutexLock lock(&mu_);
-    if (hold_released_) return false;
+    if (hold_released_) {
+      return false;
+    }
     read_pending_ = true;
   }
   StartRead(message);
@@ -87,7 +93,9 @@ grpc::Status ByteStream::Finish() {
     absl::MutexLock lock(&mu_);
     release = !std::exchange(hold_released_, true);
   }
-  if (release) RemoveHold();
+  if (release) {
+    RemoveHold();
+  }
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&done_));
   return status_;
@@ -108,7 +116,9 @@ void ByteStream::OnWriteDone(bool ok) {
 void ByteStream::OnWritesDoneDone(bool ok) {
   absl::MutexLock lock(&mu_);
   write_running_ = false;
-  if (!ok) writes_broken_ = true;
+  if (!ok) {
+    writes_broken_ = true;
+  }
 }
 
 void ByteStream::OnReadDone(bool ok) {

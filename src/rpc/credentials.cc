@@ -34,7 +34,9 @@ absl::Status CheckPair(const TlsConfig& tls) {
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const TlsConfig& tls) {
-  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  if (!tls.enabled()) {
+    return grpc::InsecureServerCredentials();
+  }
   RETURN_IF_ERROR(CheckPair(tls));
   if (tls.cert_file.empty()) {
     return absl::InvalidArgumentError("a TLS server needs --tls-cert and --tls-key");
@@ -53,7 +55,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const TlsConfig& tls) {
-  if (!tls.enabled()) return grpc::InsecureChannelCredentials();
+  if (!tls.enabled()) {
+    return grpc::InsecureChannelCredentials();
+  }
   RETURN_IF_ERROR(CheckPair(tls));
   grpc::SslCredentialsOptions options;
   if (!tls.ca_file.empty()) {

@@ -15,7 +15,9 @@ void LogGrpcLine(gpr_log_func_args* args) {
   } else {
     LogDebug("gRPC: %s", headline);
   }
-  if (headline.size() < message.size()) LogDebug("gRPC (%s:%d): %s", args->file, args->line, message);
+  if (headline.size() < message.size()) {
+    LogDebug("gRPC (%s:%d): %s", args->file, args->line, message);
+  }
 }
 
 }  // namespace

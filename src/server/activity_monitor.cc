@@ -11,7 +11,9 @@ bool ActivityMonitor::TryOpenStream(int max_streams) {
   absl::MutexLock lock(&mu_);
   ever_connected_ = true;
   last_activity_ = clock_();
-  if (open_streams_ >= max_streams) return false;
+  if (open_streams_ >= max_streams) {
+    return false;
+  }
   ++open_streams_;
   ++streams_served_;
   return true;
@@ -56,7 +58,9 @@ void ActivityMonitor::BatchSent(absl::Duration since_ready) {
 void ActivityMonitor::PixelChannelStreams(int delta) {
   absl::MutexLock lock(&mu_);
   pixel_channel_streams_ += delta;
-  if (delta > 0) pixel_channel_streams_served_ += delta;
+  if (delta > 0) {
+    pixel_channel_streams_served_ += delta;
+  }
 }
 
 std::pair<int64_t, int64_t> ActivityMonitor::StreamsServed() const {

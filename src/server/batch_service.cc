@@ -33,16 +33,16 @@ v1::SampleStatus ToProto(SampleOutcome outcome) {
 }  // namespace
 
 BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
-                           RequestLimits limits, PipelineOptions pipeline_options,
-                           int worker_nice, HostAllocator buffer_allocator)
+                           RequestLimits limits, PipelineOptions pipeline_options, int worker_nice,
+                           HostAllocator buffer_allocator)
     : dataset_(std::move(dataset)),
       default_pipeline_(std::move(default_pipeline)),
       default_assembler_(dataset_, default_pipeline_),
       limits_(limits),
       pipeline_options_(pipeline_options),
       start_time_(absl::Now()),
-      buffers_(BufferPool::Create(static_cast<size_t>(2 * threads + 4),
-                                  std::move(buffer_allocator))),
+      buffers_(
+          BufferPool::Create(2 * static_cast<size_t>(threads) + 4, std::move(buffer_allocator))),
       pool_(threads, worker_nice) {}
 
 BatchService::~BatchService() = default;
@@ -52,7 +52,9 @@ absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) 
   v1::DatasetInfo info;
   info.set_fingerprint(dataset_.fingerprint());
   info.set_num_samples(dataset_.size());
-  for (const std::string& name : dataset_.class_names()) info.add_class_names(name);
+  for (const std::string& name : dataset_.class_names()) {
+    info.add_class_names(name);
+  }
   info.set_source(dataset_.source());
   info.set_default_pipeline(default_pipeline_.CanonicalSpec());
   info.set_height(assembler->pipeline().output_height());
@@ -61,7 +63,9 @@ absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) 
 }
 
 absl::StatusOr<const BatchAssembler*> BatchService::AssemblerFor(const std::string& pipeline) {
-  if (pipeline.empty()) return &default_assembler_;
+  if (pipeline.empty()) {
+    return &default_assembler_;
+  }
   absl::MutexLock lock(&mu_);
   auto it = pipelines_.find(pipeline);
   if (it == pipelines_.end()) {
@@ -71,8 +75,7 @@ absl::StatusOr<const BatchAssembler*> BatchService::AssemblerFor(const std::stri
     ASSIGN_OR_RETURN(Pipeline parsed, Pipeline::Parse(pipeline, pipeline_options_));
     auto owned = std::make_unique<Pipeline>(std::move(parsed));
     auto assembler = std::make_unique<BatchAssembler>(dataset_, *owned);
-    it = pipelines_.emplace(pipeline, std::make_pair(std::move(owned), std::move(assembler)))
-             .first;
+    it = pipelines_.emplace(pipeline, std::make_pair(std::move(owned), std::move(assembler))).first;
   }
   return it->second.second.get();
 }
@@ -115,18 +118,26 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
   }
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = client_queues_.try_emplace(client_id, 0, 0);
-  if (inserted) it->second.first = pool_.OpenQueue();
+  if (inserted) {
+    it->second.first = pool_.OpenQueue();
+  }
   ++it->second.second;
   stream->work_queue = it->second.first;
   return stream;
 }
 
 void BatchService::CloseStream(const StreamPlan& stream) {
-  if (stream.closed->exchange(true)) return;  // closed before
-  if (stream.client_id.empty()) return pool_.CloseQueue(stream.work_queue);
+  if (stream.closed->exchange(true)) {
+    return;  // closed before
+  }
+  if (stream.client_id.empty()) {
+    return pool_.CloseQueue(stream.work_queue);
+  }
   absl::MutexLock lock(&mu_);
   auto it = client_queues_.find(stream.client_id);
-  if (it == client_queues_.end() || --it->second.second > 0) return;
+  if (it == client_queues_.end() || --it->second.second > 0) {
+    return;
+  }
   pool_.CloseQueue(it->second.first);
   client_queues_.erase(it);
 }
@@ -154,7 +165,9 @@ absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const Pla
   {
     absl::MutexLock lock(&mu_);
     auto it = plans_.find(key);
-    if (it != plans_.end()) return it->second;
+    if (it != plans_.end()) {
+      return it->second;
+    }
   }
   // Built outside the lock: a permutation of a large dataset takes a while.
   ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params, epoch));
@@ -191,7 +204,7 @@ struct BatchService::BatchJob {
   StageSeconds seconds ABSL_GUARDED_BY(mu);
 };
 
-void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
+void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1::BatchId& id,
                               std::function<void(absl::StatusOr<BuiltBatch>)> done) {
   auto job = std::make_shared<BatchJob>();
   job->requested = absl::Now();
@@ -206,7 +219,9 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::Batc
   pool_.Submit(queue, {std::max(items, 1),
                        [this, job](int slot) {
                          absl::call_once(job->prepare_once, [&] { job->prepared = Prepare(*job); });
-                         if (job->prepared.ok()) BuildSample(*job, slot);
+                         if (job->prepared.ok()) {
+                           BuildSample(*job, slot);
+                         }
                        },
                        [this, job](bool completed) {
                          if (!completed) {
@@ -234,7 +249,8 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     job.pixels = OutgoingPixels::Share(SyntheticPixels(assembler, job.indices));
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(PooledBuffer pixels, buffers_->Get(job.indices.size() * assembler.sample_bytes()));
+  ASSIGN_OR_RETURN(PooledBuffer pixels,
+                   buffers_->Get(job.indices.size() * assembler.sample_bytes()));
   job.writable = pixels.data();
   job.pixels = OutgoingPixels::Own(std::move(pixels));
   return absl::OkStatus();
@@ -249,9 +265,9 @@ void BatchService::BuildSample(BatchJob& job, int slot) {
     return;
   }
   StageSeconds seconds;
-  const SlotResult result = assembler.AssembleSlot(
-      {job.stream->params.seed, job.id.epoch(), job.indices}, static_cast<size_t>(slot),
-      job.writable, &seconds);
+  const SlotResult result =
+      assembler.AssembleSlot({job.stream->params.seed, job.id.epoch(), job.indices},
+                             static_cast<size_t>(slot), job.writable, &seconds);
   absl::MutexLock lock(&job.mu);
   job.slots[static_cast<size_t>(slot)] = result;
   job.seconds.read += seconds.read;
@@ -280,8 +296,12 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
       batch->add_labels(slot.label);
       batch->add_indices(slot.index);
       batch->add_status(ToProto(slot.outcome));
-      if (slot.outcome != SampleOutcome::kOk) ++failed;
-      if (slot.decoded_with_warning) ++warned;
+      if (slot.outcome != SampleOutcome::kOk) {
+        ++failed;
+      }
+      if (slot.decoded_with_warning) {
+        ++warned;
+      }
     }
     seconds = job.seconds;
   }
@@ -326,8 +346,7 @@ v1::ServerStats BatchService::Stats() {
   stats.set_dataset(dataset_.source());
   stats.set_num_samples(dataset_.size());
   stats.set_default_pipeline(default_pipeline_.CanonicalSpec());
-  stats.set_recent_images_per_second(
-      recent_samples_.PerSecond(samples_built_.load(), absl::Now()));
+  stats.set_recent_images_per_second(recent_samples_.PerSecond(samples_built_.load(), absl::Now()));
   const double uptime = absl::ToDoubleSeconds(absl::Now() - start_time_);
   stats.set_uptime_seconds(uptime);
   stats.set_batches_sent(batches_built_.load());

@@ -28,9 +28,9 @@
 #include "heterodl/data_service.pb.h"
 #include "src/common/memory/buffer_pool.h"
 #include "src/data/batch_assembler.h"
-#include "src/server/recent_rate.h"
 #include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"
+#include "src/server/recent_rate.h"
 #include "src/server/sample_pool.h"
 #include "src/wire/outgoing_pixels.h"
 
@@ -101,7 +101,7 @@ class BatchService {
   // RESOURCE_EXHAUSTED when no memory is left for it, CANCELLED when the
   // stream was closed first. Batches of one stream are built in the order
   // asked. REQUIRES: ValidateBatchId(stream, id) is OK.
-  void BuildAsync(std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
+  void BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1::BatchId& id,
                   std::function<void(absl::StatusOr<BuiltBatch>)> done);
 
   v1::ServerStats Stats() ABSL_LOCKS_EXCLUDED(mu_);

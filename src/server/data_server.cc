@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -20,15 +21,15 @@
 #include "src/common/memory/shared_regions.h"
 #include "src/common/net/auth_token.h"
 #include "src/common/net/host_port.h"
+#include "src/common/net/tcp_address.h"
 #include "src/common/status_macros.h"
-#include "src/server/activity_monitor.h"
-#include "src/server/batch_service.h"
-#include "src/wire/batch_codec.h"
 #include "src/rpc/credentials.h"
 #include "src/rpc/grpc_status.h"
-#include "src/wire/leaving.h"
+#include "src/server/activity_monitor.h"
+#include "src/server/batch_service.h"
 #include "src/server/pixel_channel_listener.h"
-#include "src/common/net/tcp_address.h"
+#include "src/wire/batch_codec.h"
+#include "src/wire/leaving.h"
 
 namespace heterodl {
 namespace {
@@ -125,11 +126,15 @@ class BatchStreamReactor final
       if (!leaving_) {
         leaving_ = true;
         leaving_reason_ = reason;
-        if (work_ != nullptr) service_.CloseStream(*work_);
+        if (work_ != nullptr) {
+          service_.CloseStream(*work_);
+        }
       }
       // A stream not yet opened may still be in its constructor, before its
       // first read: it ends when its open request is handled.
-      if (work_ != nullptr) actions = AdvanceLocked();
+      if (work_ != nullptr) {
+        actions = AdvanceLocked();
+      }
     }
     PerformAndRelease(actions);
   }
@@ -168,7 +173,9 @@ class BatchStreamReactor final
         --in_flight_;
         activity_.BatchSent(absl::Now() - writing_ready_);
       }
-      if (!ok) FinishLocked(absl::CancelledError("client went away"));
+      if (!ok) {
+        FinishLocked(absl::CancelledError("client went away"));
+      }
       actions = AdvanceLocked();
     }
     Perform(actions);
@@ -194,16 +201,24 @@ class BatchStreamReactor final
       done_ = true;
       // A call can end without OnCancel or a Finish of ours (the server
       // shutting down): builds still queued are of no use to anyone.
-      if (work_ != nullptr) service_.CloseStream(*work_);
+      if (work_ != nullptr) {
+        service_.CloseStream(*work_);
+      }
       destroy = UnreferencedLocked();
       channel = pixel_channel_;
-      if (channel != nullptr) activity_.PixelChannelStreams(-1);
+      if (channel != nullptr) {
+        activity_.PixelChannelStreams(-1);
+      }
     }
     // Pixels still queued are dropped; their callbacks come from the
     // channel's thread, and the last one deletes this (unless `destroy`, this
     // may be gone already: only locals from here).
-    if (channel != nullptr) channel->Close();
-    if (destroy) delete this;
+    if (channel != nullptr) {
+      channel->Close();
+    }
+    if (destroy) {
+      delete this;
+    }
   }
 
  private:
@@ -214,8 +229,12 @@ class BatchStreamReactor final
     std::optional<grpc::Status> finish;
     void Merge(const Actions& other) {
       read = read || other.read;
-      if (other.write != nullptr) write = other.write;
-      if (other.finish) finish = other.finish;
+      if (other.write != nullptr) {
+        write = other.write;
+      }
+      if (other.finish) {
+        finish = other.finish;
+      }
     }
   };
 
@@ -248,27 +267,33 @@ class BatchStreamReactor final
   // call meanwhile (OnDone, on another thread or inline) cannot delete the
   // reactor under it; then it lets go, deleting the reactor if it was last.
   void PerformAndRelease(Actions actions) ABSL_LOCKS_EXCLUDED(mu_) {
-    Perform(actions);
+    Perform(std::move(actions));
     bool destroy;
     {
       absl::MutexLock lock(&mu_);
       --references_;
       destroy = UnreferencedLocked();
     }
-    if (destroy) delete this;
+    if (destroy) {
+      delete this;
+    }
   }
 
   absl::Status HandleRequest() {
     activity_.Touch();
     RETURN_IF_ERROR(ParseFromByteBuffer(request_wire_, &request_, "BatchRequest"));
     if (request_.has_open()) {
-      if (stream_ != nullptr) return absl::InvalidArgumentError("stream opened twice");
+      if (stream_ != nullptr) {
+        return absl::InvalidArgumentError("stream opened twice");
+      }
       ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open(), request_.client_id()));
       {
         absl::MutexLock lock(&mu_);
         // From here on, ending the stream ends its builds (FinishLocked).
         work_ = stream_;
-        if (finish_requested_) service_.CloseStream(*work_);
+        if (finish_requested_) {
+          service_.CloseStream(*work_);
+        }
       }
       std::shared_ptr<PixelChannel> channel;
       if (!request_.pixel_ticket().empty()) {
@@ -283,7 +308,9 @@ class BatchStreamReactor final
           max_stream_bytes_ / std::max<uint64_t>(batch_bytes, 1), 1, kMaxInFlightPerStream));
       return absl::OkStatus();
     }
-    if (!request_.has_batch()) return absl::InvalidArgumentError("empty request");
+    if (!request_.has_batch()) {
+      return absl::InvalidArgumentError("empty request");
+    }
     if (stream_ == nullptr) {
       return absl::InvalidArgumentError("the first request of a stream must be 'open'");
     }
@@ -291,7 +318,9 @@ class BatchStreamReactor final
     {
       absl::MutexLock lock(&mu_);
       // Not built: the client gets it back when the stream ends.
-      if (leaving_) return absl::OkStatus();
+      if (leaving_) {
+        return absl::OkStatus();
+      }
       if (in_flight_ >= max_in_flight_) {
         return absl::ResourceExhaustedError(
             absl::StrCat("more than ", max_in_flight_,
@@ -332,7 +361,9 @@ class BatchStreamReactor final
       return absl::UnavailableError("this data server offers no pixel channel");
     }
     const std::optional<PixelTicket> ticket = PixelTicketFromBytes(bytes);
-    if (!ticket) return absl::InvalidArgumentError("pixel_ticket must be 16 bytes");
+    if (!ticket) {
+      return absl::InvalidArgumentError("pixel_ticket must be 16 bytes");
+    }
     return pixel_listener_->Claim(*ticket);
   }
 
@@ -365,7 +396,9 @@ class BatchStreamReactor final
         activity_.BatchesRequested(-1);
         // The client's end went (it cancels the stream, too) or the network
         // broke (its stream fails over): not an error of this server's.
-        if (!done_) FinishLocked(absl::CancelledError("the pixel channel to the client closed"));
+        if (!done_) {
+          FinishLocked(absl::CancelledError("the pixel channel to the client closed"));
+        }
       }
       actions = AdvanceLocked();
     }
@@ -375,7 +408,9 @@ class BatchStreamReactor final
   // The next write or the end of the call, as the state allows.
   Actions AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Actions actions;
-    if (done_ || finish_started_) return actions;
+    if (done_ || finish_started_) {
+      return actions;
+    }
     if (!finish_requested_ && !writing_ && !ready_.empty()) {
       writing_ = std::move(ready_.front().first);
       writing_ready_ = ready_.front().second;
@@ -402,11 +437,15 @@ class BatchStreamReactor final
   }
 
   void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finish_requested_) return;
+    if (finish_requested_) {
+      return;
+    }
     finish_requested_ = true;
     finish_status_ = ToGrpcStatus(status);
     // Builds not started are dropped; their callbacks come from the pool.
-    if (work_ != nullptr) service_.CloseStream(*work_);
+    if (work_ != nullptr) {
+      service_.CloseStream(*work_);
+    }
     if (!status.ok() && !absl::IsCancelled(status) && !leaving_) {
       LogWarning("batch stream ended with error: %s", status.ToString());
     }
@@ -453,7 +492,9 @@ void OpenStreams::LeaveAll(const std::string& reason) {
   std::vector<BatchStreamReactor*> streams;
   {
     absl::MutexLock lock(&mu_);
-    if (!leave_reason_.empty()) return;
+    if (!leave_reason_.empty()) {
+      return;
+    }
     leave_reason_ = reason;
     for (BatchStreamReactor* stream : streams_) {
       stream->Retain();
@@ -461,7 +502,9 @@ void OpenStreams::LeaveAll(const std::string& reason) {
     }
   }
   // Outside mu_: a stream may end (and OnDone run) inside Leave().
-  for (BatchStreamReactor* stream : streams) stream->Leave(reason);
+  for (BatchStreamReactor* stream : streams) {
+    stream->Leave(reason);
+  }
 }
 
 // A stream refused before it starts (authentication): finishes at once.
@@ -497,11 +540,15 @@ class DataServiceImpl final : public DataServiceBase {
                                            const v1::DatasetInfoRequest* request,
                                            v1::DatasetInfo* info) override {
     grpc::Status status = Authorize(*context);
-    if (status.ok()) status = RefuseIfLeaving();
+    if (status.ok()) {
+      status = RefuseIfLeaving();
+    }
     if (status.ok()) {
       activity_.Touch();
       absl::StatusOr<v1::DatasetInfo> described = service_.Info(request->pipeline());
-      if (!described.ok()) return Finished(context, ToGrpcStatus(described.status()));
+      if (!described.ok()) {
+        return Finished(context, ToGrpcStatus(described.status()));
+      }
       *info = *std::move(described);
       if (pixel_listener_ != nullptr) {
         info->set_pixel_port(pixel_listener_->port());
@@ -516,8 +563,12 @@ class DataServiceImpl final : public DataServiceBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamBatches(
       grpc::CallbackServerContext* context) override {
     grpc::Status status = Authorize(*context);
-    if (status.ok()) status = RefuseIfLeaving();
-    if (!status.ok()) return new RejectedStream(status);
+    if (status.ok()) {
+      status = RefuseIfLeaving();
+    }
+    if (!status.ok()) {
+      return new RejectedStream(status);
+    }
     if (!activity_.TryOpenStream(max_streams_)) {
       return new RejectedStream(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -557,7 +608,9 @@ class DataServiceImpl final : public DataServiceBase {
   // UNAUTHENTICATED unless the call carries the server's token (when it has
   // one), compared in constant time.
   grpc::Status Authorize(const grpc::CallbackServerContext& context) const {
-    if (auth_token_.empty()) return grpc::Status::OK;
+    if (auth_token_.empty()) {
+      return grpc::Status::OK;
+    }
     const auto& metadata = context.client_metadata();
     const auto it = metadata.find(kAuthTokenMetadataKey);
     if (it != metadata.end() &&
@@ -570,7 +623,9 @@ class DataServiceImpl final : public DataServiceBase {
 
   grpc::Status RefuseIfLeaving() const {
     const std::string reason = open_streams_.leave_reason();
-    if (reason.empty()) return grpc::Status::OK;
+    if (reason.empty()) {
+      return grpc::Status::OK;
+    }
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         absl::StrCat("the data server is leaving: ", reason));
   }
@@ -626,7 +681,9 @@ class GrpcDataServer final : public DataServer {
       }
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address, ": ", why));
     }
-    if (pixel_listener_ != nullptr) pixel_listener_->SetServicePort(port_);
+    if (pixel_listener_ != nullptr) {
+      pixel_listener_->SetServicePort(port_);
+    }
     return absl::OkStatus();
   }
 
@@ -634,7 +691,9 @@ class GrpcDataServer final : public DataServer {
 
   void RequestStop(const std::string& reason) override {
     absl::MutexLock lock(&mu_);
-    if (stop_reason_.empty()) stop_reason_ = reason;
+    if (stop_reason_.empty()) {
+      stop_reason_ = reason;
+    }
   }
 
   absl::Status Wait() override {
@@ -698,21 +757,24 @@ struct PixelChannels {
 
 absl::StatusOr<PixelChannels> ListenForPixelChannels(const DataServerOptions& options) {
   PixelChannels channels;
-  if (options.pixel_port < 0) return channels;
+  if (options.pixel_port < 0) {
+    return channels;
+  }
   if (!options.tls.cert_file.empty()) {
     LogInfo("pixel channels off: TLS is on and they are plaintext; pixels go through gRPC");
     return channels;
   }
   // Batches live in shared memory only when a same-host loader can be told
   // where: through a pixel channel.
-  if (options.same_host_pixels) channels.shared_regions = SharedRegions::Create();
+  if (options.same_host_pixels) {
+    channels.shared_regions = SharedRegions::Create();
+  }
   ASSIGN_OR_RETURN(const HostPort address, SplitHostPort(options.address));
-  ASSIGN_OR_RETURN(channels.listener,
-                   PixelChannelListener::Listen(address.host, options.pixel_port, {},
-                                                channels.shared_regions));
-  LogInfo("pixel channels on port %d%s", channels.listener->port(),
-          channels.listener->local_socket().empty() ? ""
-                                                    : ", same-host loaders through shared memory");
+  ASSIGN_OR_RETURN(channels.listener, PixelChannelListener::Listen(address.host, options.pixel_port,
+                                                                   {}, channels.shared_regions));
+  LogInfo(
+      "pixel channels on port %d%s", channels.listener->port(),
+      channels.listener->local_socket().empty() ? "" : ", same-host loaders through shared memory");
   return channels;
 }
 

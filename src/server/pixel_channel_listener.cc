@@ -27,10 +27,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "src/common/log.h"
+#include "src/common/net/tcp_address.h"
 #include "src/common/net/unique_fd.h"
 #include "src/common/net/unix_socket.h"
 #include "src/common/status_macros.h"
-#include "src/common/net/tcp_address.h"
 
 namespace heterodl {
 namespace {
@@ -86,7 +86,7 @@ class ListenerCore {
  private:
   struct ChannelState {
     PixelTicket ticket{};
-    UniqueFd socket;  // none until the loader's connection arrives
+    UniqueFd socket;     // none until the loader's connection arrives
     bool local = false;  // a same-host loader, on the Unix socket
     absl::Time attach_deadline;
     std::deque<QueuedPixels> queue;
@@ -182,10 +182,14 @@ void ListenerCore::Run() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) break;
+      if (stopping_) {
+        break;
+      }
     }
     const int count = epoll_wait(epoll_.get(), events, 64, busy ? 0 : 100);
-    for (int i = 0; i < count; ++i) HandleEvent(events[i].data.fd, events[i].events);
+    for (int i = 0; i < count; ++i) {
+      HandleEvent(events[i].data.fd, events[i].events);
+    }
     {
       absl::MutexLock lock(&mu_);
       QueueForgetsLocked();
@@ -198,9 +202,15 @@ void ListenerCore::Run() {
     absl::MutexLock lock(&mu_);
     // The server is going: its memory is about to go with it, and the pixels
     // a loader has not copied yet are lost to that loader either way.
-    while (!channels_.empty()) BreakLocked(channels_.begin()->first, "", /*loader_gone=*/true);
-    while (!lingering_.empty()) EndLingeringLocked(lingering_.begin()->first, false);
-    while (!unpaired_.empty()) CloseUnpairedLocked(unpaired_.begin()->first);
+    while (!channels_.empty()) {
+      BreakLocked(channels_.begin()->first, "", /*loader_gone=*/true);
+    }
+    while (!lingering_.empty()) {
+      EndLingeringLocked(lingering_.begin()->first, false);
+    }
+    while (!unpaired_.empty()) {
+      CloseUnpairedLocked(unpaired_.begin()->first);
+    }
     stopped_ = true;
   }
   RunCallbacks();
@@ -210,7 +220,9 @@ void ListenerCore::Run() {
 }
 
 void ListenerCore::HandleEvent(int fd, uint32_t events) {
-  if (fd == listen_socket_.get()) return AcceptAll(fd, /*local=*/false);
+  if (fd == listen_socket_.get()) {
+    return AcceptAll(fd, /*local=*/false);
+  }
   if (local_listen_socket_.valid() && fd == local_listen_socket_.get()) {
     return AcceptAll(fd, /*local=*/true);
   }
@@ -220,7 +232,9 @@ void ListenerCore::HandleEvent(int fd, uint32_t events) {
     return;
   }
   absl::MutexLock lock(&mu_);
-  if (auto it = unpaired_.find(fd); it != unpaired_.end()) return ReadHelloLocked(fd, it->second);
+  if (auto it = unpaired_.find(fd); it != unpaired_.end()) {
+    return ReadHelloLocked(fd, it->second);
+  }
   if (auto it = lingering_.find(fd); it != lingering_.end()) {
     bool protocol_error = false;
     if (!ReadAcksLocked(fd, it->second.awaiting_ack, protocol_error)) {
@@ -229,7 +243,9 @@ void ListenerCore::HandleEvent(int fd, uint32_t events) {
     return;
   }
   auto it = attached_.find(fd);
-  if (it == attached_.end()) return;
+  if (it == attached_.end()) {
+    return;
+  }
   const uint64_t channel = it->second;
   if (channels_[channel].local && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
     bool protocol_error = false;
@@ -244,12 +260,16 @@ void ListenerCore::HandleEvent(int fd, uint32_t events) {
     // went wrong), or a protocol error.
     uint8_t byte;
     const ssize_t n = ::recv(fd, &byte, 1, MSG_DONTWAIT);
-    if (n > 0) return BreakLocked(channel, "a loader sent bytes on its pixel channel; closed");
+    if (n > 0) {
+      return BreakLocked(channel, "a loader sent bytes on its pixel channel; closed");
+    }
     if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       return BreakLocked(channel, "");
     }
   }
-  if (events & EPOLLOUT) channels_[channel].writable = true;
+  if (events & EPOLLOUT) {
+    channels_[channel].writable = true;
+  }
 }
 
 bool ListenerCore::ReadAcksLocked(int fd, std::deque<QueuedPixels>& awaiting,
@@ -257,9 +277,15 @@ bool ListenerCore::ReadAcksLocked(int fd, std::deque<QueuedPixels>& awaiting,
   uint8_t acks[256];
   while (true) {
     const ssize_t n = ::recv(fd, acks, sizeof(acks), MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    if (n <= 0) return false;  // the loader's end is closed: it reads no more
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return true;
+    }
+    if (n <= 0) {
+      return false;  // the loader's end is closed: it reads no more
+    }
     for (ssize_t i = 0; i < n; ++i) {
       if (acks[i] != kPixelAck || awaiting.empty()) {
         protocol_error = true;
@@ -273,11 +299,14 @@ bool ListenerCore::ReadAcksLocked(int fd, std::deque<QueuedPixels>& awaiting,
 
 void ListenerCore::EndLingeringLocked(int fd, bool timed_out) {
   auto it = lingering_.find(fd);
-  if (it == lingering_.end()) return;
+  if (it == lingering_.end()) {
+    return;
+  }
   if (timed_out) {
-    LogWarning("a same-host loader kept its ended pixel channel open for %s; its %d batches' "
-               "memory is reused",
-               absl::FormatDuration(limits_.linger_timeout), it->second.awaiting_ack.size());
+    LogWarning(
+        "a same-host loader kept its ended pixel channel open for %s; its %d batches' "
+        "memory is reused",
+        absl::FormatDuration(limits_.linger_timeout), it->second.awaiting_ack.size());
   }
   for (QueuedPixels& queued : it->second.awaiting_ack) {
     callbacks_.emplace_back(std::move(queued.sent), false);
@@ -303,7 +332,9 @@ void ListenerCore::QueueForgetsLocked() {
   }
   for (uint64_t region : freed) {
     for (auto& [id, state] : channels_) {
-      if (state.regions_sent.erase(region) == 0) continue;
+      if (state.regions_sent.erase(region) == 0) {
+        continue;
+      }
       QueuedPixels forget;
       forget.record = PixelRecord{PixelRecordKind::kForget, 0, region, 0, 0};
       state.queue.push_back(std::move(forget));
@@ -320,14 +351,18 @@ void ListenerCore::DescribeLocked(ChannelState& state, QueuedPixels& queued) {
   }
   queued.record =
       PixelRecord{PixelRecordKind::kShared, 0, span->region, span->offset, queued.pixels.size};
-  if (state.regions_sent.insert(span->region).second) queued.attach_fd = span->fd;
+  if (state.regions_sent.insert(span->region).second) {
+    queued.attach_fd = span->fd;
+  }
 }
 
 void ListenerCore::AcceptAll(int listen_socket, bool local) {
   while (true) {
     UniqueFd socket(::accept4(listen_socket, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!socket.valid()) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EINTR || errno == ECONNABORTED) {
+        continue;
+      }
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         LogWarning("pixel channel port: accept: %s", ErrnoText(errno));
       }
@@ -342,7 +377,9 @@ void ListenerCore::AcceptAll(int listen_socket, bool local) {
     epoll_event event{};
     event.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     event.data.fd = socket.get();
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, socket.get(), &event) != 0) continue;
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, socket.get(), &event) != 0) {
+      continue;
+    }
     Unpaired& unpaired = unpaired_[socket.get()];
     unpaired.local = local;
     unpaired.deadline = absl::Now() + limits_.attach_timeout;
@@ -359,15 +396,21 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
       unpaired.received += static_cast<size_t>(n);
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return;
+    }
     return CloseUnpairedLocked(fd);  // gone before pairing
   }
   // Bytes after the hello, or the connection's end: either way it is done.
   uint8_t byte;
   const bool ended = ::recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK) >= 0;
   if (was_presented) {
-    if (ended) CloseUnpairedLocked(fd);
+    if (ended) {
+      CloseUnpairedLocked(fd);
+    }
     return;
   }
   if (std::memcmp(unpaired.hello, kPixelChannelMagic, sizeof(kPixelChannelMagic)) != 0) {
@@ -381,13 +424,19 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
   std::memcpy(ticket.data(), unpaired.hello + sizeof(kPixelChannelMagic), ticket.size());
   if (auto claimed = claimed_.find(ticket); claimed != claimed_.end()) {
     const uint64_t channel = claimed->second;
-    if (channels_[channel].socket.valid()) return CloseUnpairedLocked(fd);  // a second one
+    if (channels_[channel].socket.valid()) {
+      return CloseUnpairedLocked(fd);  // a second one
+    }
     AttachLocked(channel, TakeUnpairedLocked(fd));
     // A loader already gone breaks its channel now, not at the deadline.
-    if (ended) BreakLocked(channel, "", /*loader_gone=*/true);
+    if (ended) {
+      BreakLocked(channel, "", /*loader_gone=*/true);
+    }
     return;
   }
-  if (ended) return CloseUnpairedLocked(fd);
+  if (ended) {
+    return CloseUnpairedLocked(fd);
+  }
   if (auto [it, inserted] = presented_.emplace(ticket, fd); !inserted && it->second != fd) {
     return CloseUnpairedLocked(fd);  // the ticket is taken
   }
@@ -422,7 +471,9 @@ ListenerCore::Unpaired ListenerCore::TakeUnpairedLocked(int fd) {
 
 void ListenerCore::CloseUnpairedLocked(int fd) {
   auto it = unpaired_.find(fd);
-  if (it == unpaired_.end()) return;
+  if (it == unpaired_.end()) {
+    return;
+  }
   if (it->second.received == kPixelChannelHelloBytes) {
     PixelTicket ticket;
     std::memcpy(ticket.data(), it->second.hello + sizeof(kPixelChannelMagic), ticket.size());
@@ -437,10 +488,16 @@ void ListenerCore::CloseUnpairedLocked(int fd) {
 
 void ListenerCore::BreakLocked(uint64_t channel, const std::string& why, bool loader_gone) {
   auto it = channels_.find(channel);
-  if (it == channels_.end()) return;
+  if (it == channels_.end()) {
+    return;
+  }
   ChannelState& state = it->second;
-  if (!why.empty()) LogWarning("%s", why);
-  for (QueuedPixels& queued : state.queue) callbacks_.emplace_back(std::move(queued.sent), false);
+  if (!why.empty()) {
+    LogWarning("%s", why);
+  }
+  for (QueuedPixels& queued : state.queue) {
+    callbacks_.emplace_back(std::move(queued.sent), false);
+  }
   if (state.socket.valid()) {
     const int fd = state.socket.get();
     attached_.erase(fd);
@@ -479,14 +536,22 @@ void ListenerCore::SweepLocked() {
   }
   std::vector<int> expired;
   for (const auto& [fd, unpaired] : unpaired_) {
-    if (now > unpaired.deadline) expired.push_back(fd);
+    if (now > unpaired.deadline) {
+      expired.push_back(fd);
+    }
   }
-  for (int fd : expired) CloseUnpairedLocked(fd);
+  for (int fd : expired) {
+    CloseUnpairedLocked(fd);
+  }
   expired.clear();
   for (const auto& [fd, lingering] : lingering_) {
-    if (now > lingering.deadline) expired.push_back(fd);
+    if (now > lingering.deadline) {
+      expired.push_back(fd);
+    }
   }
-  for (int fd : expired) EndLingeringLocked(fd, /*timed_out=*/true);
+  for (int fd : expired) {
+    EndLingeringLocked(fd, /*timed_out=*/true);
+  }
 }
 
 bool ListenerCore::FlushAll() {
@@ -494,13 +559,19 @@ bool ListenerCore::FlushAll() {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, state] : channels_) {
-      if (state.socket.valid() && state.writable && !state.queue.empty()) ready.push_back(id);
+      if (state.socket.valid() && state.writable && !state.queue.empty()) {
+        ready.push_back(id);
+      }
     }
   }
-  for (uint64_t id : ready) Flush(id);
+  for (uint64_t id : ready) {
+    Flush(id);
+  }
   absl::MutexLock lock(&mu_);
   for (const auto& [id, state] : channels_) {
-    if (state.socket.valid() && state.writable && !state.queue.empty()) return true;
+    if (state.socket.valid() && state.writable && !state.queue.empty()) {
+      return true;
+    }
   }
   return false;
 }
@@ -516,13 +587,17 @@ void ListenerCore::Flush(uint64_t channel) {
     {
       absl::MutexLock lock(&mu_);
       auto it = channels_.find(channel);
-      if (it == channels_.end() || !it->second.writable || it->second.queue.empty()) return;
+      if (it == channels_.end() || !it->second.writable || it->second.queue.empty()) {
+        return;
+      }
       ChannelState& state = it->second;
       QueuedPixels& front = state.queue.front();
       fd = state.socket.get();
       // Described when it reaches the front, so the loader gets a region's
       // memfd with the first record it reads that names the region.
-      if (state.local && !front.record) DescribeLocked(state, front);
+      if (state.local && !front.record) {
+        DescribeLocked(state, front);
+      }
       if (front.record && front.record_sent < sizeof(PixelRecord)) {
         record = true;
         data = reinterpret_cast<const uint8_t*>(&*front.record) + front.record_sent;
@@ -545,7 +620,9 @@ void ListenerCore::Flush(uint64_t channel) {
     absl::MutexLock lock(&mu_);
     ChannelState& state = channels_[channel];
     if (n < 0) {
-      if (error == EINTR) continue;
+      if (error == EINTR) {
+        continue;
+      }
       if (error == EAGAIN || error == EWOULDBLOCK) {
         state.writable = false;
         return;
@@ -561,8 +638,12 @@ void ListenerCore::Flush(uint64_t channel) {
     QueuedPixels& front = state.queue.front();
     if (record) {
       front.record_sent += static_cast<size_t>(n);
-      if (n > 0) front.attach_fd = -1;  // it went with the first byte
-      if (front.record_sent < sizeof(PixelRecord)) continue;
+      if (n > 0) {
+        front.attach_fd = -1;  // it went with the first byte
+      }
+      if (front.record_sent < sizeof(PixelRecord)) {
+        continue;
+      }
       if (front.record->kind == PixelRecordKind::kShared) {
         state.awaiting_ack.push_back(std::move(front));
         state.queue.pop_front();
@@ -586,13 +667,17 @@ void ListenerCore::RunCallbacks() {
     callbacks.swap(callbacks_);
   }
   for (auto& [callback, sent] : callbacks) {
-    if (callback) callback(sent);
+    if (callback) {
+      callback(sent);
+    }
   }
 }
 
 absl::StatusOr<uint64_t> ListenerCore::Claim(const PixelTicket& ticket) {
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("the pixel channel port is closing");
+  if (stopping_) {
+    return absl::UnavailableError("the pixel channel port is closing");
+  }
   if (claimed_.count(ticket) > 0) {
     return absl::AlreadyExistsError("pixel channel ticket claimed twice");
   }
@@ -614,7 +699,9 @@ void ListenerCore::Send(uint64_t channel, OutgoingPixels pixels, PixelChannel::S
   absl::MutexLock lock(&mu_);
   // After the loop has stopped nothing would run the callback: it is dropped
   // (the listener outlives the streams that send, see data_server.cc).
-  if (stopped_) return;
+  if (stopped_) {
+    return;
+  }
   auto it = channels_.find(channel);
   if (it == channels_.end() || it->second.close_requested) {
     callbacks_.emplace_back(std::move(sent), false);
@@ -627,7 +714,9 @@ void ListenerCore::Send(uint64_t channel, OutgoingPixels pixels, PixelChannel::S
 void ListenerCore::Close(uint64_t channel) {
   absl::MutexLock lock(&mu_);
   auto it = channels_.find(channel);
-  if (it == channels_.end()) return;
+  if (it == channels_.end()) {
+    return;
+  }
   it->second.close_requested = true;
   WakeLocked();
 }
@@ -658,14 +747,17 @@ class EpollPixelChannelListener final : public PixelChannelListener {
         regions_(std::move(regions)),
         thread_([core = core_] { core->Run(); }) {
     if (regions_ != nullptr) {
-      regions_->SetReleaseListener(
-          [weak = std::weak_ptr<ListenerCore>(core_)](uint64_t region) {
-            if (std::shared_ptr<ListenerCore> core = weak.lock()) core->RegionFreed(region);
-          });
+      regions_->SetReleaseListener([weak = std::weak_ptr<ListenerCore>(core_)](uint64_t region) {
+        if (std::shared_ptr<ListenerCore> core = weak.lock()) {
+          core->RegionFreed(region);
+        }
+      });
     }
   }
   ~EpollPixelChannelListener() override {
-    if (regions_ != nullptr) regions_->SetReleaseListener({});
+    if (regions_ != nullptr) {
+      regions_->SetReleaseListener({});
+    }
     core_->Stop();
     thread_.join();
   }
@@ -676,7 +768,9 @@ class EpollPixelChannelListener final : public PixelChannelListener {
 
   absl::StatusOr<std::shared_ptr<PixelChannel>> Claim(const PixelTicket& ticket) override {
     absl::StatusOr<uint64_t> id = core_->Claim(ticket);
-    if (!id.ok()) return id.status();
+    if (!id.ok()) {
+      return id.status();
+    }
     return std::make_shared<EpollPixelChannel>(core_, *id);
   }
 
@@ -712,7 +806,9 @@ absl::StatusOr<std::unique_ptr<PixelChannelListener>> PixelChannelListener::List
     std::shared_ptr<SharedRegions> shared_regions) {
   const std::string where = absl::StrCat(host, ":", port);
   absl::StatusOr<AddressInfo> addresses = ResolveTcp(host, port, /*passive=*/true);
-  if (!addresses.ok()) return addresses.status();
+  if (!addresses.ok()) {
+    return addresses.status();
+  }
   // IPv4 first: "localhost" then binds where most clients look first.
   const addrinfo* chosen = addresses->get();
   for (const addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
@@ -753,7 +849,9 @@ absl::StatusOr<std::unique_ptr<PixelChannelListener>> PixelChannelListener::List
   std::string local_name;
   if (shared_regions != nullptr) {
     absl::StatusOr<std::pair<UniqueFd, std::string>> local = ListenLocal();
-    if (!local.ok()) return local.status();
+    if (!local.ok()) {
+      return local.status();
+    }
     std::tie(local_socket, local_name) = *std::move(local);
     epoll_event local_event{};
     local_event.events = EPOLLIN | EPOLLET;
@@ -762,12 +860,11 @@ absl::StatusOr<std::unique_ptr<PixelChannelListener>> PixelChannelListener::List
       return absl::UnavailableError(absl::StrCat("pixel channel port: epoll: ", ErrnoText(errno)));
     }
   }
-  auto core = std::make_shared<ListenerCore>(std::move(socket), std::move(local_socket),
-                                             std::move(epoll), std::move(wake), limits,
-                                             shared_regions);
-  return std::make_unique<EpollPixelChannelListener>(std::move(core), bound_port,
-                                                     std::move(local_name),
-                                                     std::move(shared_regions));
+  auto core =
+      std::make_shared<ListenerCore>(std::move(socket), std::move(local_socket), std::move(epoll),
+                                     std::move(wake), limits, shared_regions);
+  return std::make_unique<EpollPixelChannelListener>(
+      std::move(core), bound_port, std::move(local_name), std::move(shared_regions));
 }
 
 }  // namespace heterodl

@@ -9,9 +9,13 @@
 namespace heterodl {
 
 SamplePool::SamplePool(int threads, int nice) {
-  if (threads < 1) threads = 1;
+  if (threads < 1) {
+    threads = 1;
+  }
   threads_.reserve(threads);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, nice] { WorkLoop(nice); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, nice] { WorkLoop(nice); });
+  }
 }
 
 SamplePool::~SamplePool() {
@@ -19,7 +23,9 @@ SamplePool::~SamplePool() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  for (std::thread& thread : threads_) thread.join();
+  for (std::thread& thread : threads_) {
+    thread.join();
+  }
 }
 
 SamplePool::QueueId SamplePool::OpenQueue() {
@@ -32,27 +38,37 @@ SamplePool::QueueId SamplePool::OpenQueue() {
 void SamplePool::CloseQueue(QueueId id) {
   absl::MutexLock lock(&mu_);
   auto it = queues_.find(id);
-  if (it == queues_.end()) return;
+  if (it == queues_.end()) {
+    return;
+  }
   it->second.closed = true;
   // A queue with jobs stays until a worker has dropped them all.
-  if (it->second.jobs.empty()) queues_.erase(it);
+  if (it->second.jobs.empty()) {
+    queues_.erase(it);
+  }
 }
 
 void SamplePool::Submit(QueueId id, Job job) {
   auto state = std::make_shared<JobState>();
   state->job = std::move(job);
-  if (state->job.items < 1) state->job.items = 1;
+  if (state->job.items < 1) {
+    state->job.items = 1;
+  }
   absl::MutexLock lock(&mu_);
   // An unknown queue was closed and emptied: the job is dropped like its
   // jobs were, by a worker, so `done` never runs on the caller's thread.
   auto [it, inserted] = queues_.try_emplace(id);
-  if (inserted) it->second.closed = true;
+  if (inserted) {
+    it->second.closed = true;
+  }
   it->second.jobs.push_back(std::move(state));
   ScheduleLocked(id, it->second);
 }
 
 void SamplePool::ScheduleLocked(QueueId id, Queue& queue) {
-  if (queue.in_rotation || queue.jobs.empty()) return;
+  if (queue.in_rotation || queue.jobs.empty()) {
+    return;
+  }
   queue.in_rotation = true;
   turn_order_.push_back(id);
 }
@@ -74,7 +90,9 @@ SamplePool::Work SamplePool::TakeLocked() {
   } else {
     work.item = work.job->next_item++;
     ++work.job->running;
-    if (work.job->next_item == work.job->job.items) queue.jobs.pop_front();
+    if (work.job->next_item == work.job->job.items) {
+      queue.jobs.pop_front();
+    }
   }
   if (!queue.jobs.empty()) {
     ScheduleLocked(id, queue);
@@ -87,7 +105,9 @@ SamplePool::Work SamplePool::TakeLocked() {
 void SamplePool::WorkLoop(int nice) {
   // Linux applies a thread's nice to that thread alone. Failure (a
   // sandbox refusing it) only costs the priority.
-  if (nice > 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
+  if (nice > 0) {
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
+  }
   while (true) {
     Work work;
     {
@@ -97,21 +117,29 @@ void SamplePool::WorkLoop(int nice) {
             return pool->stopping_ || pool->HasWorkLocked();
           },
           this));
-      if (!HasWorkLocked()) return;  // stopping, and every job dropped
+      if (!HasWorkLocked()) {
+        return;  // stopping, and every job dropped
+      }
       work = TakeLocked();
     }
-    if (work.item >= 0) work.job->job.run(work.item);
+    if (work.item >= 0) {
+      work.job->job.run(work.item);
+    }
     bool finished;
     bool completed;
     {
       absl::MutexLock lock(&mu_);
-      if (work.item >= 0) --work.job->running;
+      if (work.item >= 0) {
+        --work.job->running;
+      }
       // Exactly one worker sees the job finish: the one whose item (or
       // drop) brought `running` to zero with nothing left to hand out.
       finished = FinishedLocked(*work.job) && !std::exchange(work.job->finished, true);
       completed = !work.job->dropped;
     }
-    if (finished) work.job->job.done(completed);
+    if (finished) {
+      work.job->job.done(completed);
+    }
   }
 }
 

@@ -56,7 +56,9 @@ absl::StatusOr<std::optional<TrainingState>> LoadCheckpoint(const std::string& d
                                                             torch::optim::Optimizer& optimizer) {
   const std::filesystem::path path = std::filesystem::path(dir) / kFileName;
   std::error_code exists_error;
-  if (!std::filesystem::exists(path, exists_error)) return std::optional<TrainingState>();
+  if (!std::filesystem::exists(path, exists_error)) {
+    return std::optional<TrainingState>();
+  }
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path.string());
@@ -72,7 +74,7 @@ absl::StatusOr<std::optional<TrainingState>> LoadCheckpoint(const std::string& d
                        " parameter tensors, this one has ", parameters.size(), ")"));
     }
     torch::NoGradGuard no_grad;
-    auto restore = [&](const std::string& key, torch::Tensor target) -> absl::Status {
+    auto restore = [&](const std::string& key, const torch::Tensor& target) -> absl::Status {
       torch::Tensor saved;
       archive.read(key, saved);
       if (!saved.sizes().equals(target.sizes())) {
@@ -85,11 +87,15 @@ absl::StatusOr<std::optional<TrainingState>> LoadCheckpoint(const std::string& d
     };
     for (size_t i = 0; i < parameters.size(); ++i) {
       absl::Status restored = restore(absl::StrCat("parameter.", i), parameters[i]);
-      if (!restored.ok()) return restored;
+      if (!restored.ok()) {
+        return restored;
+      }
     }
     for (size_t i = 0; i < buffers.size(); ++i) {
       absl::Status restored = restore(absl::StrCat("buffer.", i), buffers[i]);
-      if (!restored.ok()) return restored;
+      if (!restored.ok()) {
+        return restored;
+      }
     }
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);

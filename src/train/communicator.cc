@@ -18,7 +18,9 @@ class BackendCollective final : public PendingCollective {
   explicit BackendCollective(absl::Status result) : result_(std::move(result)) {}
 
   absl::Status Wait() override {
-    if (work_ == nullptr) return result_;
+    if (work_ == nullptr) {
+      return result_;
+    }
     try {
       work_->wait();
     } catch (const std::exception& error) {
@@ -44,7 +46,9 @@ class BackendCommunicator final : public Communicator {
         rank_(rank),
         world_size_(world_size) {}
   ~BackendCommunicator() override {
-    if (shut_down_) return;
+    if (shut_down_) {
+      return;
+    }
     try {
       backend_->abort();
     } catch (const std::exception&) {
@@ -53,7 +57,9 @@ class BackendCommunicator final : public Communicator {
   }
 
   absl::Status Shutdown() override {
-    if (shut_down_) return absl::OkStatus();
+    if (shut_down_) {
+      return absl::OkStatus();
+    }
     shut_down_ = true;
     try {
       backend_->shutdown();
@@ -64,7 +70,9 @@ class BackendCommunicator final : public Communicator {
   }
 
   std::unique_ptr<PendingCollective> StartAllReduceSum(at::Tensor tensor) override {
-    if (world_size_ == 1) return std::make_unique<BackendCollective>(absl::OkStatus());
+    if (world_size_ == 1) {
+      return std::make_unique<BackendCollective>(absl::OkStatus());
+    }
     try {
       std::vector<at::Tensor> tensors{std::move(tensor)};
       return std::make_unique<BackendCollective>(backend_->allreduce(tensors), name_);
@@ -75,7 +83,9 @@ class BackendCommunicator final : public Communicator {
   }
 
   absl::Status Broadcast(at::Tensor tensor) override {
-    if (world_size_ == 1) return absl::OkStatus();
+    if (world_size_ == 1) {
+      return absl::OkStatus();
+    }
     try {
       std::vector<at::Tensor> tensors{std::move(tensor)};
       backend_->broadcast(tensors)->wait();

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,7 +37,9 @@ class Communicator {
   // same collectives in the same order. `tensor` must stay alive until Wait().
   virtual std::unique_ptr<PendingCollective> StartAllReduceSum(at::Tensor tensor) = 0;
   // Replaces `tensor` by its sum over all ranks.
-  absl::Status AllReduceSum(at::Tensor tensor) { return StartAllReduceSum(tensor)->Wait(); }
+  absl::Status AllReduceSum(at::Tensor tensor) {
+    return StartAllReduceSum(std::move(tensor))->Wait();
+  }
   // Replaces `tensor` by rank 0's.
   virtual absl::Status Broadcast(at::Tensor tensor) = 0;
   virtual int rank() const = 0;

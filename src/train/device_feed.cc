@@ -19,7 +19,9 @@ constexpr float kStd[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
 
 absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int local_rank) {
   const bool cuda = torch::cuda::is_available();
-  if (requested == "cpu" || (requested == "auto" && !cuda)) return torch::Device(torch::kCPU);
+  if (requested == "cpu" || (requested == "auto" && !cuda)) {
+    return torch::Device(torch::kCPU);
+  }
   if (requested != "auto" && requested != "cuda") {
     return absl::InvalidArgumentError(
         absl::StrCat("--device '", requested, "': expected auto, cpu or cuda"));
@@ -27,6 +29,8 @@ absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int loc
   if (!cuda) {
     return absl::FailedPreconditionError("--device cuda: no CUDA device is usable here");
   }
+  // A count (c10's DeviceIndex is a signed char), never negative.
+  // NOLINTNEXTLINE(bugprone-signed-char-misuse)
   const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
   if (local_rank >= count) {
     return absl::FailedPreconditionError(absl::StrCat("local rank ", local_rank, " needs GPU ",
@@ -57,7 +61,9 @@ absl::StatusOr<std::optional<DeviceBatch>> BatchFeeder::Next() {
   const absl::Time wait_start = absl::Now();
   ASSIGN_OR_RETURN(std::optional<Batch> batch, loader_.Next());
   last_wait_ms_ = absl::ToDoubleMilliseconds(absl::Now() - wait_start);
-  if (!batch) return std::optional<DeviceBatch>();
+  if (!batch) {
+    return std::optional<DeviceBatch>();
+  }
   DeviceBatch out;
   out.host = *std::move(batch);
   const Batch& host = out.host;
@@ -67,7 +73,9 @@ absl::StatusOr<std::optional<DeviceBatch>> BatchFeeder::Next() {
       out.host.images.data(), {host.size(), host.height, host.width, host.channels}, torch::kUInt8);
   torch::Tensor labels = torch::from_blob(out.host.labels.data(), {host.size()}, torch::kInt64);
   position_ = {host.epoch, host.index + 1};
-  if (!convert_) return std::optional<DeviceBatch>(std::move(out));
+  if (!convert_) {
+    return std::optional<DeviceBatch>(std::move(out));
+  }
   const bool non_blocking = device_.is_cuda();
   pixels = pixels.to(device_, /*non_blocking=*/non_blocking);
   out.labels = labels.to(device_, /*non_blocking=*/non_blocking);

@@ -49,11 +49,15 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, Communicato
 
 void GradientReducer::OnGradient(size_t parameter, const at::Tensor& gradient) {
   absl::MutexLock lock(&mu_);
-  if (arrived_[parameter]) return;  // used twice in one graph: counted once
+  if (arrived_[parameter]) {
+    return;  // used twice in one graph: counted once
+  }
   arrived_[parameter] = true;
   Bucket& bucket = buckets_[bucket_of_[parameter]];
   size_t slot = 0;
-  while (bucket.parameters[slot] != parameter) ++slot;
+  while (bucket.parameters[slot] != parameter) {
+    ++slot;
+  }
   bucket.flat.narrow(0, bucket.offsets[slot], gradient.numel()).copy_(gradient.reshape({-1}));
   ++bucket.ready;
   const size_t before = next_bucket_;
@@ -73,10 +77,14 @@ absl::Status GradientReducer::FinishStep() {
   absl::MutexLock lock(&mu_);
   // Parameters backward did not reach (unused this step) contribute zeros.
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    if (arrived_[i]) continue;
+    if (arrived_[i]) {
+      continue;
+    }
     Bucket& bucket = buckets_[bucket_of_[i]];
     size_t slot = 0;
-    while (bucket.parameters[slot] != i) ++slot;
+    while (bucket.parameters[slot] != i) {
+      ++slot;
+    }
     bucket.flat.narrow(0, bucket.offsets[slot], parameters_[i].numel()).zero_();
     ++bucket.ready;
   }
@@ -86,7 +94,9 @@ absl::Status GradientReducer::FinishStep() {
   for (Bucket& bucket : buckets_) {
     if (bucket.pending != nullptr) {
       absl::Status waited = bucket.pending->Wait();
-      if (status.ok()) status = waited;
+      if (status.ok()) {
+        status = waited;
+      }
       bucket.pending.reset();
     }
     if (status.ok()) {

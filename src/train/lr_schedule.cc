@@ -9,8 +9,12 @@
 namespace heterodl {
 
 double LrSchedule::At(int64_t step) const {
-  if (step < warmup_steps) return base * static_cast<double>(step + 1) / warmup_steps;
-  if (kind == Kind::kConstant) return base;
+  if (step < warmup_steps) {
+    return base * static_cast<double>(step + 1) / warmup_steps;
+  }
+  if (kind == Kind::kConstant) {
+    return base;
+  }
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - warmup_steps);
   const double progress =
       std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps));
@@ -18,8 +22,12 @@ double LrSchedule::At(int64_t step) const {
 }
 
 absl::StatusOr<LrSchedule::Kind> ParseLrScheduleKind(const std::string& name) {
-  if (name == "constant") return LrSchedule::Kind::kConstant;
-  if (name == "cosine") return LrSchedule::Kind::kCosine;
+  if (name == "constant") {
+    return LrSchedule::Kind::kConstant;
+  }
+  if (name == "cosine") {
+    return LrSchedule::Kind::kCosine;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown learning-rate schedule '", name, "' (constant or cosine)"));
 }

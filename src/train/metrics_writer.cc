@@ -19,7 +19,9 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
   if (!path.empty()) {
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     std::error_code ignored;  // fopen reports what matters
-    if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
+    if (!parent.empty()) {
+      std::filesystem::create_directories(parent, ignored);
+    }
     file = std::fopen(path.c_str(), append ? "a" : "w");
     if (file == nullptr) {
       return absl::UnavailableError(
@@ -30,7 +32,9 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
 }
 
 MetricsWriter::~MetricsWriter() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (file_ != nullptr) {
+    std::fclose(file_);
+  }
 }
 
 void MetricsWriter::RecordStep(const StepRecord& record) {
@@ -40,7 +44,9 @@ void MetricsWriter::RecordStep(const StepRecord& record) {
   totals_.data_wait_ms += record.data_wait_ms;
   totals_.last_loss = record.loss;
   totals_.failed_samples += record.failed_samples;
-  if (file_ == nullptr) return;
+  if (file_ == nullptr) {
+    return;
+  }
   v1::StepMetrics metrics;
   metrics.set_step(record.step);
   metrics.set_epoch(record.epoch);
@@ -69,7 +75,9 @@ void MetricsWriter::RecordStep(const StepRecord& record) {
 }
 
 void MetricsWriter::WriteLine(const std::string& line) {
-  if (file_ == nullptr || failed_) return;
+  if (file_ == nullptr || failed_) {
+    return;
+  }
   if (std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0) {
     return;
   }

@@ -42,7 +42,7 @@ class SmallCnnImpl : public nn::Module {
       : features_(register_module("features", SmallCnnFeatures())),
         classifier_(register_module("classifier", nn::Linear(64, num_classes))) {}
 
-  torch::Tensor forward(torch::Tensor input) {
+  torch::Tensor forward(const torch::Tensor& input) {
     return classifier_->forward(features_->forward(input).mean({2, 3}));
   }
 
@@ -94,11 +94,13 @@ class ResidualBlockImpl : public nn::Module {
     }
   }
 
-  torch::Tensor forward(torch::Tensor x) {
+  torch::Tensor forward(const torch::Tensor& x) {
     torch::Tensor out = x;
     for (size_t i = 0; i < convs_.size(); ++i) {
       out = norms_[i]->forward(convs_[i]->forward(out));
-      if (i + 1 < convs_.size()) out = torch::relu(out);
+      if (i + 1 < convs_.size()) {
+        out = torch::relu(out);
+      }
     }
     out += downsample_ ? downsample_->forward(x) : x;
     return torch::relu(out);
@@ -115,8 +117,7 @@ TORCH_MODULE(ResidualBlock);
 struct BasicBlock {
   static constexpr int kExpansion = 1;
   static ResidualBlock Make(int in_channels, int planes, int stride) {
-    return ResidualBlock(in_channels,
-                         std::vector<BlockLayer>{{3, planes, stride}, {3, planes, 1}});
+    return ResidualBlock(in_channels, std::vector<BlockLayer>{{3, planes, stride}, {3, planes, 1}});
   }
 };
 
@@ -125,9 +126,9 @@ struct BasicBlock {
 struct Bottleneck {
   static constexpr int kExpansion = 4;
   static ResidualBlock Make(int in_channels, int planes, int stride) {
-    return ResidualBlock(in_channels, std::vector<BlockLayer>{{1, planes, 1},
-                                                              {3, planes, stride},
-                                                              {1, planes * kExpansion, 1}});
+    return ResidualBlock(
+        in_channels,
+        std::vector<BlockLayer>{{1, planes, 1}, {3, planes, stride}, {1, planes * kExpansion, 1}});
   }
 };
 
@@ -166,7 +167,9 @@ class ResNetImpl : public nn::Module {
     nn::Sequential layer;
     layer->push_back(Block::Make(in_channels_, planes, stride));
     in_channels_ = planes * Block::kExpansion;
-    for (int i = 1; i < blocks; ++i) layer->push_back(Block::Make(in_channels_, planes, 1));
+    for (int i = 1; i < blocks; ++i) {
+      layer->push_back(Block::Make(in_channels_, planes, 1));
+    }
     return layer;
   }
 
@@ -201,13 +204,17 @@ class TorchScriptModel final : public Model {
   std::vector<torch::Tensor> Parameters() override {
     std::vector<torch::Tensor> parameters;
     for (const torch::Tensor& parameter : module_.parameters()) {
-      if (parameter.requires_grad()) parameters.push_back(parameter);
+      if (parameter.requires_grad()) {
+        parameters.push_back(parameter);
+      }
     }
     return parameters;
   }
   std::vector<torch::Tensor> Buffers() override {
     std::vector<torch::Tensor> buffers;
-    for (const torch::Tensor& buffer : module_.buffers()) buffers.push_back(buffer);
+    for (const torch::Tensor& buffer : module_.buffers()) {
+      buffers.push_back(buffer);
+    }
     return buffers;
   }
   void SetTraining(bool training) override { module_.train(training); }
@@ -222,9 +229,13 @@ class TorchScriptModel final : public Model {
 void ToChannelsLast(Model& model) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> tensors = model.Parameters();
-  for (torch::Tensor& buffer : model.Buffers()) tensors.push_back(buffer);
+  for (torch::Tensor& buffer : model.Buffers()) {
+    tensors.push_back(buffer);
+  }
   for (torch::Tensor& tensor : tensors) {
-    if (tensor.dim() == 4) tensor.set_data(tensor.contiguous(torch::MemoryFormat::ChannelsLast));
+    if (tensor.dim() == 4) {
+      tensor.set_data(tensor.contiguous(torch::MemoryFormat::ChannelsLast));
+    }
   }
 }
 

@@ -20,7 +20,9 @@ struct WithGradients {
 WithGradients Gather(torch::optim::OptimizerParamGroup& group) {
   WithGradients found;
   for (const at::Tensor& parameter : group.params()) {
-    if (!parameter.grad().defined()) continue;
+    if (!parameter.grad().defined()) {
+      continue;
+    }
     found.parameters.push_back(parameter);
     found.gradients.push_back(parameter.grad());
   }
@@ -29,24 +31,29 @@ WithGradients Gather(torch::optim::OptimizerParamGroup& group) {
 
 // Runs `closure` with gradients on, as the optimizers of LibTorch do.
 torch::Tensor Evaluate(const torch::optim::Optimizer::LossClosure& closure) {
-  if (!closure) return {};
+  if (!closure) {
+    return {};
+  }
   torch::AutoGradMode enable(true);
   return closure();
 }
 
 }  // namespace
 
+// NOLINTNEXTLINE(google-default-arguments): LibTorch's signature
 torch::Tensor MultiTensorSgd::step(LossClosure closure) {
   torch::Tensor loss = Evaluate(closure);
   torch::NoGradGuard no_grad;
   for (torch::optim::OptimizerParamGroup& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::SGDOptions&>(group.options());
     WithGradients live = Gather(group);
-    if (live.parameters.empty()) continue;
-    std::vector<at::Tensor> updates = options.weight_decay() != 0
-                                          ? at::_foreach_add(live.gradients, live.parameters,
-                                                             options.weight_decay())
-                                          : live.gradients;
+    if (live.parameters.empty()) {
+      continue;
+    }
+    std::vector<at::Tensor> updates =
+        options.weight_decay() != 0
+            ? at::_foreach_add(live.gradients, live.parameters, options.weight_decay())
+            : live.gradients;
     if (options.momentum() != 0) {
       // A parameter's first step starts its buffer at its update; the others
       // decay and accumulate together.
@@ -79,6 +86,7 @@ torch::Tensor MultiTensorSgd::step(LossClosure closure) {
   return loss;
 }
 
+// NOLINTNEXTLINE(google-default-arguments): LibTorch's signature
 torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
   for (const torch::optim::OptimizerParamGroup& group : param_groups_) {
     if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) {
@@ -90,7 +98,9 @@ torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
   for (torch::optim::OptimizerParamGroup& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     WithGradients live = Gather(group);
-    if (live.parameters.empty()) continue;
+    if (live.parameters.empty()) {
+      continue;
+    }
     const auto [beta1, beta2] = options.betas();
     std::vector<at::Tensor> averages, squares;
     std::vector<at::Scalar> step_sizes, root_corrections;

@@ -29,6 +29,8 @@ namespace heterodl {
 class MultiTensorSgd final : public torch::optim::SGD {
  public:
   using torch::optim::SGD::SGD;
+  // The default is LibTorch's own, so that `optimizer.step()` keeps working.
+  // NOLINTNEXTLINE(google-default-arguments)
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
 
@@ -36,13 +38,14 @@ class MultiTensorSgd final : public torch::optim::SGD {
 class MultiTensorAdamW final : public torch::optim::AdamW {
  public:
   using torch::optim::AdamW::AdamW;
+  // NOLINTNEXTLINE(google-default-arguments)
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
 
 struct OptimizerSettings {
   std::string name = "sgd";  // sgd or adamw
   double learning_rate = 0.1;
-  double momentum = 0.9;  // sgd
+  double momentum = 0.9;       // sgd
   double weight_decay = 1e-4;  // sgd: L2; adamw: decoupled
 };
 

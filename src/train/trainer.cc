@@ -23,9 +23,9 @@
 #include "src/train/device_feed.h"
 #include "src/train/gradient_reducer.h"
 #include "src/train/lr_schedule.h"
-#include "src/train/optimizers.h"
 #include "src/train/metrics_writer.h"
 #include "src/train/models.h"
+#include "src/train/optimizers.h"
 #include "src/train/pinned_memory.h"
 
 namespace heterodl {
@@ -39,16 +39,22 @@ constexpr int64_t kSyncEvery = 8;
 class SampleLog {
  public:
   absl::Status Open(const std::string& dir, uint32_t rank, bool append) {
-    if (dir.empty()) return absl::OkStatus();
+    if (dir.empty()) {
+      return absl::OkStatus();
+    }
     std::error_code error;
     std::filesystem::create_directories(dir, error);
     const std::string path = absl::StrCat(dir, "/rank", rank, ".samples");
     file_.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!file_) return absl::UnavailableError(absl::StrCat("cannot create '", path, "'"));
+    if (!file_) {
+      return absl::UnavailableError(absl::StrCat("cannot create '", path, "'"));
+    }
     return absl::OkStatus();
   }
   void Record(const Batch& batch) {
-    if (!file_.is_open()) return;
+    if (!file_.is_open()) {
+      return;
+    }
     for (int64_t index : batch.indices) {
       file_ << batch.epoch << ' ' << batch.index << ' ' << index << '\n';
     }
@@ -71,9 +77,15 @@ void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {
 
 // Whether the forward pass runs under bf16 autocast.
 absl::StatusOr<bool> UseBf16(const std::string& precision, const torch::Device& device) {
-  if (precision == "auto") return device.is_cuda();
-  if (precision == "bf16") return true;
-  if (precision == "fp32") return false;
+  if (precision == "auto") {
+    return device.is_cuda();
+  }
+  if (precision == "bf16") {
+    return true;
+  }
+  if (precision == "fp32") {
+    return false;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("--precision '", precision, "': expected auto, fp32 or bf16"));
 }
@@ -83,12 +95,16 @@ class AutocastScope {
  public:
   AutocastScope(bool enabled, const torch::Device& device)
       : enabled_(enabled), type_(device.type()) {
-    if (!enabled_) return;
+    if (!enabled_) {
+      return;
+    }
     at::autocast::set_autocast_dtype(type_, at::kBFloat16);
     at::autocast::set_autocast_enabled(type_, true);
   }
   ~AutocastScope() {
-    if (!enabled_) return;
+    if (!enabled_) {
+      return;
+    }
     at::autocast::set_autocast_enabled(type_, false);
     at::autocast::clear_cache();
   }
@@ -131,11 +147,15 @@ class ProgressLine {
  public:
   explicit ProgressLine(bool active) : active_(active), terminal_(isatty(STDERR_FILENO) == 1) {}
   ~ProgressLine() {
-    if (active_ && terminal_ && printed_) std::fputc('\n', stderr);
+    if (active_ && terminal_ && printed_) {
+      std::fputc('\n', stderr);
+    }
   }
   // `when`: the time the line is about, which its log line carries.
   void Show(const std::string& text, absl::Time when) {
-    if (!active_) return;
+    if (!active_) {
+      return;
+    }
     if (terminal_) {
       std::fprintf(stderr, "\r%s\033[K", text.c_str());
       std::fflush(stderr);
@@ -167,7 +187,9 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> ConnectLoader(const TrainerOptions
   loader_options.auth_token = options.auth_token;
   loader_options.tls = options.tls;
   loader_options.pixel_channel = options.pixel_channel;
-  if (device.is_cuda()) loader_options.pixel_allocator = PinnedHostAllocator();
+  if (device.is_cuda()) {
+    loader_options.pixel_allocator = PinnedHostAllocator();
+  }
   // A signal while servers are awaited ends the wait; once training runs,
   // a signal stops all ranks at the same step instead (AnyRankStops).
   loader_options.interrupt_connect = [&options] { return StopRequested(options); };
@@ -175,7 +197,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> ConnectLoader(const TrainerOptions
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> JoinRanks(const TrainerOptions& options,
-                                                       const torch::Device& device) {
+                                                        const torch::Device& device) {
   RendezvousOptions rendezvous;
   rendezvous.rank = static_cast<int>(options.rank);
   rendezvous.world_size = static_cast<int>(options.world_size);
@@ -263,10 +285,14 @@ absl::Status RankTrainer::SetUp() {
   ASSIGN_OR_RETURN(const LrSchedule::Kind schedule_kind, ParseLrScheduleKind(options_.lr_schedule));
   // CPU ranks share the host's cores with each other (and, locally, with the
   // data servers): one intra-op thread each avoids oversubscription.
-  if (device_.is_cpu()) torch::set_num_threads(1);
+  if (device_.is_cpu()) {
+    torch::set_num_threads(1);
+  }
   // A CUDA rank's current device is its own GPU, so allocations without an
   // explicit device (NCCL's, autocast's) do not land on GPU 0.
-  if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device_);
+  if (device_.is_cuda()) {
+    c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device_);
+  }
   ASSIGN_OR_RETURN(loader_, ConnectLoader(options_, device_));
   ASSIGN_OR_RETURN(communicator_, JoinRanks(options_, device_));
   const int num_classes = static_cast<int>(loader_->dataset().class_names.size());
@@ -276,8 +302,8 @@ absl::Status RankTrainer::SetUp() {
     ToChannelsLast(*model_);
     input_format_ = torch::MemoryFormat::ChannelsLast;
   } else if (options_.memory_format != "contiguous") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--memory-format '", options_.memory_format, "': expected contiguous or channels_last"));
+    return absl::InvalidArgumentError(absl::StrCat("--memory-format '", options_.memory_format,
+                                                   "': expected contiguous or channels_last"));
   }
   RETURN_IF_ERROR(SynchronizeModel(*model_, *communicator_));
   OptimizerSettings optimizer;
@@ -293,14 +319,13 @@ absl::Status RankTrainer::SetUp() {
                    MetricsWriter::Open(options_.metrics_file, options_.rank, start_.step > 0));
   if (options_.rank == 0 && !options_.metrics_file.empty()) {
     data_group_ = std::make_unique<DataGroupWatch>(
-        ServerSources{options_.data_servers, options_.data_servers_file,
-                      options_.data_servers_dns},
+        ServerSources{options_.data_servers, options_.data_servers_file, options_.data_servers_dns},
         options_.auth_token, options_.tls);
   }
   RETURN_IF_ERROR(sample_log_.Open(options_.sample_log_dir, options_.rank, start_.step > 0));
   PlanSteps();
-  schedule_.emplace(LrSchedule{options_.learning_rate, options_.warmup_steps, total_steps_,
-                               schedule_kind});
+  schedule_.emplace(
+      LrSchedule{options_.learning_rate, options_.warmup_steps, total_steps_, schedule_kind});
   if (options_.rank == 0) {
     LogInfo(
         "training %s on %s (%s%s) over %s: %d samples, %d classes, %d ranks, batch %d, %d "
@@ -347,15 +372,16 @@ absl::Status RankTrainer::Train() {
   ProgressLine progress(options_.rank == 0);
   run_start_ = absl::Now();
   for (uint32_t epoch = start_.epoch; static_cast<int>(epoch) < epochs_ && !stopped_; ++epoch) {
-    if (options_.steps > 0 && step_ >= options_.steps) break;
+    if (options_.steps > 0 && step_ >= options_.steps) {
+      break;
+    }
     RETURN_IF_ERROR(TrainEpoch(epoch, feeder, progress));
   }
   FlushSteps(progress);
   return absl::OkStatus();
 }
 
-absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder,
-                                     ProgressLine& progress) {
+absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder, ProgressLine& progress) {
   RETURN_IF_ERROR(feeder.StartEpoch(epoch, epoch == start_.epoch ? start_.next_batch : 0));
   absl::Time step_start = absl::Now();
   ASSIGN_OR_RETURN(std::optional<DeviceBatch> current, feeder.Next());
@@ -392,7 +418,9 @@ absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder,
     if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
       RETURN_IF_ERROR(Save(position_));
     }
-    if (last) break;
+    if (last) {
+      break;
+    }
   }
   return absl::OkStatus();
 }
@@ -444,9 +472,13 @@ void RankTrainer::Record(uint32_t epoch, Batch host, double lr, torch::Tensor lo
 }
 
 void RankTrainer::FlushSteps(ProgressLine& progress) {
-  if (pending_.empty()) return;
+  if (pending_.empty()) {
+    return;
+  }
   std::vector<torch::Tensor> losses;
-  for (const PendingStep& step : pending_) losses.push_back(step.loss);
+  for (const PendingStep& step : pending_) {
+    losses.push_back(step.loss);
+  }
   // One stack, one conversion, one copy: the host waits for the steps here.
   const torch::Tensor values = torch::stack(losses).to(torch::kCPU, torch::kFloat64);
   const auto value = values.accessor<double, 1>();
@@ -468,35 +500,43 @@ void RankTrainer::FlushSteps(ProgressLine& progress) {
 
 absl::Status RankTrainer::Save(const TrainingState& at) {
   last_saved_step_ = at.step;
-  if (options_.rank != 0 || options_.checkpoint_dir.empty()) return absl::OkStatus();
+  if (options_.rank != 0 || options_.checkpoint_dir.empty()) {
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(SaveCheckpoint(options_.checkpoint_dir, *model_, *optimizer_, at));
   LogInfo("checkpoint at step %d written to %s/checkpoint.pt", at.step, options_.checkpoint_dir);
   return absl::OkStatus();
 }
 
 absl::Status RankTrainer::WindDown() {
-  if (!stopped_ && position_.step != last_saved_step_) RETURN_IF_ERROR(Save(position_));
+  if (!stopped_ && position_.step != last_saved_step_) {
+    RETURN_IF_ERROR(Save(position_));
+  }
   if (options_.rank == 0 && !options_.final_model_dir.empty()) {
     RETURN_IF_ERROR(SaveCheckpoint(options_.final_model_dir, *model_, *optimizer_, position_));
     LogInfo("final model written to %s/checkpoint.pt", options_.final_model_dir);
   }
   RETURN_IF_ERROR(WriteSummary());
-  if (stopped_) LogInfo("rank %d stopped on request after step %d", options_.rank, step_);
+  if (stopped_) {
+    LogInfo("rank %d stopped on request after step %d", options_.rank, step_);
+  }
   return communicator_->Shutdown();
 }
 
 // Sums the totals of all ranks; rank 0 writes the summary.
 absl::Status RankTrainer::WriteSummary() {
   const RunTotals& mine = metrics_->totals();
-  torch::Tensor totals = torch::tensor(
-      {static_cast<double>(mine.steps), static_cast<double>(mine.images), mine.step_ms,
-       mine.data_wait_ms, static_cast<double>(mine.failed_samples)},
-      torch::kFloat64);
+  torch::Tensor totals =
+      torch::tensor({static_cast<double>(mine.steps), static_cast<double>(mine.images),
+                     mine.step_ms, mine.data_wait_ms, static_cast<double>(mine.failed_samples)},
+                    torch::kFloat64);
   // NCCL reduces device tensors only.
   totals = totals.to(device_);
   RETURN_IF_ERROR(communicator_->AllReduceSum(totals));
   totals = totals.cpu();
-  if (options_.rank != 0) return absl::OkStatus();
+  if (options_.rank != 0) {
+    return absl::OkStatus();
+  }
   auto value = totals.accessor<double, 1>();
   RunTotals all;
   all.steps = static_cast<uint64_t>(value[0]);

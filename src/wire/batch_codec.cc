@@ -48,8 +48,8 @@ absl::StatusOr<DecodedBatch> DecodeBatch(grpc::ByteBuffer& wire, BufferPool& poo
   DecodedBatch batch;
   const uint64_t wire_bytes = wire.Length();
   if (wire_bytes > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
-    return absl::DataLossError(absl::StrCat("a batch message of ", wire_bytes,
-                                            " bytes, over what one message may hold"));
+    return absl::DataLossError(
+        absl::StrCat("a batch message of ", wire_bytes, " bytes, over what one message may hold"));
   }
   grpc::ProtoBufferReader reader(&wire);
   if (!reader.status().ok()) {
@@ -85,7 +85,9 @@ absl::StatusOr<DecodedBatch> DecodeBatch(grpc::ByteBuffer& wire, BufferPool& poo
       }
       images_seen = true;
       absl::StatusOr<PooledBuffer> pixels = pool.Get(size);
-      if (!pixels.ok()) return pixels.status();
+      if (!pixels.ok()) {
+        return pixels.status();
+      }
       if (!input.ReadRaw(pixels->data(), static_cast<int>(size))) {
         return absl::DataLossError("malformed batch message: images cut short");
       }

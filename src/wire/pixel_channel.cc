@@ -21,7 +21,9 @@ std::string PixelPortNotice(int service_port) {
 }
 
 std::optional<int> ServicePortFromNotice(absl::string_view reply) {
-  if (!absl::ConsumePrefix(&reply, kNoticePrefix)) return std::nullopt;
+  if (!absl::ConsumePrefix(&reply, kNoticePrefix)) {
+    return std::nullopt;
+  }
   const size_t end = reply.find('\n');
   int port = 0;
   if (end == absl::string_view::npos || !absl::SimpleAtoi(reply.substr(0, end), &port) ||
@@ -36,7 +38,9 @@ PixelTicket NewPixelTicket() {
   size_t filled = 0;
   while (filled < ticket.size()) {
     const ssize_t n = getrandom(ticket.data() + filled, ticket.size() - filled, 0);
-    if (n > 0) filled += static_cast<size_t>(n);
+    if (n > 0) {
+      filled += static_cast<size_t>(n);
+    }
   }
   return ticket;
 }
@@ -47,7 +51,9 @@ std::string PixelTicketBytes(const PixelTicket& ticket) {
 
 std::optional<PixelTicket> PixelTicketFromBytes(absl::string_view bytes) {
   PixelTicket ticket;
-  if (bytes.size() != ticket.size()) return std::nullopt;
+  if (bytes.size() != ticket.size()) {
+    return std::nullopt;
+  }
   std::memcpy(ticket.data(), bytes.data(), ticket.size());
   return ticket;
 }

@@ -45,10 +45,14 @@ int OverwriteScanTails(std::string& jpeg, double fraction) {
   size_t at = 2;  // after SOI
   while (at + 4 <= jpeg.size() && byte(at) == 0xFF) {
     const uint8_t marker = byte(at + 1);
-    if (marker == 0xD9) break;
+    if (marker == 0xD9) {
+      break;
+    }
     const size_t length = size_t{byte(at + 2)} << 8 | byte(at + 3);
     at += 2 + length;
-    if (marker != 0xDA) continue;
+    if (marker != 0xDA) {
+      continue;
+    }
     size_t end = at;  // the next marker ends the scan's data
     while (end + 1 < jpeg.size() &&
            !(byte(end) == 0xFF && byte(end + 1) != 0x00 && (byte(end + 1) & 0xF8) != 0xD0)) {
@@ -91,9 +95,9 @@ TEST(JpegDecoderTest, ProgressiveRowsBelowTheRegionAreNeverRead) {
     // A band in the top rows never reads it, and is exact. (Full width: a
     // column crop changes chroma upsampling at its edges, which the
     // pipeline's tolerance test covers.)
-    for (const cv::Rect& region : {cv::Rect(0, 0, scaled.width, scaled.height / 8),
-                                   cv::Rect(0, scaled.height / 10, scaled.width,
-                                            scaled.height / 6)}) {
+    for (const cv::Rect& region :
+         {cv::Rect(0, 0, scaled.width, scaled.height / 8),
+          cv::Rect(0, scaled.height / 10, scaled.width, scaled.height / 6)}) {
       SCOPED_TRACE(::testing::Message() << region);
       cv::Mat decoded;
       std::string warning;
@@ -133,7 +137,9 @@ std::string EndScanEarly(const std::string& jpeg, double fraction) {
     const size_t length =
         size_t{static_cast<uint8_t>(jpeg[at + 2])} << 8 | static_cast<uint8_t>(jpeg[at + 3]);
     at += 2 + length;
-    if (marker == 0xDA) break;
+    if (marker == 0xDA) {
+      break;
+    }
   }
   const size_t cut = at + static_cast<size_t>((jpeg.size() - at) * fraction);
   return jpeg.substr(0, cut) + "\xFF\xD9";

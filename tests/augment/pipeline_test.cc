@@ -1,11 +1,11 @@
 #include "augment/pipeline.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <thread>
-
-#include <zlib.h>
 
 #include "augment/decode.h"
 #include "augment/jpeg_decoder.h"
@@ -121,7 +121,9 @@ namespace {
 // Mean absolute difference per channel value of two equal-size buffers.
 double MeanAbsoluteDifference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   double sum = 0;
-  for (size_t i = 0; i < a.size(); ++i) sum += std::abs(int{a[i]} - int{b[i]});
+  for (size_t i = 0; i < a.size(); ++i) {
+    sum += std::abs(int{a[i]} - int{b[i]});
+  }
   return sum / a.size();
 }
 
@@ -134,24 +136,34 @@ std::vector<std::string> PhotoJpegs() {
                            "/usr/share/backgrounds/mate/nature/Wood.jpg"};
   for (const char* path : kPhotos) {
     cv::Mat photo = cv::imread(path, cv::IMREAD_REDUCED_COLOR_4);
-    if (photo.empty()) continue;
+    if (photo.empty()) {
+      continue;
+    }
     for (int width : {320, 480, 640}) {
       cv::Mat resized;
       cv::resize(photo, resized, {width, width * photo.rows / photo.cols}, 0, 0, cv::INTER_AREA);
       // Baseline, progressive (width 480) and grayscale (width 640) files.
       std::vector<int> parameters = {cv::IMWRITE_JPEG_QUALITY, 90};
-      if (width == 480) parameters.insert(parameters.end(), {cv::IMWRITE_JPEG_PROGRESSIVE, 1});
-      if (width == 640) cv::cvtColor(resized, resized, cv::COLOR_BGR2GRAY);
+      if (width == 480) {
+        parameters.insert(parameters.end(), {cv::IMWRITE_JPEG_PROGRESSIVE, 1});
+      }
+      if (width == 640) {
+        cv::cvtColor(resized, resized, cv::COLOR_BGR2GRAY);
+      }
       std::vector<uint8_t> encoded;
       cv::imencode(".jpg", resized, encoded, parameters);
       images.emplace_back(encoded.begin(), encoded.end());
     }
   }
   if (images.empty()) {
-    for (int seed = 0; seed < 6; ++seed) images.push_back(testing::MakeJpeg(480, 360, seed));
+    for (int seed = 0; seed < 6; ++seed) {
+      images.push_back(testing::MakeJpeg(480, 360, seed));
+    }
   }
   int progressive = 0;
-  for (const std::string& image : images) progressive += ReadJpegHeader(image, 1 << 30)->progressive;
+  for (const std::string& image : images) {
+    progressive += ReadJpegHeader(image, 1 << 30)->progressive;
+  }
   EXPECT_GT(progressive, 0);
   return images;
 }
@@ -290,13 +302,17 @@ TEST(PipelineSafetyTest, BadInputsAreErrorsNeverCrashes) {
     png[i + 3] = static_cast<char>(30000 & 255);
   }
   std::string wide_png = png;  // 2^32 - 1 square: the product overflows 64 bits
-  for (int i = 16; i < 24; ++i) wide_png[i] = '\xff';
+  for (int i = 16; i < 24; ++i) {
+    wide_png[i] = '\xff';
+  }
   for (std::string* forged : {&png, &wide_png}) {
     EXPECT_FALSE(run(*forged).ok());  // the checksum does not match
     // IHDR's CRC covers its type and data: bytes 12..28, stored at 29.
-    const uint32_t crc = static_cast<uint32_t>(
-        crc32(0, reinterpret_cast<const Bytef*>(forged->data() + 12), 17));
-    for (int i = 0; i < 4; ++i) (*forged)[29 + i] = static_cast<char>(crc >> (24 - 8 * i));
+    const uint32_t crc =
+        static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(forged->data() + 12), 17));
+    for (int i = 0; i < 4; ++i) {
+      (*forged)[29 + i] = static_cast<char>(crc >> (24 - 8 * i));
+    }
   }
   EXPECT_FALSE(run(wide_png).ok());
   absl::Status png_status = run(png);
@@ -306,7 +322,7 @@ TEST(PipelineSafetyTest, BadInputsAreErrorsNeverCrashes) {
 
 TEST(PipelineSafetyTest, PixelLimitIsConfigurable) {
   PipelineOptions options;
-  options.max_pixels = 100 * 100;
+  options.max_pixels = int64_t{100} * 100;
   absl::StatusOr<Pipeline> strict = Pipeline::Parse("center_crop(16)", options);
   std::vector<uint8_t> out(strict->output_bytes());
   EXPECT_TRUE(strict->Run(testing::MakeJpeg(100, 100, 0), {}, out.data()).ok());
@@ -329,8 +345,12 @@ TEST(PipelineTest, SameOutputOnEveryThread) {
       }
     });
   }
-  for (std::thread& thread : threads) thread.join();
-  for (const std::vector<uint8_t>& result : results) EXPECT_EQ(result, results[0]);
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  for (const std::vector<uint8_t>& result : results) {
+    EXPECT_EQ(result, results[0]);
+  }
 }
 
 TEST(PipelineSafetyTest, EveryFormatDecodes) {

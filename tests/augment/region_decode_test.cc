@@ -66,7 +66,9 @@ std::string EncodeWithLibpng(int width, int height, int color_type, bool interla
   png_write_info(png, info);
   const size_t row_bytes = samples.size() / height;
   std::vector<png_bytep> rows(height);
-  for (int y = 0; y < height; ++y) rows[y] = samples.data() + y * row_bytes;
+  for (int y = 0; y < height; ++y) {
+    rows[y] = samples.data() + y * row_bytes;
+  }
   png_write_image(png, rows.data());
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
@@ -82,15 +84,17 @@ std::vector<Case> PngCases() {
   const cv::Mat bgr = Pattern(203, 157, 1);
   cv::Mat bgra, gray, bgr16, gray16;
   cv::cvtColor(bgr, bgra, cv::COLOR_BGR2BGRA);
-  for (int y = 0; y < bgra.rows; ++y) bgra.at<cv::Vec4b>(y, y % bgra.cols)[3] = 0;
+  for (int y = 0; y < bgra.rows; ++y) {
+    bgra.at<cv::Vec4b>(y, y % bgra.cols)[3] = 0;
+  }
   cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
   bgr.convertTo(bgr16, CV_16UC3, 257.0, 3);  // low bytes differ from the high ones
   gray.convertTo(gray16, CV_16UC1, 257.0, 5);
   const int width = 203, height = 157;
-  std::vector<uint8_t> indices(width * height), gray_alpha(width * height * 2);
+  std::vector<uint8_t> indices(size_t{width} * height), gray_alpha(size_t{width} * height * 2);
   for (int i = 0; i < width * height; ++i) {
     indices[i] = static_cast<uint8_t>((i / 7 + i / width) % 16);
-    gray_alpha[2 * i] = static_cast<uint8_t>(i * 3);
+    gray_alpha[size_t{2} * i] = static_cast<uint8_t>(i * 3);
     gray_alpha[2 * i + 1] = static_cast<uint8_t>(i);
   }
   std::vector<uint8_t> rgb(bgr.total() * 3);
@@ -110,11 +114,13 @@ std::vector<Case> PngCases() {
 
 // OpenCV's decode of the whole file, as RGB: the reference.
 cv::Mat ReferenceRgb(const std::string& encoded) {
-  cv::Mat bgr = cv::imdecode(cv::Mat(1, static_cast<int>(encoded.size()), CV_8UC1,
-                                     const_cast<char*>(encoded.data())),
-                             cv::IMREAD_COLOR);
+  cv::Mat bgr = cv::imdecode(
+      cv::Mat(1, static_cast<int>(encoded.size()), CV_8UC1, const_cast<char*>(encoded.data())),
+      cv::IMREAD_COLOR);
   cv::Mat rgb;
-  if (!bgr.empty()) cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  if (!bgr.empty()) {
+    cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  }
   return rgb;
 }
 
@@ -138,7 +144,9 @@ TEST(PngRegionTest, EveryKindMatchesOpenCvExactly) {
     EXPECT_EQ(header->size, cv::Size(203, 157));
     EXPECT_EQ(header->png.inflate_whole, !header->png.interlaced);
     for (bool whole : {false, true}) {
-      if (whole && header->png.interlaced) continue;
+      if (whole && header->png.interlaced) {
+        continue;
+      }
       ImageHeader path = *header;
       path.png.inflate_whole = whole;
       for (const cv::Rect& region : Regions()) {
@@ -197,7 +205,9 @@ std::string WithPixelChunksOf(const std::string& png, size_t size) {
       chunks.push_back(chunk);
       continue;
     }
-    if (pixels.empty()) chunks.push_back({"IDAT", ""});  // where they go
+    if (pixels.empty()) {
+      chunks.push_back({"IDAT", ""});  // where they go
+    }
     pixels += chunk.data;
   }
   for (Chunk& chunk : chunks) {
@@ -227,7 +237,9 @@ TEST(PngRegionTest, HowThePixelDataIsCutIntoChunksChangesNothing) {
     const cv::Mat reference = ReferenceRgb(test.encoded);
     for (size_t size : {size_t{0}, size_t{1}, size_t{100}}) {
       const std::string recut = WithPixelChunksOf(test.encoded, size);
-      if (size != 0) ASSERT_NE(recut, test.encoded);
+      if (size != 0) {
+        ASSERT_NE(recut, test.encoded);
+      }
       ASSERT_OK_AND_ASSIGN(const std::optional<ImageHeader> header,
                            ReadImageHeader(recut, 1 << 30));
       ASSERT_TRUE(header->png.inflate_whole);
@@ -301,8 +313,8 @@ TEST(WebpRegionTest, CropsMatchOpenCvExactly) {
     ASSERT_OK_AND_ASSIGN(const std::optional<ImageHeader> header,
                          ReadImageHeader(test.encoded, 1 << 30));
     ASSERT_TRUE(header.has_value());
-    for (const cv::Rect& region : {cv::Rect(0, 0, 301, 203), cv::Rect(1, 3, 77, 51),
-                                   cv::Rect(150, 100, 151, 103)}) {
+    for (const cv::Rect& region :
+         {cv::Rect(0, 0, 301, 203), cv::Rect(1, 3, 77, 51), cv::Rect(150, 100, 151, 103)}) {
       cv::Mat out;
       ASSERT_OK(DecodeRegion(test.encoded, *header, {region, region.size()}, true, out));
       EXPECT_EQ(cv::norm(out, reference(region), cv::NORM_INF), 0) << region;
@@ -338,22 +350,25 @@ std::vector<cv::Mat> Photos() {
   for (const char* path : {"/usr/share/backgrounds/mate/nature/Dune.jpg",
                            "/usr/share/backgrounds/mate/nature/LadyBird.jpg"}) {
     cv::Mat photo = cv::imread(path, cv::IMREAD_REDUCED_COLOR_4);
-    if (photo.empty()) continue;
+    if (photo.empty()) {
+      continue;
+    }
     for (int width : {320, 560}) {
       cv::Mat resized;
       cv::resize(photo, resized, {width, width * photo.rows / photo.cols}, 0, 0, cv::INTER_AREA);
       photos.push_back(resized);
     }
   }
-  if (photos.empty()) photos = {Pattern(320, 240, 4), Pattern(560, 400, 5)};
+  if (photos.empty()) {
+    photos = {Pattern(320, 240, 4), Pattern(560, 400, 5)};
+  }
   return photos;
 }
 
 // Runs `spec` with the region paths and with OpenCV's full decode over 12
 // random draws; the mean absolute difference per channel value, on average
 // and at worst.
-std::pair<double, double> CompareWithFullDecode(const std::string& spec,
-                                                const std::string& encoded,
+std::pair<double, double> CompareWithFullDecode(const std::string& spec, const std::string& encoded,
                                                 const PipelineOptions& options = {}) {
   PipelineOptions reference_options;
   reference_options.region_decode = false;
@@ -365,7 +380,9 @@ std::pair<double, double> CompareWithFullDecode(const std::string& spec,
     EXPECT_OK(ours.Run(encoded, {5, 0, index}, a.data()));
     EXPECT_OK(reference.Run(encoded, {5, 0, index}, b.data()));
     double sum = 0;
-    for (size_t i = 0; i < a.size(); ++i) sum += std::abs(int{a[i]} - int{b[i]});
+    for (size_t i = 0; i < a.size(); ++i) {
+      sum += std::abs(int{a[i]} - int{b[i]});
+    }
     total += sum / a.size();
     worst = std::max(worst, sum / a.size());
   }
@@ -439,11 +456,11 @@ TEST(RegionDecodeSafetyTest, CorruptAndTruncatedFilesAreErrors) {
   for (const Case& test : cases) {
     SCOPED_TRACE(test.name);
     // Truncated anywhere, even below every crop's rows: an error, always.
-    for (size_t keep : {size_t{10}, size_t{40}, test.encoded.size() / 2,
-                        test.encoded.size() - 13, test.encoded.size() - 1}) {
+    for (size_t keep : {size_t{10}, size_t{40}, test.encoded.size() / 2, test.encoded.size() - 13,
+                        test.encoded.size() - 1}) {
       for (uint64_t index = 0; index < 4; ++index) {
-        const absl::Status status = pipeline.Run(test.encoded.substr(0, keep), {0, 0, index},
-                                                 out.data());
+        const absl::Status status =
+            pipeline.Run(test.encoded.substr(0, keep), {0, 0, index}, out.data());
         EXPECT_TRUE(absl::IsInvalidArgument(status)) << keep << ": " << status;
       }
     }
@@ -460,8 +477,12 @@ TEST(RegionDecodeSafetyTest, CorruptAndTruncatedFilesAreErrors) {
 std::vector<size_t> IdatDataOffsets(const std::string& png) {
   std::vector<size_t> offsets;
   for (const Chunk& chunk : Chunks(png)) {
-    if (chunk.type != "IDAT") continue;
-    for (size_t i = 0; i < chunk.data.size(); ++i) offsets.push_back(chunk.data_offset + i);
+    if (chunk.type != "IDAT") {
+      continue;
+    }
+    for (size_t i = 0; i < chunk.data.size(); ++i) {
+      offsets.push_back(chunk.data_offset + i);
+    }
   }
   return offsets;
 }

@@ -50,7 +50,7 @@ TEST_F(BatchCheckTest, AnHonestHeaderGivesItsPixelBytes) {
   // The last batch is short: 25 samples per rank, batches of 8.
   EXPECT_EQ(*Check(Honest(3)), 1u * 32 * 24 * 3);
   v1::Batch on_channel = Honest(0);
-  on_channel.set_images_on_channel(8u * 32 * 24 * 3);
+  on_channel.set_images_on_channel(uint64_t{8} * 32 * 24 * 3);
   EXPECT_TRUE(Check(on_channel).ok());
 }
 
@@ -85,8 +85,7 @@ TEST_F(BatchCheckTest, AShapeOverTheLimitIsRefusedWithoutOverflow) {
   header.set_images_on_channel(8ull * kMaxImageSide * kMaxImageSide * 3);
   const absl::StatusOr<uint64_t> bytes = Check(header);
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(bytes.status().message().find("max_batch_bytes"), std::string::npos)
-      << bytes.status();
+  EXPECT_NE(bytes.status().message().find("max_batch_bytes"), std::string::npos) << bytes.status();
 }
 
 TEST_F(BatchCheckTest, ImpossibleTimingsReadAsZero) {

@@ -16,7 +16,9 @@ class DataGroupWatchTest : public testing::ServedDatasetTest {};
 std::optional<DataGroupCapacity> AwaitCapacity(const DataGroupWatch& watch) {
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (absl::Now() < deadline) {
-    if (std::optional<DataGroupCapacity> capacity = watch.capacity()) return capacity;
+    if (std::optional<DataGroupCapacity> capacity = watch.capacity()) {
+      return capacity;
+    }
     absl::SleepFor(absl::Milliseconds(20));
   }
   return std::nullopt;

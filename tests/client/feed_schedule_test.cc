@@ -52,7 +52,9 @@ class Harness {
   }
   // Connection `c` answers its oldest request; returns whether it had one.
   bool Answer(int c) {
-    if (asked[c].empty()) return false;
+    if (asked[c].empty()) {
+      return false;
+    }
     const BatchKey key = asked[c].front();
     asked[c].erase(asked[c].begin());
     EXPECT_TRUE(schedule.Expects(c, key));
@@ -64,15 +66,18 @@ class Harness {
     bool any = true;
     while (any) {
       any = false;
-      for (size_t c = 0; c < asked.size(); ++c) any = Answer(static_cast<int>(c)) || any;
+      for (size_t c = 0; c < asked.size(); ++c) {
+        any = Answer(static_cast<int>(c)) || any;
+      }
       Ask();
     }
   }
   // Reads what is ready; returns the keys read.
   std::vector<BatchKey> Read() {
     std::vector<BatchKey> read;
-    while (std::optional<Batch> batch = schedule.TakeNext())
+    while (std::optional<Batch> batch = schedule.TakeNext()) {
       read.push_back({batch->epoch, batch->index});
+    }
     return read;
   }
   // Answers and reads until the epoch ends.
@@ -80,8 +85,12 @@ class Harness {
     std::vector<BatchKey> read;
     for (int round = 0; round < 10'000 && !schedule.AtEndOfEpoch(); ++round) {
       Ask();
-      for (size_t c = 0; c < asked.size(); ++c) Answer(static_cast<int>(c));
-      for (BatchKey key : Read()) read.push_back(key);
+      for (size_t c = 0; c < asked.size(); ++c) {
+        Answer(static_cast<int>(c));
+      }
+      for (BatchKey key : Read()) {
+        read.push_back(key);
+      }
     }
     return read;
   }
@@ -101,7 +110,9 @@ class Harness {
 
 std::vector<BatchKey> Epoch(uint32_t epoch, int64_t from, int64_t to) {
   std::vector<BatchKey> keys;
-  for (int64_t k = from; k < to; ++k) keys.push_back(Key(epoch, k));
+  for (int64_t k = from; k < to; ++k) {
+    keys.push_back(Key(epoch, k));
+  }
   return keys;
 }
 
@@ -202,7 +213,9 @@ TEST(FeedScheduleTest, RepositioningElsewhereDropsWhatTheNewOrderDoesNotReach) {
   std::vector<BatchKey> new_asks;
   for (auto& asked : harness.asked) {
     for (BatchKey key : asked) {
-      if (key.epoch == 3) new_asks.push_back(key);
+      if (key.epoch == 3) {
+        new_asks.push_back(key);
+      }
     }
   }
   std::sort(new_asks.begin(), new_asks.end());
@@ -245,16 +258,26 @@ TEST(FeedScheduleTest, ALostConnectionsBatchesGoToTheOthersExactlyOnce) {
     harness.Ask();
     harness.Answer(0);
     harness.Answer(2);
-    if (round == 3) harness.Lose(1);
-    if (round % 2 == 0) harness.Answer(1);
-    for (BatchKey key : harness.Read()) read.push_back(key);
+    if (round == 3) {
+      harness.Lose(1);
+    }
+    if (round % 2 == 0) {
+      harness.Answer(1);
+    }
+    for (BatchKey key : harness.Read()) {
+      read.push_back(key);
+    }
     if (harness.schedule.AtEndOfEpoch()) {
-      if (!harness.asked[1].empty()) harness.Lose(1);
+      if (!harness.asked[1].empty()) {
+        harness.Lose(1);
+      }
       harness.schedule.Reposition(1, 0);
     }
   }
   std::vector<BatchKey> expected = Epoch(0, 0, 30);
-  for (BatchKey key : Epoch(1, 0, 30)) expected.push_back(key);
+  for (BatchKey key : Epoch(1, 0, 30)) {
+    expected.push_back(key);
+  }
   EXPECT_EQ(read, expected);
   EXPECT_GT(harness.schedule.stats().reassigned, 0);
 }
@@ -277,9 +300,15 @@ TEST(FeedScheduleTest, ConnectionsJoiningAndRetiringMidEpochDeliverExactlyOnce) 
       harness.Answer(1);  // delivered after its removal: still kept
       harness.Lose(1);
     }
-    if (round == 8) harness.Lose(0);
-    for (size_t c = 0; c < harness.asked.size(); ++c) harness.Answer(static_cast<int>(c));
-    for (BatchKey key : harness.Read()) read.push_back(key);
+    if (round == 8) {
+      harness.Lose(0);
+    }
+    for (size_t c = 0; c < harness.asked.size(); ++c) {
+      harness.Answer(static_cast<int>(c));
+    }
+    for (BatchKey key : harness.Read()) {
+      read.push_back(key);
+    }
   }
   EXPECT_EQ(read, Epoch(0, 0, 40));
   EXPECT_TRUE(harness.schedule.retired(1));
@@ -345,7 +374,9 @@ TEST(FeedScheduleTest, NothingBeyondTheLastEpochIsAsked) {
   FeedSchedule schedule(2, 1, options);
   schedule.Reposition(3, 0);
   const std::vector<BatchKey> keys = schedule.TakeRequests(0, kStart);
-  for (BatchKey key : keys) EXPECT_EQ(key.epoch, 3u);
+  for (BatchKey key : keys) {
+    EXPECT_EQ(key.epoch, 3u);
+  }
 }
 
 TEST(FeedScheduleTest, KeysLostWhileNoConnectionCouldTakeThemAreAskedForLater) {
@@ -371,7 +402,9 @@ TEST(FeedScheduleTest, KeysLostWhileNoConnectionCouldTakeThemAreAskedForLater) {
     harness.Ask();
     harness.Answer(0);
     harness.Answer(1);
-    for (BatchKey key : harness.Read()) rest.push_back(key);
+    for (BatchKey key : harness.Read()) {
+      rest.push_back(key);
+    }
   }
   EXPECT_EQ(rest, Epoch(0, 2, 10));
 }
@@ -383,14 +416,18 @@ TEST(FeedScheduleTest, RepositionedWhileEveryConnectionIsFullTheScanStillFindsWo
   harness.schedule.Reposition(0, 0);
   harness.Ask();                      // (0,0)..(0,2), the connection full
   harness.schedule.Reposition(0, 0);  // the same place again: the scan restarts
-  for (int i = 0; i < 3; ++i) harness.Answer(0);
+  for (int i = 0; i < 3; ++i) {
+    harness.Answer(0);
+  }
   // Read past where the scan restarted before any ask.
   EXPECT_EQ(harness.Read(), Epoch(0, 0, 3));
   std::vector<BatchKey> rest;
   for (int round = 0; round < 100 && !harness.schedule.AtEndOfEpoch(); ++round) {
     harness.Ask();
     harness.Answer(0);
-    for (BatchKey key : harness.Read()) rest.push_back(key);
+    for (BatchKey key : harness.Read()) {
+      rest.push_back(key);
+    }
   }
   EXPECT_EQ(rest, Epoch(0, 3, 20));
 }

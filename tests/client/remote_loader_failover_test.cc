@@ -50,7 +50,9 @@ class FailoverTest : public testing::ServedDatasetTest {
     while (true) {
       absl::StatusOr<std::optional<Batch>> batch = loader.Next();
       ASSERT_TRUE(batch.ok()) << batch.status();
-      if (!batch->has_value()) break;
+      if (!batch->has_value()) {
+        break;
+      }
       EXPECT_EQ((*batch)->epoch, epoch);
       EXPECT_EQ((*batch)->index, k);  // in order
       seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
@@ -58,7 +60,9 @@ class FailoverTest : public testing::ServedDatasetTest {
     }
     EXPECT_EQ(k, 30);
     ASSERT_EQ(seen.size(), 60u);
-    for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+    for (int64_t i = 0; i < 60; ++i) {
+      EXPECT_EQ(seen.count(i), 1u) << i;
+    }
   }
   void ReadEpochChecked(const std::vector<std::string>& servers,
                         const std::function<void(int64_t)>& after) {
@@ -76,7 +80,9 @@ TEST_F(FailoverTest, AServerLostAtAnEpochBoundaryLosesNothing) {
   // A goes away as the trainer takes the epoch's last batches, while the
   // loader fetches the next epoch's first ones from both servers.
   ReadEpochChecked(*loader, 0, [&](int64_t k) {
-    if (k == 29) a.reset();
+    if (k == 29) {
+      a.reset();
+    }
   });
   ReadEpochChecked(*loader, 1, [](int64_t) {});
   // Then a server lost between two epochs, once the next one is fetched.
@@ -94,7 +100,9 @@ TEST_F(FailoverTest, ServerFailureMidEpochLosesNothing) {
   auto a = std::make_unique<RunningServer>(*dataset_);
   RunningServer b(*dataset_);
   ReadEpochChecked({a->address(), b.address()}, [&](int64_t k) {
-    if (k == 5) a.reset();  // server A goes away with batches in flight
+    if (k == 5) {
+      a.reset();  // server A goes away with batches in flight
+    }
   });
 }
 
@@ -110,7 +118,9 @@ TEST_F(FailoverTest, AServerThatComesBackIsUsedAgain) {
     return status.ok() ? status->batches_sent() : 0;
   };
   ReadEpochChecked(*loader, 0, [&](int64_t k) {
-    if (k == 3) a.reset();  // A goes away
+    if (k == 3) {
+      a.reset();  // A goes away
+    }
     if (k == 6) {
       // And comes back; the trainer waits until the loader is there again
       // (its backoff, gRPC's reconnection).
@@ -118,7 +128,9 @@ TEST_F(FailoverTest, AServerThatComesBackIsUsedAgain) {
       const absl::Time give_up = absl::Now() + absl::Seconds(30);
       while (absl::Now() < give_up) {
         absl::StatusOr<v1::ServerStats> status = FetchServerStatus(address_a, absl::Seconds(5));
-        if (status.ok() && status->active_streams() > 0) break;
+        if (status.ok() && status->active_streams() > 0) {
+          break;
+        }
         absl::SleepFor(absl::Milliseconds(50));
       }
     }
@@ -139,7 +151,9 @@ TEST_F(FailoverTest, AServerLeavingPolitelyHandsItsBatchesBackAtOnce) {
   std::unique_ptr<RemoteLoader> loader = Connect({a->address(), b.address()}, absl::Minutes(30));
   ASSERT_NE(loader, nullptr);
   ReadEpochChecked(*loader, 0, [&](int64_t k) {
-    if (k == 5) a->Stop();  // what SIGTERM does: the server leaves
+    if (k == 5) {
+      a->Stop();  // what SIGTERM does: the server leaves
+    }
   });
   ReadEpochChecked(*loader, 1, [](int64_t) {});
   EXPECT_EQ(loader->stats().stalled, 0);
@@ -175,7 +189,9 @@ class ElasticTest : public FailoverTest {
     std::sort(servers.begin(), servers.end());
     const absl::Time give_up = absl::Now() + absl::Seconds(10);
     while (absl::Now() < give_up) {
-      if (loader.stats().servers == servers) return true;
+      if (loader.stats().servers == servers) {
+        return true;
+      }
       absl::SleepFor(absl::Milliseconds(20));
     }
     return false;
@@ -218,7 +234,9 @@ TEST_F(ElasticTest, ServersJoiningAndLeavingTheListMidEpochLoseNothing) {
   });
   const uint64_t served_by_c = ServedBy(c.address());
   ReadEpochChecked(*loader, epoch++, [&](int64_t k) {
-    if (k == 10) List({b.address()});  // the first one goes, too
+    if (k == 10) {
+      List({b.address()});  // the first one goes, too
+    }
   });
   EXPECT_TRUE(AwaitServers(*loader, {b.address()}));
   ReadEpochChecked(*loader, epoch++, [](int64_t) {});
@@ -240,7 +258,9 @@ TEST_F(ElasticTest, AListedServerOfAnotherDatasetOrTokenIsNotUsed) {
   // And one that wants a token this loader does not have.
   RunningServer locked(*dataset_, "127.0.0.1:0", "another-token");
   ReadEpochChecked(*loader, 0, [&](int64_t k) {
-    if (k == 2) List({a.address(), stranger_address, locked.address()});
+    if (k == 2) {
+      List({a.address(), stranger_address, locked.address()});
+    }
   });
   ReadEpochChecked(*loader, 1, [](int64_t) {});
   EXPECT_EQ(ServedBy(stranger_address), 0u);

@@ -40,7 +40,9 @@ TEST_F(RemoteLoaderTest, EverySampleReachesExactlyOneRankInOrder) {
     EXPECT_EQ(batches.back().size(), 6);
   }
   ASSERT_EQ(seen.size(), 60u);
-  for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+  for (int64_t i = 0; i < 60; ++i) {
+    EXPECT_EQ(seen.count(i), 1u) << i;
+  }
   // Both servers report per-stage times for what they served.
   uint64_t samples = 0;
   for (const std::string& address : {a.address(), b.address()}) {
@@ -132,7 +134,9 @@ TEST_F(RemoteLoaderTest, ASequentialLoaderReadsTheDatasetInOrder) {
       }
       // DistributedSampler's split of 0..59 without shuffling.
       std::vector<int64_t> expected;
-      for (int64_t i = world_size - 1; i < 60; i += world_size) expected.push_back(i);
+      for (int64_t i = world_size - 1; i < 60; i += world_size) {
+        expected.push_back(i);
+      }
       EXPECT_EQ(indices, expected) << "world " << world_size << " epoch " << epoch;
     }
   }
@@ -157,8 +161,12 @@ TEST_F(RemoteLoaderTest, ASlowTrainerIsNotAStall) {
   while (true) {
     absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
     ASSERT_TRUE(batch.ok()) << batch.status();
-    if (!batch->has_value()) break;
-    if (++delivered <= 2) absl::SleepFor(absl::Milliseconds(800));  // a long training step
+    if (!batch->has_value()) {
+      break;
+    }
+    if (++delivered <= 2) {
+      absl::SleepFor(absl::Milliseconds(800));  // a long training step
+    }
   }
   EXPECT_EQ(delivered, 9);
 }

@@ -48,10 +48,16 @@ class TcpForwarder {
     ::close(listener_);
     {
       absl::MutexLock lock(&mu_);
-      for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
+      for (int fd : sockets_) {
+        ::shutdown(fd, SHUT_RDWR);
+      }
     }
-    for (std::thread& pump : pumps_) pump.join();
-    for (int fd : sockets_) ::close(fd);
+    for (std::thread& pump : pumps_) {
+      pump.join();
+    }
+    for (int fd : sockets_) {
+      ::close(fd);
+    }
   }
   std::string address() const { return absl::StrCat("127.0.0.2:", port_); }
 
@@ -66,7 +72,9 @@ class TcpForwarder {
   void AcceptLoop() {
     while (true) {
       const int client = ::accept(listener_, nullptr, nullptr);
-      if (client < 0) return;
+      if (client < 0) {
+        return;
+      }
       const int server = ::socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in target = Loopback(1, target_port_);
       if (::connect(server, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
@@ -84,7 +92,9 @@ class TcpForwarder {
     char buffer[1 << 16];
     while (true) {
       const ssize_t n = ::recv(from, buffer, sizeof(buffer), 0);
-      if (n <= 0 || ::send(to, buffer, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+      if (n <= 0 || ::send(to, buffer, static_cast<size_t>(n), MSG_NOSIGNAL) != n) {
+        break;
+      }
     }
     ::shutdown(to, SHUT_WR);
   }
@@ -104,7 +114,9 @@ int PortOf(const std::string& address) { return std::stoi(address.substr(address
 // every sample exactly once.
 void ExpectEverySampleOnce(const std::vector<Batch>& batches) {
   std::multiset<int64_t> seen;
-  for (const Batch& batch : batches) seen.insert(batch.indices.begin(), batch.indices.end());
+  for (const Batch& batch : batches) {
+    seen.insert(batch.indices.begin(), batch.indices.end());
+  }
   EXPECT_EQ(seen.size(), 60u);
   EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 60u);
 }
@@ -164,7 +176,8 @@ TEST_F(PixelTransportTest, PixelChannelsAndGrpcCarryTheSameBatches) {
 
 // The number of the loader's open streams on a same-host channel.
 int SameHostStreamsWhileReading(RemoteLoader& loader, int expected) {
-  return CountWhileReading(loader, expected, [&loader] { return loader.stats().same_host_streams; });
+  return CountWhileReading(loader, expected,
+                           [&loader] { return loader.stats().same_host_streams; });
 }
 
 TEST_F(PixelTransportTest, ASameHostLoaderCopiesFromSharedMemoryTheSameBatches) {

@@ -20,7 +20,7 @@ void WriteAtomically(const std::string& path, const std::string& text) {
 }
 
 std::string NewPath(const std::string& name) {
-  const std::string path = TempDir() + "/discovery_" + name;
+  std::string path = TempDir() + "/discovery_" + name;
   std::filesystem::remove(path);
   return path;
 }

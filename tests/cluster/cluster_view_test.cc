@@ -24,7 +24,8 @@ std::string WriteConfig(const std::string& name, const std::string& json) {
   return path.string();
 }
 
-absl::StatusOr<ClusterView> Resolve(const std::string& config, Environment environment = {}) {
+absl::StatusOr<ClusterView> Resolve(const std::string& config,
+                                    const Environment& environment = {}) {
   ClusterSettings settings;
   settings.resource_config = config;
   return ResolveClusterView(settings, environment);
@@ -119,7 +120,9 @@ TEST(ClusterViewTest, CustomGroupNames) {
   std::string json = kDataHostConfig;
   for (auto [from, to] : {std::pair<std::string, std::string>{"\"data_group\"", "\"cpu\""},
                           {"\"dnn_group\"", "\"gpu\""}}) {
-    for (size_t at; (at = json.find(from)) != std::string::npos;) json.replace(at, from.size(), to);
+    for (size_t at; (at = json.find(from)) != std::string::npos;) {
+      json.replace(at, from.size(), to);
+    }
   }
   const std::string path = WriteConfig("groups", json);
   EXPECT_FALSE(Resolve(path).ok());

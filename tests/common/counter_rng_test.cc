@@ -22,7 +22,9 @@ TEST(CounterRngTest, PhiloxMatchesKnownAnswers) {
 TEST(CounterRngTest, SameKeyGivesSameSequence) {
   CounterRng a(42, {kStreamAugment, 3, 17});
   CounterRng b(42, {kStreamAugment, 3, 17});
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(a.NextU32(), b.NextU32());
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(a.NextU32(), b.NextU32());
+  }
 }
 
 TEST(CounterRngTest, DifferentKeysDiffer) {

@@ -45,7 +45,9 @@ TEST(DatasetTest, FileList) {
 TEST(DatasetTest, FileListReportsItsMissingFiles) {
   std::filesystem::path root = MakeImageFolder("holes", 1, 2);
   std::string list = "class0/img0.jpg\t0\n";
-  for (int i = 0; i < 7; ++i) list += "gone/img" + std::to_string(i) + ".jpg\t1\n";
+  for (int i = 0; i < 7; ++i) {
+    list += "gone/img" + std::to_string(i) + ".jpg\t1\n";
+  }
   list += root.string() + "/class0/img1.jpg\t0\n";  // absolute paths count too
   WriteFile(root / "train.tsv", list);
   absl::StatusOr<Dataset> dataset = Dataset::Open((root / "train.tsv").string());

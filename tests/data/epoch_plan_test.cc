@@ -29,7 +29,9 @@ TEST(EpochPlanTest, RanksPartitionTheEpochWhenDivisible) {
     seen.insert(indices.begin(), indices.end());
   }
   ASSERT_EQ(seen.size(), 120u);
-  for (int64_t i = 0; i < 120; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+  for (int64_t i = 0; i < 120; ++i) {
+    EXPECT_EQ(seen.count(i), 1u) << i;
+  }
 }
 
 TEST(EpochPlanTest, PadsLikeDistributedSamplerWithoutDropLast) {
@@ -41,11 +43,15 @@ TEST(EpochPlanTest, PadsLikeDistributedSamplerWithoutDropLast) {
   EXPECT_EQ(plan->BatchIndices(0, 1).size(), 1u);  // short last batch
   std::map<int64_t, int> counts;
   for (uint32_t rank = 0; rank < 4; ++rank) {
-    for (int64_t index : plan->RankIndices(rank)) counts[index]++;
+    for (int64_t index : plan->RankIndices(rank)) {
+      counts[index]++;
+    }
   }
   EXPECT_EQ(counts.size(), 10u);  // every sample at least once
   int repeated = 0;
-  for (auto [index, count] : counts) repeated += count - 1;
+  for (auto [index, count] : counts) {
+    repeated += count - 1;
+  }
   EXPECT_EQ(repeated, 2);
 }
 
@@ -56,7 +62,9 @@ TEST(EpochPlanTest, DropLastTruncates) {
   EXPECT_EQ(plan->batches_per_rank(), 1);
   std::set<int64_t> seen;
   for (uint32_t rank = 0; rank < 4; ++rank) {
-    for (int64_t index : plan->RankIndices(rank)) EXPECT_TRUE(seen.insert(index).second);
+    for (int64_t index : plan->RankIndices(rank)) {
+      EXPECT_TRUE(seen.insert(index).second);
+    }
   }
   EXPECT_EQ(seen.size(), 8u);
 }
@@ -78,7 +86,9 @@ TEST(EpochPlanTest, ShuffledButComplete) {
   std::vector<int64_t> indices = plan->RankIndices(0);
   std::vector<int64_t> sorted = indices;
   std::sort(sorted.begin(), sorted.end());
-  for (int64_t i = 0; i < 500; ++i) ASSERT_EQ(sorted[i], i);
+  for (int64_t i = 0; i < 500; ++i) {
+    ASSERT_EQ(sorted[i], i);
+  }
   EXPECT_NE(indices, sorted);
 }
 

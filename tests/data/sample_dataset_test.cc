@@ -45,7 +45,7 @@ TEST(SampleFormatsTest, ErrorsSayWhatIsWrong) {
 
 // A folder with two synthetic "photos" to cut the dataset from.
 fs::path MakeSourcePhotos() {
-  const fs::path dir = testing::MakeTempDir("sample-sources");
+  fs::path dir = testing::MakeTempDir("sample-sources");
   for (const char* name : {"alpha.jpg", "beta.jpg"}) {
     cv::Mat photo(480, 640, CV_8UC3);
     cv::randu(photo, cv::Scalar::all(0), cv::Scalar::all(255));
@@ -63,7 +63,9 @@ TEST(SampleDatasetTest, MixedFormatsHoldExactlyTheirShares) {
   ASSERT_OK(WriteSampleDataset(options));
   std::map<std::string, int> kinds;
   for (const fs::directory_entry& entry : fs::recursive_directory_iterator(options.output_dir)) {
-    if (!entry.is_regular_file() || entry.path().filename().string()[0] == '.') continue;
+    if (!entry.is_regular_file() || entry.path().filename().string()[0] == '.') {
+      continue;
+    }
     ASSERT_OK_AND_ASSIGN(const std::string bytes, ReadFileToString(entry.path().string()));
     const std::string kind = ImageKindName(bytes);
     ++kinds[kind];

@@ -20,7 +20,9 @@ using Members = std::vector<std::pair<std::string, std::string>>;
 void WriteShard(const std::string& path, const Members& members, bool gzip = false) {
   archive* writer = archive_write_new();
   archive_write_set_format_pax_restricted(writer);
-  if (gzip) archive_write_add_filter_gzip(writer);
+  if (gzip) {
+    archive_write_add_filter_gzip(writer);
+  }
   ASSERT_EQ(archive_write_open_filename(writer, path.c_str()), ARCHIVE_OK);
   for (const auto& [name, data] : members) {
     archive_entry* entry = archive_entry_new();

@@ -448,7 +448,9 @@ class LocalRunTest(unittest.TestCase):
         result = subprocess.run([HETERODL, "serve", "--helpfull"], capture_output=True, text=True,
                                 timeout=30)
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("worker_nice", result.stdout)
+        # Every flag, dashed and with its default, as 'help COMMAND' lists them.
+        self.assertIn("--worker-nice (default: '10')", result.stdout)
+        self.assertIn("--model (default:", result.stdout)
 
     def test_bad_pipeline_is_a_clear_error(self):
         result = subprocess.run([HETERODL, "bench", "augment", "--dataset", self.dataset,

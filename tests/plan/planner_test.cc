@@ -63,7 +63,9 @@ TEST(PlannerTest, ACpuBoundGpuInstanceGetsTheCheapestDataGroupThatRemovesTheStal
   EXPECT_LE(best.data_stall(), 0.05);
   EXPECT_GT(best.price_performance_improvement(), 0);
   for (const v1::ClusterEstimate& other : plan->considered()) {
-    if (other.data_stall() <= 0.05) EXPECT_GE(other.usd_per_step(), best.usd_per_step() - 1e-12);
+    if (other.data_stall() <= 0.05) {
+      EXPECT_GE(other.usd_per_step(), best.usd_per_step() - 1e-12);
+    }
   }
   EXPECT_NE(plan->reason().find("cpu-bound"), std::string::npos);
 }
@@ -108,7 +110,9 @@ TEST(PriceTableTest, SpotPricesAreAnOptionalSixthColumn) {
   int spot_rows = 0;
   const PriceTable shipped = Prices();
   for (const v1::InstanceType& type : shipped.instances()) {
-    if (type.spot_usd_per_hour() == 0) continue;
+    if (type.spot_usd_per_hour() == 0) {
+      continue;
+    }
     ++spot_rows;
     EXPECT_LT(type.spot_usd_per_hour(), type.usd_per_hour()) << type.name();
   }

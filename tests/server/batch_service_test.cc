@@ -37,7 +37,9 @@ class BuildResult {
     auto called = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_ > 0; };
     mu_.AwaitWithTimeout(absl::Condition(&called), absl::Seconds(20));
     EXPECT_EQ(calls_, 1);
-    if (!result_.has_value()) return absl::DeadlineExceededError("done never ran");
+    if (!result_.has_value()) {
+      return absl::DeadlineExceededError("done never ran");
+    }
     return *result_;
   }
 
@@ -113,7 +115,7 @@ TEST_F(BatchServiceTest, InfoGivesANamedPipelinesShapeOrWhyItDoesNotParse) {
 TEST_F(BatchServiceTest, AStreamIsRefusedWhatItMayNotAsk) {
   RequestLimits limits;
   limits.max_batch_size = 16;
-  limits.max_batch_bytes = 8 * 32 * 32 * 3;
+  limits.max_batch_bytes = uint64_t{8} * 32 * 32 * 3;
   std::unique_ptr<BatchService> service = MakeService(1, limits);
   ASSERT_OK(service->OpenStream(Config(*service)).status());
 
@@ -153,7 +155,9 @@ TEST_F(BatchServiceTest, DistinctPipelinesAreBounded) {
   for (int side = 8; side < 48 && status.ok(); ++side) {
     config.set_pipeline("center_crop(" + std::to_string(side) + ")");
     status = service->OpenStream(config).status();
-    if (status.ok()) ++opened;
+    if (status.ok()) {
+      ++opened;
+    }
   }
   EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
   EXPECT_GE(opened, 1);
@@ -212,7 +216,9 @@ TEST_F(BatchServiceTest, AFileThatIsNoImageIsReplacedAndCounted) {
   ASSERT_OK_AND_ASSIGN(BuiltBatch batch, Build(*service, stream, Id(0, 0, 0)));
   EXPECT_EQ(batch.header.failed(), 1u);
   int replaced = 0;
-  for (int status : batch.header.status()) replaced += status == v1::SAMPLE_REPLACED;
+  for (int status : batch.header.status()) {
+    replaced += status == v1::SAMPLE_REPLACED;
+  }
   EXPECT_EQ(replaced, 1);
   EXPECT_EQ(service->Stats().samples_failed(), 1u);
 }
@@ -234,7 +240,7 @@ TEST_F(BatchServiceTest, BuildsNotStartedWhenTheStreamClosesAreCancelled) {
   // The first build's `done` holds the only worker, so the next ones cannot
   // start before the stream closes.
   absl::Notification holding, release;
-  service->BuildAsync(stream, Id(0, 0, 0), [&](absl::StatusOr<BuiltBatch> batch) {
+  service->BuildAsync(stream, Id(0, 0, 0), [&](const absl::StatusOr<BuiltBatch>& batch) {
     EXPECT_TRUE(batch.ok()) << batch.status();
     holding.Notify();
     release.WaitForNotification();

@@ -36,7 +36,9 @@ bool AwaitActiveStreams(const std::string& address, uint32_t streams) {
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
   while (absl::Now() < give_up) {
     absl::StatusOr<v1::ServerStats> status = FetchServerStatus(address, absl::Seconds(5));
-    if (status.ok() && status->active_streams() == streams) return true;
+    if (status.ok() && status->active_streams() == streams) {
+      return true;
+    }
     absl::SleepFor(absl::Milliseconds(10));
   }
   return false;
@@ -54,7 +56,9 @@ class RawStreamTest : public DataServerTest {
         grpc::CreateChannel(server_.address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     auto stream = stub->StreamBatches(&context);
-    for (const v1::BatchRequest& request : requests) stream->Write(request);
+    for (const v1::BatchRequest& request : requests) {
+      stream->Write(request);
+    }
     stream->WritesDone();
     v1::Batch batch;
     while (stream->Read(&batch)) {
@@ -88,7 +92,9 @@ TEST_F(RawStreamTest, ValidRequestsSucceed) {
   for (int wait = 0; wait < 100; ++wait) {
     status = FetchServerStatus(server_.address(), absl::Seconds(5));
     ASSERT_TRUE(status.ok()) << status.status();
-    if (status->batches_in_flight() == 0 && status->active_streams() == 0) break;
+    if (status->batches_in_flight() == 0 && status->active_streams() == 0) {
+      break;
+    }
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_EQ(status->batches_in_flight(), 0u);
@@ -143,7 +149,7 @@ TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
   // first flow-control window, so a client that does not read holds the
   // server's writes (and the batches count as in flight) however fast they
   // are built.
-  options.max_stream_bytes = 3 * 4 * 256 * 256 * 3;
+  options.max_stream_bytes = uint64_t{3} * 4 * 256 * 256 * 3;
   options.drain_timeout = absl::Milliseconds(200);
   absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -199,7 +205,9 @@ TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
   grpc::ClientContext greedy_context;
   auto greedy = stub->StreamBatches(&greedy_context);
   ASSERT_TRUE(greedy->Write(open));
-  for (uint32_t k = 0; k < 15; ++k) greedy->Write(ask(k));
+  for (uint32_t k = 0; k < 15; ++k) {
+    greedy->Write(ask(k));
+  }
   greedy->WritesDone();
   while (greedy->Read(&batch)) {
   }
@@ -228,6 +236,7 @@ TEST_F(DataServerTest, SixtyFourConcurrentClients) {
   std::vector<std::thread> clients;
   std::vector<int> samples(64, 0);
   std::vector<std::string> errors(64);
+  clients.reserve(64);
   for (int i = 0; i < 64; ++i) {
     clients.emplace_back([&, i] {
       RemoteLoaderOptions options = LoaderOptions({server.address()}, 0, 1);
@@ -239,21 +248,29 @@ TEST_F(DataServerTest, SixtyFourConcurrentClients) {
         return;
       }
       std::set<int64_t> seen;
-      if (!(*loader)->SetEpoch(0).ok()) return;
+      if (!(*loader)->SetEpoch(0).ok()) {
+        return;
+      }
       while (true) {
         absl::StatusOr<std::optional<Batch>> batch = (*loader)->Next();
         if (!batch.ok()) {
           errors[i] = batch.status().ToString();
           return;
         }
-        if (!*batch) break;
+        if (!*batch) {
+          break;
+        }
         seen.insert((*batch)->indices.begin(), (*batch)->indices.end());
         samples[i] += static_cast<int>((*batch)->size());
       }
-      if (static_cast<int>(seen.size()) != samples[i]) errors[i] = "a sample came twice";
+      if (static_cast<int>(seen.size()) != samples[i]) {
+        errors[i] = "a sample came twice";
+      }
     });
   }
-  for (std::thread& client : clients) client.join();
+  for (std::thread& client : clients) {
+    client.join();
+  }
   for (int i = 0; i < 64; ++i) {
     EXPECT_EQ(errors[i], "") << "client " << i;
     EXPECT_EQ(samples[i], 60) << "client " << i;  // 3 classes x 20 images, each once
@@ -267,7 +284,9 @@ TEST_F(RawStreamTest, ClientsThatVanishMidStreamLeaveTheServerHealthy) {
     grpc::ClientContext context;
     auto stream = stub->StreamBatches(&context);
     stream->Write(Open(fingerprint()));
-    for (uint32_t k = 0; k < 8; ++k) stream->Write(Ask(0, k));
+    for (uint32_t k = 0; k < 8; ++k) {
+      stream->Write(Ask(0, k));
+    }
     if (attempt % 2 == 1) {
       v1::Batch batch;
       stream->Read(&batch);  // leave with batches still being built and sent

@@ -17,8 +17,12 @@ TEST(RecentRateTest, MeasuresTheLastWindowNotTheLifetime) {
   // 100/s for a minute, then 1000/s for 30 s.
   uint64_t count = 0;
   absl::Time now = kStart;
-  for (int s = 0; s < 60; ++s, now += absl::Seconds(1)) rate.Note(count += 100, now);
-  for (int s = 0; s < 30; ++s, now += absl::Seconds(1)) rate.Note(count += 1000, now);
+  for (int s = 0; s < 60; ++s, now += absl::Seconds(1)) {
+    rate.Note(count += 100, now);
+  }
+  for (int s = 0; s < 30; ++s, now += absl::Seconds(1)) {
+    rate.Note(count += 1000, now);
+  }
   EXPECT_NEAR(rate.PerSecond(count, now), 1000, 100);
 }
 
@@ -26,7 +30,9 @@ TEST(RecentRateTest, AnIdleServerFallsToZero) {
   RecentRate rate(absl::Seconds(10));
   uint64_t count = 0;
   absl::Time now = kStart;
-  for (int s = 0; s < 20; ++s, now += absl::Seconds(1)) rate.Note(count += 500, now);
+  for (int s = 0; s < 20; ++s, now += absl::Seconds(1)) {
+    rate.Note(count += 500, now);
+  }
   EXPECT_GT(rate.PerSecond(count, now), 400);
   EXPECT_EQ(rate.PerSecond(count, now + absl::Minutes(5)), 0);
 }

@@ -25,9 +25,8 @@ class Journal {
   // Waits until `count` entries are in; returns them all.
   std::vector<std::string> Await(size_t count) {
     absl::MutexLock lock(&mu_);
-    auto enough = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return entries_.size() >= count;
-    };
+    auto enough = [this, count]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return entries_.size() >= count; };
     mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(20));
     return entries_;
   }
@@ -38,10 +37,9 @@ class Journal {
 };
 
 SamplePool::Job Logged(Journal& journal, const std::string& name, int items) {
-  return {items, [&journal, name](int item) { journal.Add(name + std::to_string(item)); },
-          [&journal, name](bool completed) {
-            journal.Add(name + (completed ? " done" : " dropped"));
-          }};
+  return {
+      items, [&journal, name](int item) { journal.Add(name + std::to_string(item)); },
+      [&journal, name](bool completed) { journal.Add(name + (completed ? " done" : " dropped")); }};
 }
 
 TEST(SamplePoolTest, OneBatchIsBuiltByEveryThread) {
@@ -88,15 +86,17 @@ TEST(SamplePoolTest, QueuesTakeTurnsItemByItem) {
                        },
                        [](bool) {}});
   running.WaitForNotification();
-  for (const char* name : {"a", "b", "c"}) pool.Submit(greedy, Logged(journal, name, 2));
+  for (const char* name : {"a", "b", "c"}) {
+    pool.Submit(greedy, Logged(journal, name, 2));
+  }
   pool.Submit(modest, Logged(journal, "x", 2));
   queued.Notify();
   // The modest queue's one batch finishes second, not after all of the
   // greedy queue's: the pool alternates between the queues.
   const std::vector<std::string> entries = journal.Await(9);
-  EXPECT_EQ(std::vector<std::string>(entries.begin(), entries.begin() + 9),
-            (std::vector<std::string>{"a0", "x0", "a1", "a done", "x1", "x done", "b0", "b1",
-                                      "b done"}));
+  EXPECT_EQ(
+      std::vector<std::string>(entries.begin(), entries.begin() + 9),
+      (std::vector<std::string>{"a0", "x0", "a1", "a done", "x1", "x done", "b0", "b1", "b done"}));
 }
 
 TEST(SamplePoolTest, ClosingAQueueDropsWhatHasNotStarted) {
@@ -105,15 +105,16 @@ TEST(SamplePoolTest, ClosingAQueueDropsWhatHasNotStarted) {
   const SamplePool::QueueId queue = pool.OpenQueue();
   absl::Notification release;
   absl::Notification running;
-  pool.Submit(queue, {2,
-                      [&](int item) {
-                        journal.Add("first" + std::to_string(item));
-                        if (item == 0) {
-                          running.Notify();
-                          release.WaitForNotification();
-                        }
-                      },
-                      [&](bool completed) { journal.Add(completed ? "first done" : "first dropped"); }});
+  pool.Submit(queue,
+              {2,
+               [&](int item) {
+                 journal.Add("first" + std::to_string(item));
+                 if (item == 0) {
+                   running.Notify();
+                   release.WaitForNotification();
+                 }
+               },
+               [&](bool completed) { journal.Add(completed ? "first done" : "first dropped"); }});
   pool.Submit(queue, Logged(journal, "second", 3));
   running.WaitForNotification();
   pool.CloseQueue(queue);
@@ -140,7 +141,9 @@ TEST(SamplePoolTest, DestroyingThePoolDropsQueuedJobsAndFinishesRunningOnes) {
                         },
                         [&](bool completed) { journal.Add(completed ? "done" : "dropped"); }});
     running.WaitForNotification();
-    for (int i = 0; i < 100; ++i) pool.Submit(queue, Logged(journal, "queued", 1000));
+    for (int i = 0; i < 100; ++i) {
+      pool.Submit(queue, Logged(journal, "queued", 1000));
+    }
   }
   // Every callback has run by the time the destructor returns.
   const std::vector<std::string> entries = journal.Await(0);
@@ -155,11 +158,12 @@ TEST(SamplePoolTest, ManyQueuesAndThreadsRunEveryItemOnce) {
   constexpr int kQueues = 8;
   constexpr int kJobs = 50;
   constexpr int kItems = 16;
-  std::vector<std::atomic<int>> runs(kQueues * kJobs * kItems);
+  std::vector<std::atomic<int>> runs(size_t{kQueues} * kJobs * kItems);
   std::atomic<int> done{0};
   {
     SamplePool pool(4);
     std::vector<std::thread> submitters;
+    submitters.reserve(kQueues);
     for (int q = 0; q < kQueues; ++q) {
       submitters.emplace_back([&, q] {
         const SamplePool::QueueId queue = pool.OpenQueue();
@@ -170,14 +174,18 @@ TEST(SamplePoolTest, ManyQueuesAndThreadsRunEveryItemOnce) {
         }
       });
     }
-    for (std::thread& submitter : submitters) submitter.join();
+    for (std::thread& submitter : submitters) {
+      submitter.join();
+    }
     const absl::Time give_up = absl::Now() + absl::Seconds(20);
     while (done.load() < kQueues * kJobs && absl::Now() < give_up) {
       absl::SleepFor(absl::Milliseconds(5));
     }
   }
   EXPECT_EQ(done.load(), kQueues * kJobs);
-  for (const std::atomic<int>& count : runs) ASSERT_EQ(count.load(), 1);
+  for (const std::atomic<int>& count : runs) {
+    ASSERT_EQ(count.load(), 1);
+  }
 }
 
 }  // namespace

@@ -45,13 +45,17 @@ RunningServer::RunningServer(const DataServerOptions& options) {
 RunningServer::~RunningServer() { Stop(); }
 
 void RunningServer::Stop() {
-  if (!waiter_.joinable()) return;
+  if (!waiter_.joinable()) {
+    return;
+  }
   server_->RequestStop("test");
   waiter_.join();
 }
 
 void RunningServer::Join() {
-  if (waiter_.joinable()) waiter_.join();
+  if (waiter_.joinable()) {
+    waiter_.join();
+  }
 }
 
 std::string* ServedDatasetTest::dataset_ = nullptr;
@@ -83,7 +87,9 @@ std::vector<Batch> ServedDatasetTest::ReadEpoch(RemoteLoader& loader, uint32_t e
   while (true) {
     absl::StatusOr<std::optional<Batch>> batch = loader.Next();
     EXPECT_TRUE(batch.ok()) << batch.status();
-    if (!batch.ok() || !batch->has_value()) break;
+    if (!batch.ok() || !batch->has_value()) {
+      break;
+    }
     batches.push_back(std::move(**batch));
   }
   return batches;
@@ -92,7 +98,9 @@ std::vector<Batch> ServedDatasetTest::ReadEpoch(RemoteLoader& loader, uint32_t e
 bool AwaitReceived(const RemoteLoader& loader, int64_t batches) {
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
   while (loader.stats().received <= batches) {
-    if (absl::Now() > give_up) return false;
+    if (absl::Now() > give_up) {
+      return false;
+    }
     absl::SleepFor(absl::Milliseconds(10));
   }
   return true;

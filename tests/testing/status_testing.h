@@ -14,15 +14,15 @@
 #include "gtest/gtest.h"
 #include "src/common/status_macros.h"
 
-#define ASSERT_OK(expr)                             \
-  do {                                              \
-    const ::absl::Status heterodl_status_ = (expr); \
+#define ASSERT_OK(expr)                                     \
+  do {                                                      \
+    const ::absl::Status& heterodl_status_ = (expr);        \
     ASSERT_TRUE(heterodl_status_.ok()) << heterodl_status_; \
   } while (false)
 
-#define EXPECT_OK(expr)                             \
-  do {                                              \
-    const ::absl::Status heterodl_status_ = (expr); \
+#define EXPECT_OK(expr)                                     \
+  do {                                                      \
+    const ::absl::Status heterodl_status_ = (expr);         \
     EXPECT_TRUE(heterodl_status_.ok()) << heterodl_status_; \
   } while (false)
 

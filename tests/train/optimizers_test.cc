@@ -28,7 +28,10 @@ void ExpectSameSteps(
     int steps = 6) {
   std::vector<torch::Tensor> a = MakeParameters(1);
   std::vector<torch::Tensor> b;
-  for (const torch::Tensor& p : a) b.push_back(p.detach().clone().requires_grad_());
+  b.reserve(a.size());
+  for (const torch::Tensor& p : a) {
+    b.push_back(p.detach().clone().requires_grad_());
+  }
   std::unique_ptr<torch::optim::Optimizer> mine = make_mine(a);
   std::unique_ptr<torch::optim::Optimizer> theirs = make_theirs(b);
   for (int step = 0; step < steps; ++step) {
@@ -40,7 +43,9 @@ void ExpectSameSteps(
     }
     if (step == 3) {  // the learning rate changes mid-run, as schedules do
       for (auto* optimizer : {mine.get(), theirs.get()}) {
-        for (auto& group : optimizer->param_groups()) group.options().set_lr(0.05);
+        for (auto& group : optimizer->param_groups()) {
+          group.options().set_lr(0.05);
+        }
       }
     }
     mine->step();
@@ -69,8 +74,9 @@ TEST(OptimizersTest, SgdVariantsMatchLibTorch) {
 }
 
 TEST(OptimizersTest, AdamWMatchesLibTorch) {
-  for (const auto& options : {torch::optim::AdamWOptions(1e-3).weight_decay(1e-2),
-                              torch::optim::AdamWOptions(3e-3).weight_decay(0).betas({0.8, 0.99})}) {
+  for (const auto& options :
+       {torch::optim::AdamWOptions(1e-3).weight_decay(1e-2),
+        torch::optim::AdamWOptions(3e-3).weight_decay(0).betas({0.8, 0.99})}) {
     ExpectSameSteps([&](auto p) { return std::make_unique<MultiTensorAdamW>(p, options); },
                     [&](auto p) { return std::make_unique<torch::optim::AdamW>(p, options); });
   }
@@ -80,7 +86,9 @@ TEST(OptimizersTest, StateIsLibTorchsSoCheckpointsCarryOver) {
   std::vector<torch::Tensor> a = MakeParameters(2);
   const auto options = torch::optim::SGDOptions(0.1).momentum(0.9);
   MultiTensorSgd mine(a, options);
-  for (size_t i = 0; i + 1 < a.size(); ++i) a[i].mutable_grad() = torch::ones(a[i].sizes());
+  for (size_t i = 0; i + 1 < a.size(); ++i) {
+    a[i].mutable_grad() = torch::ones(a[i].sizes());
+  }
   mine.step();
   std::stringstream saved;
   torch::serialize::OutputArchive out;
@@ -92,9 +100,9 @@ TEST(OptimizersTest, StateIsLibTorchsSoCheckpointsCarryOver) {
   theirs.load(in);
   // One buffer per parameter that had a gradient, equal to it.
   EXPECT_EQ(theirs.state().size(), a.size() - 1);
-  const auto& buffer = static_cast<torch::optim::SGDParamState&>(
-                           *theirs.state().at(a[0].unsafeGetTensorImpl()))
-                           .momentum_buffer();
+  const auto& buffer =
+      static_cast<torch::optim::SGDParamState&>(*theirs.state().at(a[0].unsafeGetTensorImpl()))
+          .momentum_buffer();
   EXPECT_TRUE(torch::equal(buffer, torch::ones(a[0].sizes())));
 }
 

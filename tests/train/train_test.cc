@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "src/train/checkpoint.h"
 #include "src/common/net/host_port.h"
+#include "src/train/checkpoint.h"
 #include "src/train/communicator.h"
 #include "src/train/gradient_reducer.h"
 #include "src/train/lr_schedule.h"
@@ -46,7 +46,9 @@ void Train(torch::nn::Sequential& model, const torch::Tensor& x, const torch::Te
     torch::Tensor loss = torch::nn::functional::cross_entropy(
         model->forward(x.slice(0, begin, end)), y.slice(0, begin, end));
     loss.backward();
-    if (reducer != nullptr) ASSERT_TRUE(reducer->FinishStep().ok());
+    if (reducer != nullptr) {
+      ASSERT_TRUE(reducer->FinishStep().ok());
+    }
     optimizer.step();
   }
 }
@@ -63,11 +65,15 @@ TEST_P(DataParallelTest, RanksEndWithTheParametersOfOneRankOnTheUnion) {
   Train(reference, x, y, 0, kBatch, nullptr);
 
   std::vector<torch::nn::Sequential> replicas;
-  for (int rank = 0; rank < world_size; ++rank) replicas.push_back(Mlp());
+  replicas.reserve(world_size);
+  for (int rank = 0; rank < world_size; ++rank) {
+    replicas.push_back(Mlp());
+  }
   const int port = FreePort();
   std::vector<int> started_in_backward(world_size);
   std::vector<int> buckets(world_size);
   std::vector<std::thread> ranks;
+  ranks.reserve(world_size);
   for (int rank = 0; rank < world_size; ++rank) {
     ranks.emplace_back([&, rank] {
       RendezvousOptions options;
@@ -87,7 +93,9 @@ TEST_P(DataParallelTest, RanksEndWithTheParametersOfOneRankOnTheUnion) {
       buckets[rank] = reducer.num_buckets();
     });
   }
-  for (std::thread& rank : ranks) rank.join();
+  for (std::thread& rank : ranks) {
+    rank.join();
+  }
 
   const std::vector<torch::Tensor> expected = reference->parameters();
   for (int rank = 0; rank < world_size; ++rank) {
@@ -113,7 +121,9 @@ TEST(GradientReducerTest, AParameterWithoutGradientGetsZerosOnEveryRank) {
   torch::nn::Linear used(4, 2);
   torch::nn::Linear unused(4, 2);
   std::vector<torch::Tensor> parameters = used->parameters();
-  for (const torch::Tensor& p : unused->parameters()) parameters.push_back(p);
+  for (const torch::Tensor& p : unused->parameters()) {
+    parameters.push_back(p);
+  }
   GradientReducer reducer(parameters, **communicator, 1 << 20);
   used->forward(torch::ones({3, 4})).sum().backward();
   ASSERT_TRUE(reducer.FinishStep().ok());
@@ -137,7 +147,9 @@ TEST(LrScheduleTest, WarmupThenCosineToZero) {
 
 int64_t CountParameters(Model& model) {
   int64_t count = 0;
-  for (const torch::Tensor& p : model.Parameters()) count += p.numel();
+  for (const torch::Tensor& p : model.Parameters()) {
+    count += p.numel();
+  }
   return count;
 }
 
@@ -172,13 +184,14 @@ TEST(ModelsTest, ChannelsLastChangesTheLayoutNotTheModel) {
   EXPECT_EQ(model->Parameters().size(), parameters);
   int converted = 0;
   for (const torch::Tensor& parameter : model->Parameters()) {
-    if (parameter.dim() != 4) continue;
+    if (parameter.dim() != 4) {
+      continue;
+    }
     EXPECT_TRUE(parameter.is_contiguous(torch::MemoryFormat::ChannelsLast));
     ++converted;
   }
   EXPECT_EQ(converted, 20);  // ResNet-18's convolutions, downsampling ones included
-  const torch::Tensor after =
-      model->Forward(input.contiguous(torch::MemoryFormat::ChannelsLast));
+  const torch::Tensor after = model->Forward(input.contiguous(torch::MemoryFormat::ChannelsLast));
   EXPECT_TRUE(torch::allclose(before, after, 1e-4, 1e-5))
       << (before - after).abs().max().item<double>();
 }
@@ -261,7 +274,9 @@ TEST(MetricsWriterTest, AWriteThatFailsIsSaidOnceAndTrainingGoesOn) {
   record.batch_size = 8;
   record.step_ms = 10;
   ::testing::internal::CaptureStderr();
-  for (int i = 0; i < 3; ++i) (*writer)->RecordStep(record);
+  for (int i = 0; i < 3; ++i) {
+    (*writer)->RecordStep(record);
+  }
   EXPECT_FALSE((*writer)->WriteSummary((*writer)->totals(), 1, 1.0).empty());
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ((*writer)->totals().steps, 3u);  // still counted

@@ -31,7 +31,9 @@ v1::Batch Header() {
 
 PooledBuffer Pixels(BufferPool& pool, size_t bytes) {
   PooledBuffer pixels = *pool.Get(bytes);
-  for (size_t i = 0; i < bytes; ++i) pixels.data()[i] = static_cast<uint8_t>(i * 31);
+  for (size_t i = 0; i < bytes; ++i) {
+    pixels.data()[i] = static_cast<uint8_t>(i * 31);
+  }
   return pixels;
 }
 
@@ -132,9 +134,9 @@ TEST(BatchCodecTest, AClaimedSizeBeyondTheMessageOrTheLimitAllocatesNothing) {
   // What a server (or a man in the middle) could claim: more than it sent,
   // up to sizes no int holds, or more than the loader allows.
   const std::pair<uint64_t, size_t> cases[] = {
-      {1ull << 40, 16},        // a terabyte, 16 bytes sent
-      {(1ull << 31) + 5, 16},  // just past what an int holds
-      {100, 99},               // one byte short
+      {1ull << 40, 16},          // a terabyte, 16 bytes sent
+      {(1ull << 31) + 5, 16},    // just past what an int holds
+      {100, 99},                 // one byte short
       {kLimit + 1, kLimit + 1},  // all there, but over the limit
   };
   for (const auto& [claimed, carried] : cases) {

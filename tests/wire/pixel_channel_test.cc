@@ -1,6 +1,3 @@
-#include "src/server/pixel_channel_listener.h"
-#include "src/client/pixel_channel_reader.h"
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,8 +13,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "src/common/net/unix_socket.h"
 #include "gtest/gtest.h"
+#include "src/client/pixel_channel_reader.h"
+#include "src/common/net/unix_socket.h"
+#include "src/server/pixel_channel_listener.h"
 #include "tests/testing/status_testing.h"
 
 namespace heterodl {
@@ -25,7 +24,9 @@ namespace {
 
 std::shared_ptr<const std::vector<uint8_t>> Pattern(size_t bytes, uint8_t seed) {
   auto pixels = std::make_shared<std::vector<uint8_t>>(bytes);
-  for (size_t i = 0; i < bytes; ++i) (*pixels)[i] = static_cast<uint8_t>(i * 131 + seed);
+  for (size_t i = 0; i < bytes; ++i) {
+    (*pixels)[i] = static_cast<uint8_t>(i * 131 + seed);
+  }
   return pixels;
 }
 
@@ -133,9 +134,11 @@ TEST(PixelChannelTest, ChannelsOfOneListenerAreIndependent) {
   const PixelTicket first_ticket = NewPixelTicket();
   const PixelTicket second_ticket = NewPixelTicket();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> first, Connect(*listener, first_ticket));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> second, Connect(*listener, second_ticket));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> second,
+                       Connect(*listener, second_ticket));
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> first_channel, listener->Claim(first_ticket));
-  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> second_channel, listener->Claim(second_ticket));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PixelChannel> second_channel,
+                       listener->Claim(second_ticket));
   // The first loader never reads its 64 MB; the second still gets its bytes.
   first_channel->Send(OutgoingPixels::Share(Pattern(64 << 20, 1)), log.Expect(1));
   const auto pixels = Pattern(1 << 20, 2);
@@ -202,7 +205,8 @@ TEST(PixelChannelTest, StrangersAndUnclaimedConnectionsAreClosed) {
   EXPECT_TRUE(ClosedByServer(silent));
   ::close(silent);
   // A ticket no stream claims.
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> unclaimed, Connect(*listener, NewPixelTicket()));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> unclaimed,
+                       Connect(*listener, NewPixelTicket()));
   uint8_t byte;
   EXPECT_FALSE(unclaimed->ReadExactly(&byte, 1).ok());
 }
@@ -284,7 +288,9 @@ TEST(PixelChannelTest, ConnectErrorsNameTheAddress) {
 int RawLocalConnection(const std::string& name, const PixelTicket& ticket) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   absl::StatusOr<AbstractAddress> address = AbstractSocketAddress(name);
-  if (!address.ok() || ::connect(fd, address->as_sockaddr(), address->length) != 0) return -1;
+  if (!address.ok() || ::connect(fd, address->as_sockaddr(), address->length) != 0) {
+    return -1;
+  }
   uint8_t hello[kPixelChannelHelloBytes];
   std::memcpy(hello, kPixelChannelMagic, sizeof(kPixelChannelMagic));
   std::memcpy(hello + sizeof(kPixelChannelMagic), ticket.data(), ticket.size());
@@ -298,10 +304,14 @@ int ReadRecord(int fd, PixelRecord& record) {
   int passed = -1;
   size_t received = 0;
   while (received < sizeof(record)) {
-    ReceivedBytes got = ReceiveWithDescriptors(
-        fd, reinterpret_cast<uint8_t*>(&record) + received, sizeof(record) - received);
-    if (got.bytes <= 0) return -1;
-    if (!got.descriptors.empty()) passed = got.descriptors.front().release();
+    ReceivedBytes got = ReceiveWithDescriptors(fd, reinterpret_cast<uint8_t*>(&record) + received,
+                                               sizeof(record) - received);
+    if (got.bytes <= 0) {
+      return -1;
+    }
+    if (!got.descriptors.empty()) {
+      passed = got.descriptors.front().release();
+    }
     received += static_cast<size_t>(got.bytes);
   }
   return passed;
@@ -331,7 +341,9 @@ class SameHostChannelTest : public ::testing::Test {
     std::ifstream maps("/proc/self/maps");
     int count = 0;
     for (std::string line; std::getline(maps, line);) {
-      if (line.find("heterodl-pixels") != std::string::npos) ++count;
+      if (line.find("heterodl-pixels") != std::string::npos) {
+        ++count;
+      }
     }
     return count;
   }

@@ -33,7 +33,9 @@ PooledBuffer& PooledBuffer::operator=(PooledBuffer&& other) noexcept {
 }
 
 void PooledBuffer::Reset() {
-  if (pool_ != nullptr) pool_->Release(data_, capacity_);
+  if (pool_ != nullptr) {
+    pool_->Release(data_, capacity_);
+  }
   pool_.reset();
   data_ = nullptr;
   size_ = 0;
@@ -41,7 +43,9 @@ void PooledBuffer::Reset() {
 }
 
 std::shared_ptr<BufferPool> BufferPool::Create(size_t max_free, HostAllocator allocator) {
-  if (!allocator.allocate || !allocator.release) allocator = HeapAllocator();
+  if (!allocator.allocate || !allocator.release) {
+    allocator = HeapAllocator();
+  }
   return std::shared_ptr<BufferPool>(new BufferPool(max_free, std::move(allocator)));
 }
 
@@ -50,11 +54,15 @@ BufferPool::BufferPool(size_t max_free, HostAllocator allocator)
 
 BufferPool::~BufferPool() {
   // Every PooledBuffer holds a reference, so only free buffers remain.
-  for (const auto& [data, capacity] : free_) allocator_.release(data);
+  for (const auto& [data, capacity] : free_) {
+    allocator_.release(data);
+  }
 }
 
 absl::StatusOr<PooledBuffer> BufferPool::Get(size_t bytes) {
-  if (bytes == 0) return PooledBuffer();
+  if (bytes == 0) {
+    return PooledBuffer();
+  }
   {
     absl::MutexLock lock(&mu_);
     auto best = free_.end();

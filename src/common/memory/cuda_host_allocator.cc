@@ -35,7 +35,9 @@ struct CudaRuntime {
 void* OpenRuntime(std::string& tried) {
   for (int flags : {RTLD_NOW | RTLD_NOLOAD, RTLD_NOW | RTLD_LOCAL}) {
     for (const char* name : kRuntimeNames) {
-      if (void* handle = dlopen(name, flags)) return handle;
+      if (void* handle = dlopen(name, flags)) {
+        return handle;
+      }
     }
   }
   tried = absl::StrJoin(kRuntimeNames, ", ");
@@ -48,9 +50,9 @@ absl::StatusOr<HostAllocator> CudaHostAllocator(int device) {
   std::string tried;
   void* handle = OpenRuntime(tried);
   if (handle == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "pinned memory needs the CUDA runtime, and none could be loaded (tried ", tried,
-        "; import torch first, or put libcudart on LD_LIBRARY_PATH)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("pinned memory needs the CUDA runtime, and none could be loaded (tried ",
+                     tried, "; import torch first, or put libcudart on LD_LIBRARY_PATH)"));
   }
   auto count_devices = reinterpret_cast<GetDeviceCountFn>(dlsym(handle, "cudaGetDeviceCount"));
   auto error_string = reinterpret_cast<GetErrorStringFn>(dlsym(handle, "cudaGetErrorString"));
@@ -66,25 +68,28 @@ absl::StatusOr<HostAllocator> CudaHostAllocator(int device) {
   }
   int devices = 0;
   if (const int error = count_devices(&devices); error != 0 || devices == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "pinned memory needs a CUDA device, and the CUDA runtime sees none",
-        error != 0 ? absl::StrCat(" (", error_string(error), ")") : std::string()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("pinned memory needs a CUDA device, and the CUDA runtime sees none",
+                     error != 0 ? absl::StrCat(" (", error_string(error), ")") : std::string()));
   }
   if (device < 0 || device >= devices) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "pinned memory for CUDA device ", device, ", and the CUDA runtime sees ", devices));
+    return absl::FailedPreconditionError(absl::StrCat("pinned memory for CUDA device ", device,
+                                                      ", and the CUDA runtime sees ", devices));
   }
-  return HostAllocator{
-      [runtime, device](size_t bytes) -> void* {
-        // The calling thread is one of the loader's: its current device is
-        // ours to set, and cudaHostAlloc would otherwise make a context on
-        // device 0 in every rank's process.
-        if (runtime->set_device(device) != 0) return nullptr;
-        void* pointer = nullptr;
-        if (runtime->host_alloc(&pointer, bytes, kCudaHostAllocPortable) != 0) return nullptr;
-        return pointer;
-      },
-      [runtime](void* pointer) { runtime->free_host(pointer); }};
+  return HostAllocator{[runtime, device](size_t bytes) -> void* {
+                         // The calling thread is one of the loader's: its current device is
+                         // ours to set, and cudaHostAlloc would otherwise make a context on
+                         // device 0 in every rank's process.
+                         if (runtime->set_device(device) != 0) {
+                           return nullptr;
+                         }
+                         void* pointer = nullptr;
+                         if (runtime->host_alloc(&pointer, bytes, kCudaHostAllocPortable) != 0) {
+                           return nullptr;
+                         }
+                         return pointer;
+                       },
+                       [runtime](void* pointer) { runtime->free_host(pointer); }};
 }
 
 }  // namespace heterodl

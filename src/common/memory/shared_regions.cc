@@ -28,9 +28,11 @@ std::shared_ptr<SharedRegions> SharedRegions::Create() {
 SharedRegions::~SharedRegions() {
   // Buffers hold the allocator, which holds this: none is left.
   absl::MutexLock lock(&mu_);
-  for (void* heap : heap_fallbacks_) std::free(heap);
+  for (void* heap : heap_fallbacks_) {
+    std::free(heap);
+  }
   for (const auto& [start, region] : regions_) {
-    munmap(reinterpret_cast<void*>(start), region.bytes);
+    munmap(reinterpret_cast<void*>(start), region.bytes);  // NOLINT(performance-no-int-to-ptr)
     ::close(region.fd);
   }
 }
@@ -42,7 +44,9 @@ HostAllocator SharedRegions::allocator() {
 }
 
 void* SharedRegions::Allocate(size_t bytes) {
-  if (bytes == 0) bytes = 1;
+  if (bytes == 0) {
+    bytes = 1;
+  }
   const int fd = memfd_create("heterodl-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   void* data = MAP_FAILED;
   if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
@@ -55,17 +59,22 @@ void* SharedRegions::Allocate(size_t bytes) {
     return data;
   }
   const int error = errno;
-  if (fd >= 0) ::close(fd);
+  if (fd >= 0) {
+    ::close(fd);
+  }
   // The batch still gets built; only its way to a same-host loader changes.
   void* heap = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   absl::MutexLock lock(&mu_);
   if (!warned_) {
     warned_ = true;
-    LogWarning("shared pixel memory: %d bytes: %s; batches go to same-host loaders through the "
-               "socket instead",
-               bytes, std::strerror(error));
+    LogWarning(
+        "shared pixel memory: %d bytes: %s; batches go to same-host loaders through the "
+        "socket instead",
+        bytes, std::strerror(error));
   }
-  if (heap != nullptr) heap_fallbacks_.insert(heap);
+  if (heap != nullptr) {
+    heap_fallbacks_.insert(heap);
+  }
   return heap;
 }
 
@@ -79,25 +88,33 @@ void SharedRegions::Release(void* data) {
       return;
     }
     auto it = regions_.find(reinterpret_cast<uintptr_t>(data));
-    if (it == regions_.end()) return;
+    if (it == regions_.end()) {
+      return;
+    }
     munmap(data, it->second.bytes);
     ::close(it->second.fd);
     id = it->second.id;
     regions_.erase(it);
     listener = on_release_;
   }
-  if (listener) listener(id);
+  if (listener) {
+    listener(id);
+  }
 }
 
 std::optional<SharedSpan> SharedRegions::Find(const uint8_t* data, size_t size) const {
   const uintptr_t address = reinterpret_cast<uintptr_t>(data);
   absl::MutexLock lock(&mu_);
   auto it = regions_.upper_bound(address);
-  if (it == regions_.begin()) return std::nullopt;
+  if (it == regions_.begin()) {
+    return std::nullopt;
+  }
   --it;
   const uintptr_t start = it->first;
   const Region& region = it->second;
-  if (address + size > start + region.bytes) return std::nullopt;
+  if (address + size > start + region.bytes) {
+    return std::nullopt;
+  }
   return SharedSpan{region.id, region.fd, region.bytes, address - start};
 }
 
@@ -120,13 +137,15 @@ absl::StatusOr<MappedRegion> MapSharedRegion(int fd, size_t min_bytes) {
   } else if (seals < 0 || (static_cast<unsigned>(seals) & F_SEAL_SHRINK) == 0) {
     problem = "it is not sealed against shrinking";
   } else if (info.st_size < 0 || static_cast<size_t>(info.st_size) < min_bytes) {
-    problem = absl::StrCat("it holds ", info.st_size, " bytes, fewer than the ", min_bytes,
-                           " announced");
+    problem =
+        absl::StrCat("it holds ", info.st_size, " bytes, fewer than the ", min_bytes, " announced");
   }
   void* data = MAP_FAILED;
   if (problem.empty()) {
     data = mmap(nullptr, static_cast<size_t>(info.st_size), PROT_READ, MAP_SHARED, fd, 0);
-    if (data == MAP_FAILED) problem = absl::StrCat("mmap: ", std::strerror(errno));
+    if (data == MAP_FAILED) {
+      problem = absl::StrCat("mmap: ", std::strerror(errno));
+    }
   }
   ::close(fd);
   if (!problem.empty()) {
@@ -136,7 +155,9 @@ absl::StatusOr<MappedRegion> MapSharedRegion(int fd, size_t min_bytes) {
 }
 
 void UnmapSharedRegion(const MappedRegion& region) {
-  if (region.data != nullptr) munmap(const_cast<uint8_t*>(region.data), region.bytes);
+  if (region.data != nullptr) {
+    munmap(const_cast<uint8_t*>(region.data), region.bytes);
+  }
 }
 
 }  // namespace heterodl

@@ -34,10 +34,10 @@ namespace heterodl {
 
 // Where a span of bytes lies in a region.
 struct SharedSpan {
-  uint64_t region = 0;      // never reused within one SharedRegions
-  int fd = -1;              // the region's memfd, open while the region lives
+  uint64_t region = 0;  // never reused within one SharedRegions
+  int fd = -1;          // the region's memfd, open while the region lives
   uint64_t region_bytes = 0;
-  uint64_t offset = 0;      // of the span's first byte in the region
+  uint64_t offset = 0;  // of the span's first byte in the region
 };
 
 class SharedRegions : public std::enable_shared_from_this<SharedRegions> {
@@ -57,8 +57,7 @@ class SharedRegions : public std::enable_shared_from_this<SharedRegions> {
 
   // The region holding all of [data, data + size), if there is one. The
   // span's fd stays open as long as the memory at `data` is allocated.
-  std::optional<SharedSpan> Find(const uint8_t* data, size_t size) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::optional<SharedSpan> Find(const uint8_t* data, size_t size) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // One listener at a time; an empty function removes it.
   void SetReleaseListener(ReleaseListener listener) ABSL_LOCKS_EXCLUDED(mu_);

@@ -25,7 +25,9 @@ absl::StatusOr<std::string> ReadAuthTokenFile(const std::string& path) {
 }
 
 bool TokensEqual(absl::string_view expected, absl::string_view given) {
-  if (expected.size() != given.size()) return false;
+  if (expected.size() != given.size()) {
+    return false;
+  }
   unsigned char difference = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
     difference |= static_cast<unsigned char>(expected[i] ^ given[i]);

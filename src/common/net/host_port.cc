@@ -20,10 +20,14 @@ absl::StatusOr<HostPort> SplitHostPort(absl::string_view address) {
         absl::StrCat("'", address, "' is not host:port (IPv6 literals in brackets)"));
   };
   const size_t colon = address.rfind(':');
-  if (colon == absl::string_view::npos || colon == 0) return invalid();
+  if (colon == absl::string_view::npos || colon == 0) {
+    return invalid();
+  }
   absl::string_view host = address.substr(0, colon);
   if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') return invalid();
+    if (host.size() < 3 || host.back() != ']') {
+      return invalid();
+    }
     host = host.substr(1, host.size() - 2);
   } else if (host.find(':') != absl::string_view::npos) {
     return invalid();  // an IPv6 literal needs its brackets
@@ -36,7 +40,9 @@ absl::StatusOr<HostPort> SplitHostPort(absl::string_view address) {
 }
 
 std::string JoinHostPort(const std::string& host, int port) {
-  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  if (host.find(':') != std::string::npos) {
+    return absl::StrCat("[", host, "]:", port);
+  }
   return absl::StrCat(host, ":", port);
 }
 

@@ -17,7 +17,9 @@ absl::StatusOr<AddressInfo> ResolveTcp(const std::string& host, int port, bool p
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  if (passive) hints.ai_flags = AI_PASSIVE;
+  if (passive) {
+    hints.ai_flags = AI_PASSIVE;
+  }
   addrinfo* result = nullptr;
   const std::string service = std::to_string(port);
   const int error =
@@ -35,13 +37,19 @@ absl::Status AwaitConnect(int fd, const std::string& where, absl::Time deadline)
   while (true) {
     pollfd poll_fd{fd, POLLOUT, 0};
     const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left <= 0) return absl::DeadlineExceededError(absl::StrCat(where, ": timed out"));
+    if (left <= 0) {
+      return absl::DeadlineExceededError(absl::StrCat(where, ": timed out"));
+    }
     const int ready = ::poll(&poll_fd, 1, static_cast<int>(left));
-    if (ready <= 0) continue;  // interrupted, or the deadline: checked above
+    if (ready <= 0) {
+      continue;  // interrupted, or the deadline: checked above
+    }
     int error = 0;
     socklen_t length = sizeof(error);
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-    if (error != 0) return absl::UnavailableError(absl::StrCat(where, ": ", ErrnoText(error)));
+    if (error != 0) {
+      return absl::UnavailableError(absl::StrCat(where, ": ", ErrnoText(error)));
+    }
     return absl::OkStatus();
   }
 }
@@ -58,16 +66,22 @@ absl::StatusOr<UniqueFd> ConnectSocket(int family, const sockaddr* address, sock
     return absl::UnavailableError(absl::StrCat(where, ": ", ErrnoText(errno)));
   }
   absl::Status connected = AwaitConnect(socket.get(), where, deadline);
-  if (!connected.ok()) return connected;
+  if (!connected.ok()) {
+    return connected;
+  }
   return socket;
 }
 
 absl::Status ProbeTcpBind(const std::string& host, int port) {
   absl::StatusOr<AddressInfo> addresses = ResolveTcp(host, port, /*passive=*/true);
-  if (!addresses.ok()) return addresses.status();
+  if (!addresses.ok()) {
+    return addresses.status();
+  }
   for (const addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
     UniqueFd socket(::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!socket.valid()) continue;
+    if (!socket.valid()) {
+      continue;
+    }
     const int one = 1;
     setsockopt(socket.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(socket.get(), a->ai_addr, a->ai_addrlen) != 0) {

@@ -33,7 +33,9 @@ class UniqueFd {
   int release() { return std::exchange(fd_, -1); }
   // Closes what it owns and takes `fd`.
   void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
     fd_ = fd;
   }
 

@@ -60,7 +60,9 @@ ReceivedBytes ReceiveWithDescriptors(int socket, void* data, size_t size) {
   received.error = received.bytes < 0 ? errno : 0;
   for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
        header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
+      continue;
+    }
     const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (size_t i = 0; i < count; ++i) {
       int fd;

@@ -23,8 +23,12 @@ namespace heterodl {
 namespace {
 
 int DecodeWaitStatus(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  if (WIFEXITED(status)) {
+    return WEXITSTATUS(status);
+  }
+  if (WIFSIGNALED(status)) {
+    return 128 + WTERMSIG(status);
+  }
   return -1;
 }
 
@@ -32,14 +36,23 @@ int DecodeWaitStatus(int status) {
 
 absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
                                                  const std::vector<std::string>& extra_env) {
-  if (argv.empty()) return absl::InvalidArgumentError("empty argv");
+  if (argv.empty()) {
+    return absl::InvalidArgumentError("empty argv");
+  }
   std::vector<char*> args;
-  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.reserve(argv.size());
+  for (const std::string& arg : argv) {
+    args.push_back(const_cast<char*>(arg.c_str()));
+  }
   args.push_back(nullptr);
 
   std::vector<char*> env;
-  for (char** entry = environ; *entry != nullptr; ++entry) env.push_back(*entry);
-  for (const std::string& entry : extra_env) env.push_back(const_cast<char*>(entry.c_str()));
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    env.push_back(*entry);
+  }
+  for (const std::string& entry : extra_env) {
+    env.push_back(const_cast<char*>(entry.c_str()));
+  }
   env.push_back(nullptr);
 
   // The child starts with default signal dispositions and an empty mask even
@@ -90,11 +103,15 @@ ChildProcess::~ChildProcess() {
 }
 
 void ChildProcess::Signal(int signal) {
-  if (running()) ::kill(pid_, signal);
+  if (running()) {
+    ::kill(pid_, signal);
+  }
 }
 
 int ChildProcess::Wait() {
-  if (exit_code_) return *exit_code_;
+  if (exit_code_) {
+    return *exit_code_;
+  }
   int status = 0;
   while (waitpid(pid_, &status, 0) < 0) {
     if (errno != EINTR) {
@@ -107,7 +124,9 @@ int ChildProcess::Wait() {
 }
 
 std::optional<int> ChildProcess::Poll() {
-  if (exit_code_ || pid_ <= 0) return exit_code_;
+  if (exit_code_ || pid_ <= 0) {
+    return exit_code_;
+  }
   int status = 0;
   pid_t rc = waitpid(pid_, &status, WNOHANG);
   if (rc == pid_) {
@@ -121,8 +140,12 @@ std::optional<int> ChildProcess::Poll() {
 std::optional<int> ChildProcess::WaitFor(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    if (std::optional<int> code = Poll()) return code;
-    if (absl::Now() >= deadline) return std::nullopt;
+    if (std::optional<int> code = Poll()) {
+      return code;
+    }
+    if (absl::Now() >= deadline) {
+      return std::nullopt;
+    }
     absl::SleepFor(absl::Milliseconds(20));
   }
 }
@@ -136,7 +159,9 @@ std::optional<int> AwaitPortFile(ChildProcess& server, const std::string& path,
     if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) && port > 0) {
       return port;
     }
-    if (server.Poll()) return std::nullopt;
+    if (server.Poll()) {
+      return std::nullopt;
+    }
     absl::SleepFor(absl::Milliseconds(20));
   }
   return std::nullopt;

@@ -29,8 +29,12 @@ SignalWatcher::SignalWatcher(std::function<void(int)> on_signal)
     sigset_t watched = WatchedSignals();
     while (true) {
       int signal = 0;
-      if (sigwait(&watched, &signal) != 0) continue;
-      if (signal == SIGUSR2) return;
+      if (sigwait(&watched, &signal) != 0) {
+        continue;
+      }
+      if (signal == SIGUSR2) {
+        return;
+      }
       on_signal_(signal);
     }
   });

@@ -65,7 +65,7 @@ TEST(BufferPoolTest, BuffersOutliveTheirCreatorsReference) {
   pool.reset();
   std::memset(buffer.data(), 7, buffer.size());  // still valid (ASan would tell)
   PooledBuffer moved = std::move(buffer);
-  EXPECT_TRUE(buffer.empty());
+  EXPECT_TRUE(buffer.empty());  // NOLINT(bugprone-use-after-move): the moved-from state
   EXPECT_EQ(moved.view()[4095], 7);
 }
 

@@ -16,8 +16,7 @@ TEST(CudaHostAllocatorTest, PinsMemoryOrSaysWhyNot) {
   absl::StatusOr<HostAllocator> pinned = CudaHostAllocator(/*device=*/0);
   if (!pinned.ok()) {
     EXPECT_EQ(pinned.status().code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_NE(pinned.status().message().find("CUDA"), absl::string_view::npos)
-        << pinned.status();
+    EXPECT_NE(pinned.status().message().find("CUDA"), absl::string_view::npos) << pinned.status();
     GTEST_SKIP() << "no CUDA device here: " << pinned.status();
   }
   std::shared_ptr<BufferPool> pool = BufferPool::Create(/*max_free=*/2, *pinned);

@@ -20,7 +20,9 @@ TEST(SharedRegionsTest, APoolsBuffersAreSealedRegionsAnotherMappingSees) {
   std::shared_ptr<SharedRegions> regions = SharedRegions::Create();
   auto pool = BufferPool::Create(/*max_free=*/0, regions->allocator());
   ASSERT_OK_AND_ASSIGN(PooledBuffer buffer, pool->Get(1 << 20));
-  for (size_t i = 0; i < buffer.size(); ++i) buffer.data()[i] = static_cast<uint8_t>(i * 7);
+  for (size_t i = 0; i < buffer.size(); ++i) {
+    buffer.data()[i] = static_cast<uint8_t>(i * 7);
+  }
 
   const std::optional<SharedSpan> span = regions->Find(buffer.data() + 100, 1000);
   ASSERT_TRUE(span.has_value());
@@ -92,14 +94,22 @@ TEST(SharedRegionsTest, OnlySealedRegionsLargeEnoughAreMapped) {
 void AllocateWhereMemfdsCannotBeSized() {
   std::signal(SIGXFSZ, SIG_IGN);  // else the truncate kills the process
   rlimit limit{64 << 10, 64 << 10};
-  if (setrlimit(RLIMIT_FSIZE, &limit) != 0) std::exit(2);
+  if (setrlimit(RLIMIT_FSIZE, &limit) != 0) {
+    std::exit(2);
+  }
   std::shared_ptr<SharedRegions> regions = SharedRegions::Create();
   auto pool = BufferPool::Create(1, regions->allocator());
   absl::StatusOr<PooledBuffer> buffer = pool->Get(1 << 20);
-  if (!buffer.ok()) std::exit(3);
+  if (!buffer.ok()) {
+    std::exit(3);
+  }
   std::memset(buffer->data(), 7, buffer->size());
-  if (regions->Find(buffer->data(), 1).has_value()) std::exit(4);
-  if (regions->live() != 0) std::exit(5);
+  if (regions->Find(buffer->data(), 1).has_value()) {
+    std::exit(4);
+  }
+  if (regions->live() != 0) {
+    std::exit(5);
+  }
   std::exit(0);
 }
 
