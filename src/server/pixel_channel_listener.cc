@@ -446,8 +446,13 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
 void ListenerCore::TellServicePort(int fd) {
   // What the client sent past the hello is read first: closing a socket with
   // unread input resets the connection, and the reset can overtake the line.
+  // A bounded read (a client's first flight is a few KiB): one that keeps
+  // sending cannot hold the listener's thread here.
   char discard[4096];
-  while (::recv(fd, discard, sizeof(discard), MSG_DONTWAIT) > 0) {
+  for (int read = 0; read < 16; ++read) {
+    if (::recv(fd, discard, sizeof(discard), MSG_DONTWAIT) <= 0) {
+      break;
+    }
   }
   const std::string notice = PixelPortNotice(service_port_.load());
   (void)!::send(fd, notice.data(), notice.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
