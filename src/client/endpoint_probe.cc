@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdint>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
@@ -42,22 +43,6 @@ std::string ReadReply(int fd, absl::Time deadline) {
     }
   }
   return reply;
-}
-
-// Up to 60 bytes of `reply`, printable: what a person recognizes.
-std::string Quote(absl::string_view reply) {
-  std::string quoted;
-  for (const char c : reply.substr(0, 60)) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\r' || c == '\n') {
-      quoted += ' ';
-    } else if (std::isprint(byte)) {
-      quoted += c;
-    } else {
-      absl::StrAppend(&quoted, "\\x", absl::Hex(byte, absl::kZeroPad2));
-    }
-  }
-  return quoted;
 }
 
 // An HTTP/2 server's first frame is its SETTINGS: a 9-byte header whose
@@ -97,7 +82,8 @@ std::optional<std::string> Explain(const HostPort& where, absl::string_view repl
         "(tls_ca / --tls-ca)");
   }
   return absl::StrCat("it answered, but not as a heterodl data server (its first bytes: '",
-                      Quote(reply), "'); give the port `heterodl serve` logs as 'listening on'");
+                      absl::CHexEscape(reply.substr(0, 60)),
+                      "'); give the port `heterodl serve` logs as 'listening on'");
 }
 
 }  // namespace

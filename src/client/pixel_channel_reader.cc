@@ -1,7 +1,6 @@
 #include "src/client/pixel_channel_reader.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
