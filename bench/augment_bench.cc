@@ -268,6 +268,7 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
   std::vector<std::pair<std::string, std::string>> kind_and_path;
   // Spread over the whole dataset: its first files may be one class's.
   const size_t count = std::min<size_t>(dataset.size(), static_cast<size_t>(options.max_files));
+  std::vector<uint8_t> scratch(pipeline.output_bytes());  // the decode check's output
   for (size_t i = 0; i < count; ++i) {
     const size_t sample = i * dataset.size() / count;
     ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(sample));
@@ -276,7 +277,6 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
     // out and counted, not the end of the benchmark).
     absl::StatusOr<cv::Size> size = ImageSize(bytes);
     if (size.ok()) {
-      std::vector<uint8_t> scratch(pipeline.output_bytes());
       if (absl::Status decoded = pipeline.Run(bytes, {0, 0, sample}, scratch.data());
           !decoded.ok()) {
         size = decoded;
