@@ -1,0 +1,336 @@
+#include "src/server/batch_stream_reactor.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "src/common/log.h"
+#include "src/common/status_macros.h"
+#include "src/rpc/grpc_status.h"
+#include "src/wire/batch_codec.h"
+#include "src/wire/leaving.h"
+#include "src/wire/pixel_channel.h"
+
+namespace heterodl {
+
+bool OpenStreams::Add(BatchStreamReactor* stream) {
+  absl::MutexLock lock(&mu_);
+  streams_.insert(stream);
+  return leave_reason_.empty();
+}
+
+std::string OpenStreams::leave_reason() const {
+  absl::MutexLock lock(&mu_);
+  return leave_reason_;
+}
+
+void OpenStreams::Remove(BatchStreamReactor* stream) {
+  absl::MutexLock lock(&mu_);
+  streams_.erase(stream);
+}
+
+void OpenStreams::LeaveAll(const std::string& reason) {
+  std::vector<BatchStreamReactor*> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!leave_reason_.empty()) {
+      return;
+    }
+    leave_reason_ = reason;
+    for (BatchStreamReactor* stream : streams_) {
+      stream->Retain();
+      streams.push_back(stream);
+    }
+  }
+  // Outside mu_: a stream may end (and OnDone run) inside Leave().
+  for (BatchStreamReactor* stream : streams) {
+    stream->Leave(reason);
+  }
+}
+
+BatchStreamReactor::BatchStreamReactor(grpc::CallbackServerContext& context, BatchService& service,
+                                       ActivityMonitor& activity, OpenStreams& open_streams,
+                                       uint64_t max_stream_bytes,
+                                       PixelChannelListener* pixel_listener)
+    : context_(context),
+      service_(service),
+      activity_(activity),
+      open_streams_(open_streams),
+      max_stream_bytes_(max_stream_bytes),
+      pixel_listener_(pixel_listener) {
+  if (!open_streams_.Add(this)) {
+    absl::MutexLock lock(&mu_);
+    state_.Leave(open_streams_.leave_reason());
+  }
+  StartRead(&request_wire_);
+}
+
+BatchStreamReactor::~BatchStreamReactor() {
+  absl::MutexLock lock(&mu_);
+  activity_.BatchesRequested(-state_.in_flight());  // requested, never sent
+}
+
+void BatchStreamReactor::Retain() {
+  absl::MutexLock lock(&mu_);
+  ++references_;
+}
+
+void BatchStreamReactor::Leave(const std::string& reason) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_.Leave(reason)) {
+      CloseBuildsLocked();
+    }
+    // A stream not yet opened may still be in its constructor, before its
+    // first read: it ends when its open request is handled.
+    if (work_ != nullptr) {
+      actions = AdvanceLocked();
+    }
+  }
+  PerformAndRelease(actions);
+}
+
+void BatchStreamReactor::OnReadDone(bool ok) {
+  Actions actions;
+  if (!ok) {
+    absl::MutexLock lock(&mu_);
+    state_.ReadsDone();
+    actions = AdvanceLocked();
+  } else {
+    const absl::Status status = HandleRequest();
+    absl::MutexLock lock(&mu_);
+    if (!status.ok()) {
+      state_.RequestFinish(status);
+    } else if (state_.ContinueReading()) {
+      actions.read = true;
+    }
+    actions.Merge(AdvanceLocked());
+  }
+  Perform(actions);
+}
+
+void BatchStreamReactor::OnWriteDone(bool ok) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    // Else the batch counts as sent once its pixels are.
+    if (const std::optional<absl::Time> built = state_.WriteDone(ok)) {
+      activity_.BatchSent(absl::Now() - *built);
+    }
+    actions = AdvanceLocked();
+  }
+  Perform(actions);
+}
+
+void BatchStreamReactor::OnCancel() {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    state_.RequestFinish(absl::CancelledError("stream cancelled"));
+    actions = AdvanceLocked();
+  }
+  Perform(actions);
+}
+
+void BatchStreamReactor::OnDone() {
+  open_streams_.Remove(this);
+  activity_.StreamClosed();
+  bool destroy;
+  std::shared_ptr<PixelChannel> channel;
+  {
+    absl::MutexLock lock(&mu_);
+    state_.Done();
+    // A call can end without OnCancel or a Finish of ours (the server
+    // shutting down): builds still queued are of no use to anyone.
+    CloseBuildsLocked();
+    destroy = UnreferencedLocked();
+    channel = pixel_channel_;
+    if (channel != nullptr) {
+      activity_.PixelChannelStreams(-1);
+    }
+  }
+  // Pixels still queued are dropped; their callbacks come from the
+  // channel's thread, and the last one deletes this (unless `destroy`, this
+  // may be gone already: only locals from here).
+  if (channel != nullptr) {
+    channel->Close();
+  }
+  if (destroy) {
+    delete this;
+  }
+}
+
+void BatchStreamReactor::Perform(Actions actions) {
+  if (actions.read) {
+    StartRead(&request_wire_);
+    absl::MutexLock lock(&mu_);
+    state_.ReadStarted();
+    // With a write pending, this can neither write nor finish.
+    actions.Merge(AdvanceLocked());
+  }
+  if (actions.write != nullptr) {
+    StartWrite(actions.write);
+  } else if (actions.finish) {
+    Finish(ToGrpcStatus(*actions.finish));
+  }
+}
+
+void BatchStreamReactor::PerformAndRelease(Actions actions) {
+  Perform(std::move(actions));
+  bool destroy;
+  {
+    absl::MutexLock lock(&mu_);
+    --references_;
+    destroy = UnreferencedLocked();
+  }
+  if (destroy) {
+    delete this;
+  }
+}
+
+bool BatchStreamReactor::UnreferencedLocked() const { return state_.done() && references_ == 0; }
+
+BatchStreamReactor::Actions BatchStreamReactor::AdvanceLocked() {
+  Actions actions = state_.Advance();
+  if (actions.add_leaving_trailer) {
+    context_.AddTrailingMetadata(kLeavingMetadataKey, "1");
+  }
+  if (const std::optional<absl::Status>& ending = actions.newly_finishing) {
+    // Builds not started are dropped; their callbacks come from the pool.
+    CloseBuildsLocked();
+    if (!ending->ok() && !absl::IsCancelled(*ending) && !state_.leaving()) {
+      LogWarning("batch stream ended with error: %s", ending->ToString());
+    }
+  }
+  return actions;
+}
+
+void BatchStreamReactor::CloseBuildsLocked() {
+  if (work_ != nullptr) {
+    service_.CloseStream(*work_);
+  }
+}
+
+absl::Status BatchStreamReactor::HandleRequest() {
+  activity_.Touch();
+  RETURN_IF_ERROR(ParseFromByteBuffer(request_wire_, &request_, "BatchRequest"));
+  if (request_.has_open()) {
+    return HandleOpen();
+  }
+  if (!request_.has_batch()) {
+    return absl::InvalidArgumentError("empty request");
+  }
+  return HandleBatch();
+}
+
+absl::Status BatchStreamReactor::HandleOpen() {
+  if (stream_ != nullptr) {
+    return absl::InvalidArgumentError("stream opened twice");
+  }
+  ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open(), request_.client_id()));
+  {
+    absl::MutexLock lock(&mu_);
+    // From here on, ending the stream ends its builds.
+    work_ = stream_;
+    if (state_.finishing()) {
+      CloseBuildsLocked();
+    }
+  }
+  std::shared_ptr<PixelChannel> channel;
+  if (!request_.pixel_ticket().empty()) {
+    ASSIGN_OR_RETURN(channel, ClaimPixelChannel(request_.pixel_ticket()));
+    activity_.PixelChannelStreams(1);
+  }
+  const uint64_t batch_bytes =
+      uint64_t{stream_->params.batch_size} * stream_->assembler->sample_bytes();
+  absl::MutexLock lock(&mu_);
+  state_.Open(
+      static_cast<int>(std::clamp<uint64_t>(max_stream_bytes_ / std::max<uint64_t>(batch_bytes, 1),
+                                            1, kMaxInFlightPerStream)),
+      channel != nullptr);
+  pixel_channel_ = std::move(channel);
+  return absl::OkStatus();
+}
+
+absl::Status BatchStreamReactor::HandleBatch() {
+  if (stream_ == nullptr) {
+    return absl::InvalidArgumentError("the first request of a stream must be 'open'");
+  }
+  RETURN_IF_ERROR(service_.ValidateBatchId(*stream_, request_.batch()));
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(const State::Admission admission, state_.Request());
+    if (admission == State::Admission::kSkip) {
+      return absl::OkStatus();  // the client gets it back when the stream ends
+    }
+    ++references_;  // released by the build's callback
+  }
+  activity_.BatchesRequested(1);
+  service_.BuildAsync(stream_, request_.batch(),
+                      [this](absl::StatusOr<BuiltBatch> batch) { OnBuilt(std::move(batch)); });
+  return absl::OkStatus();
+}
+
+void BatchStreamReactor::OnBuilt(absl::StatusOr<BuiltBatch> batch) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!batch.ok()) {
+      if (state_.BuildFailed(batch.status())) {
+        activity_.BatchesRequested(-1);  // dropped as the server leaves: handed back
+      }
+    } else {
+      QueueLocked(*std::move(batch));
+    }
+    actions = AdvanceLocked();
+  }
+  PerformAndRelease(actions);
+}
+
+absl::StatusOr<std::shared_ptr<PixelChannel>> BatchStreamReactor::ClaimPixelChannel(
+    const std::string& bytes) {
+  if (pixel_listener_ == nullptr) {
+    return absl::UnavailableError("this data server offers no pixel channel");
+  }
+  const std::optional<PixelTicket> ticket = PixelTicketFromBytes(bytes);
+  if (!ticket) {
+    return absl::InvalidArgumentError("pixel_ticket must be 16 bytes");
+  }
+  return pixel_listener_->Claim(*ticket);
+}
+
+void BatchStreamReactor::QueueLocked(BuiltBatch batch) {
+  const absl::Time ready = absl::Now();
+  if (pixel_channel_ == nullptr) {
+    state_.Built(EncodeBatch(batch.header, std::move(batch.pixels)), ready);
+    return;
+  }
+  batch.header.set_images_on_channel(batch.pixels.size);
+  if (!state_.Built(SerializeToByteBuffer(batch.header), ready)) {
+    return;
+  }
+  ++references_;  // released by the send's callback
+  pixel_channel_->Send(std::move(batch.pixels),
+                       [this, ready](bool sent) { OnPixelsSent(sent, ready); });
+}
+
+void BatchStreamReactor::OnPixelsSent(bool sent, absl::Time ready) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    state_.PixelsSent(sent);
+    if (sent) {
+      activity_.BatchSent(absl::Now() - ready);
+    } else {
+      activity_.BatchesRequested(-1);
+    }
+    actions = AdvanceLocked();
+  }
+  PerformAndRelease(actions);
+}
+
+}  // namespace heterodl
