@@ -125,7 +125,7 @@ struct LoaderVariant {
 absl::StatusOr<v1::FeedRun> DriveLoader(const FeedBenchOptions& options, const std::string& address,
                                         uint32_t world_size, LoaderVariant variant = {}) {
   RemoteLoaderOptions loader_options;
-  loader_options.servers = {address};
+  loader_options.servers.fixed = {address};
   loader_options.batch_size = static_cast<uint32_t>(options.batch_size);
   loader_options.world_size = world_size;
   loader_options.drop_last = world_size > 1;

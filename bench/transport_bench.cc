@@ -80,7 +80,7 @@ absl::StatusOr<Measurement> MeasureLoader(const std::string& address, int batch_
   RemoteLoaderOptions options;
   options.pixel_channel = pixel_channel;
   options.connections_per_server = connections;
-  options.servers = {address};
+  options.servers.fixed = {address};
   options.batch_size = static_cast<uint32_t>(batch_size);
   options.connect_timeout = absl::Seconds(30);
   ASSIGN_OR_RETURN(std::unique_ptr<RemoteLoader> loader, RemoteLoader::Connect(options));

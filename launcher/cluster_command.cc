@@ -61,15 +61,16 @@ int RunClusterCommand(const CommandContext& /*context*/) {
       "role          %s\nsource        %s\ncurrent host  %s\ndata servers  %s\n"
       "dnn hosts     %s\nleader        %s\nworld size    %d (%d per host)\n",
       RoleName(view->role), view->source.c_str(), view->current_host.c_str(),
-      absl::StrJoin(view->data_servers, ", ").c_str(), absl::StrJoin(view->dnn_hosts, ", ").c_str(),
-      view->leader.c_str(), view->world_size, view->ranks_per_host);
-  if (!view->data_servers_file.empty()) {
+      absl::StrJoin(view->data_servers.fixed, ", ").c_str(),
+      absl::StrJoin(view->dnn_hosts, ", ").c_str(), view->leader.c_str(), view->world_size,
+      view->ranks_per_host);
+  if (!view->data_servers.servers_file.empty()) {
     std::printf("servers file  %s (re-read while training runs)\n",
-                view->data_servers_file.c_str());
+                view->data_servers.servers_file.c_str());
   }
-  if (!view->data_servers_dns.empty()) {
+  if (!view->data_servers.dns_name.empty()) {
     std::printf("servers DNS   %s (every address, re-resolved while training runs)\n",
-                view->data_servers_dns.c_str());
+                view->data_servers.dns_name.c_str());
   }
   return kExitOk;
 }
@@ -167,9 +168,7 @@ int RunLaunchCommand(const CommandContext& context) {
       }
       return RunServeCommand(context);
     case Role::kDnn:
-      if (view->homogeneous ||
-          ServerSources{view->data_servers, view->data_servers_file, view->data_servers_dns}
-              .empty()) {
+      if (view->homogeneous || view->data_servers.empty()) {
         // No data group: decode on this host, as `local` does.
         SetLogTag("local");
         if (absl::GetFlag(FLAGS_ranks) <= 0) {

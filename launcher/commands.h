@@ -5,6 +5,7 @@
 #ifndef HETERODL_LAUNCHER_COMMANDS_H_
 #define HETERODL_LAUNCHER_COMMANDS_H_
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,21 @@ int RunLaunchCommand(const CommandContext& context);
 
 // The cluster settings given by flags (empty where not given).
 ClusterSettings ClusterSettingsFromFlags();
+
+// What `local` runs: its data servers and ranks, from the flags.
+struct LocalRun {
+  std::string self;  // this executable, started as each child (filled by the command)
+  std::string dataset;
+  int servers = 2;
+  int ranks = 2;
+  int threads = 1;  // per server
+  std::filesystem::path run_dir;
+};
+
+// `local`'s run from its flags, a pure function of their values (and the
+// cores): INVALID_ARGUMENT without --dataset, with --data-servers (local
+// starts its own), or with a trainer setting heterodl-trainer would refuse.
+absl::StatusOr<LocalRun> LocalRunFromFlags();
 
 // `serve`'s options from its flags: a pure function of the flags' values.
 // INVALID_ARGUMENT names a missing or out-of-range flag (a usage error).

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "launcher/command_line.h"
 #include "launcher/flags.h"
+#include "launcher/trainer_flags.h"
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
 #include "src/data/sample_dataset.h"
@@ -122,12 +123,9 @@ absl::Status CheckFlagValues() {
   RETURN_IF_ERROR(AtLeast("demand", absl::GetFlag(FLAGS_demand), 0));
   RETURN_IF_ERROR(InRange<double>("max_stall", absl::GetFlag(FLAGS_max_stall), 0, 0.99));
   RETURN_IF_ERROR(InRange<double>("bucket_mb", absl::GetFlag(FLAGS_bucket_mb), 0.001, 65536));
-  RETURN_IF_ERROR(OneOf("optimizer", absl::GetFlag(FLAGS_optimizer), {"sgd", "adamw"}));
-  RETURN_IF_ERROR(OneOf("lr_schedule", absl::GetFlag(FLAGS_lr_schedule), {"cosine", "constant"}));
-  RETURN_IF_ERROR(OneOf("device", absl::GetFlag(FLAGS_device), {"auto", "cpu", "cuda"}));
-  RETURN_IF_ERROR(OneOf("precision", absl::GetFlag(FLAGS_precision), {"auto", "fp32", "bf16"}));
-  RETURN_IF_ERROR(
-      OneOf("memory_format", absl::GetFlag(FLAGS_memory_format), {"contiguous", "channels_last"}));
+  // The trainer's text choices, parsed as heterodl-trainer will parse them.
+  TrainerOptions trainer;
+  RETURN_IF_ERROR(ParseTrainerChoices(trainer));
   RETURN_IF_ERROR(
       OneOf("log_level", absl::GetFlag(FLAGS_log_level), {"debug", "info", "warning", "error"}));
   RETURN_IF_ERROR(InRange<int32_t>("images", absl::GetFlag(FLAGS_images), 1, 10'000'000));

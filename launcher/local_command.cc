@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
+#include "launcher/trainer_flags.h"
 #include "src/common/log.h"
 #include "src/common/net/host_port.h"
 #include "src/common/process/child_process.h"
@@ -27,43 +28,6 @@ namespace {
 
 // How long servers get to exit after the trainer's shutdown request.
 constexpr absl::Duration kServerExitGrace = absl::Seconds(10);
-
-// What `local` runs, from its flags.
-struct LocalRun {
-  std::string self;  // this executable, started as each child
-  std::string dataset;
-  int servers = 2;
-  int ranks = 2;
-  int threads = 1;  // per server
-  std::filesystem::path run_dir;
-};
-
-// The run the flags describe; nullopt after saying what is wrong with them.
-std::optional<LocalRun> PlanLocalRun() {
-  LocalRun run;
-  run.dataset = absl::GetFlag(FLAGS_dataset);
-  if (run.dataset.empty()) {
-    LogError("local needs --dataset DIR (e.g. one written by 'heterodl dataset sample DIR')");
-    return std::nullopt;
-  }
-  if (!absl::GetFlag(FLAGS_data_servers).empty()) {
-    LogError(
-        "local starts its own data servers: --servers N says how many (--data-servers is "
-        "train's list of addresses)");
-    return std::nullopt;
-  }
-  run.servers = absl::GetFlag(FLAGS_servers);
-  if (absl::GetFlag(FLAGS_ranks) > 0) {
-    run.ranks = absl::GetFlag(FLAGS_ranks);
-  }
-  // Each server takes an equal share of the cores; the ranks take the rest
-  // of the time slices.
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  run.threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
-                                                 : std::max(1, cores / run.servers);
-  run.run_dir = std::filesystem::temp_directory_path() / absl::StrCat("heterodl-local-", getpid());
-  return run;
-}
 
 // Starts the servers one after another and waits for each to listen; their
 // addresses in `addresses`. Servers started before a failure are stopped by
@@ -140,10 +104,38 @@ bool ServersEndedInOrder(std::vector<ChildProcess>& servers) {
 
 }  // namespace
 
+absl::StatusOr<LocalRun> LocalRunFromFlags() {
+  LocalRun run;
+  run.dataset = absl::GetFlag(FLAGS_dataset);
+  if (run.dataset.empty()) {
+    return absl::InvalidArgumentError(
+        "local needs --dataset DIR (e.g. one written by 'heterodl dataset sample DIR')");
+  }
+  if (!absl::GetFlag(FLAGS_data_servers).empty()) {
+    return absl::InvalidArgumentError(
+        "local starts its own data servers: --servers N says how many (--data-servers is "
+        "train's list of addresses)");
+  }
+  run.servers = absl::GetFlag(FLAGS_servers);
+  if (absl::GetFlag(FLAGS_ranks) > 0) {
+    run.ranks = absl::GetFlag(FLAGS_ranks);
+  }
+  // Each server takes an equal share of the cores; the ranks take the rest
+  // of the time slices.
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  run.threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
+                                                 : std::max(1, cores / run.servers);
+  run.run_dir = std::filesystem::temp_directory_path() / absl::StrCat("heterodl-local-", getpid());
+  // The ranks' own settings, refused now rather than after the servers start.
+  RETURN_IF_ERROR(TrainerOptionsFromFlags().status());
+  return run;
+}
+
 int RunLocalCommand(const CommandContext& context) {
   StopSignal& stop = context.stop;
-  std::optional<LocalRun> run = PlanLocalRun();
-  if (!run) {
+  absl::StatusOr<LocalRun> run = LocalRunFromFlags();
+  if (!run.ok()) {
+    LogError("%s", run.status().message());
     return kExitUsage;
   }
   absl::StatusOr<std::string> self = SelfExecutable();

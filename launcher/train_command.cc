@@ -31,9 +31,9 @@ std::vector<std::string> RankArguments(const std::string& trainer, const Cluster
       absl::StrCat("--rank=", global_rank),
       absl::StrCat("--local_rank=", local_rank),
       absl::StrCat("--world_size=", view.world_size),
-      absl::StrCat("--data_servers=", absl::StrJoin(view.data_servers, ",")),
-      absl::StrCat("--data_servers_file=", view.data_servers_file),
-      absl::StrCat("--data_servers_dns=", view.data_servers_dns),
+      absl::StrCat("--data_servers=", absl::StrJoin(view.data_servers.fixed, ",")),
+      absl::StrCat("--data_servers_file=", view.data_servers.servers_file),
+      absl::StrCat("--data_servers_dns=", view.data_servers.dns_name),
       absl::StrCat("--master_addr=", view.leader),
       absl::StrCat("--master_port=", view.master_port),
       absl::StrCat("--current_host=", view.current_host)};
@@ -120,7 +120,7 @@ int RunTrainCommand(const CommandContext& context) {
     return kExitUsage;
   }
   ClusterView view = *resolved;
-  const ServerSources servers{view.data_servers, view.data_servers_file, view.data_servers_dns};
+  const ServerSources& servers = view.data_servers;
   if (!ValidateServerSources(servers).ok()) {
     LogError(
         "train needs data servers: --data-servers host:port,..., --data-servers-file FILE or "

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   heterodl::RemoteLoaderOptions options;
   for (std::string list = argv[1]; !list.empty();) {
     const size_t comma = list.find(',');
-    options.servers.push_back(list.substr(0, comma));
+    options.servers.fixed.push_back(list.substr(0, comma));
     list = comma == std::string::npos ? "" : list.substr(comma + 1);
   }
   options.batch_size = 16;

@@ -202,14 +202,15 @@ absl::StatusOr<std::vector<std::string>> FirstServers(ServerDiscovery& discovery
     }
     if (!said) {
       LogInfo("no data server listed yet (servers file '%s', DNS name '%s'); waiting up to %s",
-              options.servers_file, options.servers_dns,
+              options.servers.servers_file, options.servers.dns_name,
               absl::FormatDuration(options.connect_timeout));
       said = true;
     }
     if (absl::Now() >= deadline) {
-      return absl::UnavailableError(absl::StrCat(
-          "no data server listed within ", absl::FormatDuration(options.connect_timeout),
-          " (servers file '", options.servers_file, "', DNS name '", options.servers_dns, "')"));
+      return absl::UnavailableError(absl::StrCat("no data server listed within ",
+                                                 absl::FormatDuration(options.connect_timeout),
+                                                 " (servers file '", options.servers.servers_file,
+                                                 "', DNS name '", options.servers.dns_name, "')"));
     }
     if (options.interrupt_connect && options.interrupt_connect()) {
       return absl::CancelledError("interrupted while waiting for data servers");

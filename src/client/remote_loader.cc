@@ -26,10 +26,6 @@ constexpr absl::Duration kPixelChannelRetryAfter = absl::Minutes(10);
 // batches ever held.
 constexpr int kPooledBuffers = GrpcRemoteLoader::kMaxWindow + 8;
 
-ServerSources SourcesOf(const RemoteLoaderOptions& options) {
-  return {options.servers, options.servers_file, options.servers_dns};
-}
-
 absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
   if (options.world_size == 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(
@@ -45,7 +41,7 @@ absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
     return absl::InvalidArgumentError("discovery_interval must be > 0");
   }
   // A malformed address is a mistake to report now, not a server to wait for.
-  return ValidateServerSources(SourcesOf(options));
+  return ValidateServerSources(options.servers);
 }
 
 DatasetDescription Describe(const v1::DatasetInfo& info) {
@@ -79,7 +75,7 @@ std::vector<std::unique_ptr<ServerConnection>> MakeConnections(
 absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
     const RemoteLoaderOptions& options) {
   RETURN_IF_ERROR(ValidateOptions(options));
-  auto discovery = std::make_unique<ServerDiscovery>(SourcesOf(options));
+  auto discovery = std::make_unique<ServerDiscovery>(options.servers);
   ASSIGN_OR_RETURN(const std::vector<std::string> servers, FirstServers(*discovery, options));
   // A batch with its header, on the gRPC path.
   ASSIGN_OR_RETURN(ServerChannels channels,

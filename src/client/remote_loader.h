@@ -2,7 +2,7 @@
 // from any number of data servers and hands them over in order.
 //
 //   RemoteLoaderOptions options;
-//   options.servers = {"algo-2:50051", "algo-3:50051"};
+//   options.servers.fixed = {"algo-2:50051", "algo-3:50051"};
 //   options.batch_size = 256;
 //   options.rank = rank;
 //   options.world_size = world_size;
@@ -46,6 +46,7 @@
 #include "absl/time/time.h"
 #include "src/client/batch.h"
 #include "src/common/memory/buffer_pool.h"
+#include "src/common/net/server_sources.h"
 #include "src/common/net/tls_config.h"
 
 namespace heterodl {
@@ -57,9 +58,7 @@ struct RemoteLoaderOptions {
   // server that appears is checked (its dataset's fingerprint, the token,
   // TLS) and gets batches within discovery_interval; one that disappears
   // hands what it owes to the others. At least one of the three.
-  std::vector<std::string> servers;
-  std::string servers_file;
-  std::string servers_dns;  // host:port
+  ServerSources servers;
   absl::Duration discovery_interval = absl::Seconds(2);
   uint32_t batch_size = 32;
   uint32_t rank = 0;

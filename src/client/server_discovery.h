@@ -28,22 +28,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/common/net/server_sources.h"
 
 namespace heterodl {
-
-struct ServerSources {
-  std::vector<std::string> fixed;  // host:port
-  std::string servers_file;
-  std::string dns_name;  // host:port; the host's every address is a server
-  // Whether the set can change during a run.
-  bool dynamic() const { return !servers_file.empty() || !dns_name.empty(); }
-  // No source at all.
-  bool empty() const { return fixed.empty() && !dynamic(); }
-};
-
-// INVALID_ARGUMENT naming the entry: no source at all, or an address (fixed,
-// or the DNS name) that is not host:port.
-absl::Status ValidateServerSources(const ServerSources& sources);
 
 // The numeric addresses `host` resolves to (IPv6 ones without brackets),
 // each once. NOT_FOUND when the name does not exist or has no address;

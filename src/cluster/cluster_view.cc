@@ -70,7 +70,7 @@ void SortHosts(std::vector<std::string>& hosts) {
 absl::string_view FirstLabel(absl::string_view host) { return host.substr(0, host.find('.')); }
 
 void CompleteView(ClusterView& view) {
-  view.data_servers.clear();
+  view.data_servers.fixed.clear();
   view.leader = view.dnn_hosts.empty() ? std::string() : view.dnn_hosts.front();
   view.world_size = static_cast<int>(view.dnn_hosts.size()) * view.ranks_per_host;
   auto it = std::find(view.dnn_hosts.begin(), view.dnn_hosts.end(), view.current_host);
@@ -208,7 +208,7 @@ absl::StatusOr<ClusterView> FromSageMaker(const std::string& path, const Cluster
   ASSIGN_OR_RETURN(view.role, RoleOfHost(*groups.data_hosts, view.dnn_hosts, view.current_host,
                                          absl::StrCat("SageMaker resource config '", path, "'")));
   CompleteView(view);
-  view.data_servers = WithPort(*groups.data_hosts, view.data_port);
+  view.data_servers.fixed = WithPort(*groups.data_hosts, view.data_port);
   return view;
 }
 
@@ -249,7 +249,7 @@ absl::StatusOr<ClusterView> FromSlurm(const ClusterSettings& settings,
     view.ranks_per_host = gpus;
   }
   CompleteView(view);
-  view.data_servers = WithPort(data_hosts, view.data_port);
+  view.data_servers.fixed = WithPort(data_hosts, view.data_port);
   return view;
 }
 
@@ -371,7 +371,7 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
   if (master_port) {
     view.master_port = *master_port;
   }
-  std::vector<std::string> servers = view.data_servers;
+  std::vector<std::string> servers = view.data_servers.fixed;
   if (data_port) {
     RETURN_IF_ERROR(OverrideDataPort(*data_port, view, servers));
   }
@@ -385,8 +385,8 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
     view.dataset = dataset;
   }
   CompleteView(view);
-  view.data_servers = std::move(servers);
-  view.data_servers_file = servers_file;
+  view.data_servers.fixed = std::move(servers);
+  view.data_servers.servers_file = servers_file;
   if (!servers_dns.empty()) {
     // A name without a port gets the data port, as hostlist entries do.
     std::string named(absl::StripAsciiWhitespace(servers_dns));
@@ -398,7 +398,7 @@ absl::Status ApplyOverrides(const ClusterSettings& settings, const Environment& 
           absl::StrCat("data servers' DNS name (--data-servers-dns / HETERODL_DATA_SERVERS_DNS): ",
                        valid.message()));
     }
-    view.data_servers_dns = std::move(named);
+    view.data_servers.dns_name = std::move(named);
   }
   if (overridden && view.source.find("+overrides") == std::string::npos) {
     view.source += "+overrides";
@@ -460,11 +460,11 @@ std::string ClusterViewToJson(const ClusterView& view) {
   proto.set_role(RoleName(view.role));
   proto.set_source(view.source);
   proto.set_current_host(view.current_host);
-  for (const std::string& server : view.data_servers) {
+  for (const std::string& server : view.data_servers.fixed) {
     proto.add_data_servers(server);
   }
-  proto.set_data_servers_file(view.data_servers_file);
-  proto.set_data_servers_dns(view.data_servers_dns);
+  proto.set_data_servers_file(view.data_servers.servers_file);
+  proto.set_data_servers_dns(view.data_servers.dns_name);
   for (const std::string& host : view.dnn_hosts) {
     proto.add_dnn_hosts(host);
   }

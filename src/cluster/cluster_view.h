@@ -27,6 +27,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "src/common/net/server_sources.h"
 
 namespace heterodl {
 
@@ -41,12 +42,11 @@ struct ClusterView {
   // "+overrides" when flags or HETERODL_* variables changed fields of it.
   std::string source;
   std::string current_host;
-  std::vector<std::string> data_servers;  // host:port, in a fixed order
-  // Where data servers are found while training runs, besides data_servers
-  // (src/client/server_discovery.h): a file re-read when it changes, and a
-  // DNS name (host:port) whose every address is a server; empty: none.
-  std::string data_servers_file;
-  std::string data_servers_dns;
+  // The data servers: `fixed` (host:port, in a fixed order), and where more
+  // are found while training runs (src/client/server_discovery.h): a file
+  // re-read when it changes, and a DNS name (host:port) whose every address
+  // is a server; empty: none.
+  ServerSources data_servers;
   std::vector<std::string> dnn_hosts;  // in a fixed order
   std::string leader;                  // dnn_hosts[0]
   int ranks_per_host = 1;

@@ -81,11 +81,11 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   RemoteLoaderOptions options;
-  if (!ParseServers(servers, options.servers)) {
+  if (!ParseServers(servers, options.servers.fixed)) {
     return nullptr;
   }
-  options.servers_file = servers_file;
-  options.servers_dns = servers_dns;
+  options.servers.servers_file = servers_file;
+  options.servers.dns_name = servers_dns;
   options.batch_size = batch_size;
   options.pipeline = pipeline;
   options.rank = rank;

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/train/rendezvous_options.h"
 
 namespace heterodl {
 
@@ -51,18 +52,6 @@ class Communicator {
   // A communicator destroyed without it aborts the group instead: the way
   // out of a rank that failed, whatever the others are doing.
   virtual absl::Status Shutdown() = 0;
-};
-
-struct RendezvousOptions {
-  int rank = 0;
-  int world_size = 1;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-  std::string local_hostname;  // empty: this host's name
-  absl::Duration timeout = absl::Seconds(60);
-  // NCCL (the ncclUniqueId travels through the TCPStore) for tensors on
-  // CUDA devices; Gloo otherwise.
-  bool use_nccl = false;
 };
 
 // Rendezvous through a c10d TCPStore hosted by rank 0, then the backend.

@@ -17,14 +17,10 @@ constexpr float kStd[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
 
 }  // namespace
 
-absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int local_rank) {
+absl::StatusOr<torch::Device> ChooseDevice(DeviceKind requested, int local_rank) {
   const bool cuda = torch::cuda::is_available();
-  if (requested == "cpu" || (requested == "auto" && !cuda)) {
+  if (requested == DeviceKind::kCpu || (requested == DeviceKind::kAuto && !cuda)) {
     return torch::Device(torch::kCPU);
-  }
-  if (requested != "auto" && requested != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--device '", requested, "': expected auto, cpu or cuda"));
   }
   if (!cuda) {
     return absl::FailedPreconditionError("--device cuda: no CUDA device is usable here");

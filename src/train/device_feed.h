@@ -21,12 +21,13 @@
 #include "absl/status/statusor.h"
 #include "src/client/remote_loader.h"
 #include "src/common/memory/buffer_pool.h"
+#include "src/train/train_choices.h"
 
 namespace heterodl {
 
-// "auto": CUDA device `local_rank` when CUDA is available, else the CPU;
-// "cpu"; "cuda" (FAILED_PRECONDITION without a usable GPU).
-absl::StatusOr<torch::Device> ChooseDevice(const std::string& requested, int local_rank);
+// kAuto: CUDA device `local_rank` when CUDA is available, else the CPU;
+// kCpu; kCuda (FAILED_PRECONDITION without a usable GPU).
+absl::StatusOr<torch::Device> ChooseDevice(DeviceKind requested, int local_rank);
 
 // One batch ready for the model.
 struct DeviceBatch {

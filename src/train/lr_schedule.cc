@@ -29,7 +29,7 @@ absl::StatusOr<LrSchedule::Kind> ParseLrScheduleKind(const std::string& name) {
     return LrSchedule::Kind::kCosine;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown learning-rate schedule '", name, "' (constant or cosine)"));
+      absl::StrCat("--lr-schedule must be one of constant, cosine; got '", name, "'"));
 }
 
 }  // namespace heterodl

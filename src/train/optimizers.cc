@@ -137,21 +137,17 @@ torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
   return loss;
 }
 
-absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> CreateOptimizer(
+std::unique_ptr<torch::optim::Optimizer> CreateOptimizer(
     const OptimizerSettings& settings, const std::vector<torch::Tensor>& parameters) {
-  if (settings.name == "sgd") {
-    return std::unique_ptr<torch::optim::Optimizer>(
-        new MultiTensorSgd(parameters, torch::optim::SGDOptions(settings.learning_rate)
-                                           .momentum(settings.momentum)
-                                           .weight_decay(settings.weight_decay)));
-  }
-  if (settings.name == "adamw") {
-    return std::unique_ptr<torch::optim::Optimizer>(new MultiTensorAdamW(
+  if (settings.kind == OptimizerKind::kAdamW) {
+    return std::make_unique<MultiTensorAdamW>(
         parameters,
-        torch::optim::AdamWOptions(settings.learning_rate).weight_decay(settings.weight_decay)));
+        torch::optim::AdamWOptions(settings.learning_rate).weight_decay(settings.weight_decay));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown optimizer '", settings.name, "' (sgd or adamw)"));
+  return std::make_unique<MultiTensorSgd>(parameters,
+                                          torch::optim::SGDOptions(settings.learning_rate)
+                                              .momentum(settings.momentum)
+                                              .weight_decay(settings.weight_decay));
 }
 
 }  // namespace heterodl

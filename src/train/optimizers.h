@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/train/train_choices.h"
 
 namespace heterodl {
 
@@ -43,14 +44,13 @@ class MultiTensorAdamW final : public torch::optim::AdamW {
 };
 
 struct OptimizerSettings {
-  std::string name = "sgd";  // sgd or adamw
+  OptimizerKind kind = OptimizerKind::kSgd;
   double learning_rate = 0.1;
   double momentum = 0.9;       // sgd
   double weight_decay = 1e-4;  // sgd: L2; adamw: decoupled
 };
 
-// INVALID_ARGUMENT for an unknown name.
-absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> CreateOptimizer(
+std::unique_ptr<torch::optim::Optimizer> CreateOptimizer(
     const OptimizerSettings& settings, const std::vector<torch::Tensor>& parameters);
 
 }  // namespace heterodl

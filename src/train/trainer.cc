@@ -76,18 +76,16 @@ void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {
 }
 
 // Whether the forward pass runs under bf16 autocast.
-absl::StatusOr<bool> UseBf16(const std::string& precision, const torch::Device& device) {
-  if (precision == "auto") {
-    return device.is_cuda();
+bool UseBf16(Precision precision, const torch::Device& device) {
+  switch (precision) {
+    case Precision::kAuto:
+      return device.is_cuda();
+    case Precision::kBf16:
+      return true;
+    case Precision::kFp32:
+      return false;
   }
-  if (precision == "bf16") {
-    return true;
-  }
-  if (precision == "fp32") {
-    return false;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--precision '", precision, "': expected auto, fp32 or bf16"));
+  return false;
 }
 
 // Autocast for the forward pass, on the device's type; off again on exit.
@@ -174,19 +172,9 @@ class ProgressLine {
 // The loader of one rank: its share of every epoch, pinned buffers on CUDA.
 absl::StatusOr<std::unique_ptr<RemoteLoader>> ConnectLoader(const TrainerOptions& options,
                                                             const torch::Device& device) {
-  RemoteLoaderOptions loader_options;
-  loader_options.servers = options.data_servers;
-  loader_options.servers_file = options.data_servers_file;
-  loader_options.servers_dns = options.data_servers_dns;
-  loader_options.batch_size = options.batch_size;
-  loader_options.rank = options.rank;
-  loader_options.world_size = options.world_size;
-  loader_options.seed = options.seed;
-  loader_options.pipeline = options.pipeline;
-  loader_options.connect_timeout = options.connect_timeout;
-  loader_options.auth_token = options.auth_token;
-  loader_options.tls = options.tls;
-  loader_options.pixel_channel = options.pixel_channel;
+  RemoteLoaderOptions loader_options = options.data;
+  loader_options.rank = static_cast<uint32_t>(options.rendezvous.rank);
+  loader_options.world_size = static_cast<uint32_t>(options.rendezvous.world_size);
   if (device.is_cuda()) {
     loader_options.pixel_allocator = PinnedHostAllocator();
   }
@@ -198,13 +186,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> ConnectLoader(const TrainerOptions
 
 absl::StatusOr<std::unique_ptr<Communicator>> JoinRanks(const TrainerOptions& options,
                                                         const torch::Device& device) {
-  RendezvousOptions rendezvous;
-  rendezvous.rank = static_cast<int>(options.rank);
-  rendezvous.world_size = static_cast<int>(options.world_size);
-  rendezvous.master_addr = options.master_addr;
-  rendezvous.master_port = options.master_port;
-  rendezvous.local_hostname = options.gloo_hostname;
-  rendezvous.timeout = options.connect_timeout;
+  RendezvousOptions rendezvous = options.rendezvous;
   rendezvous.use_nccl = device.is_cuda();
   return CreateCommunicator(rendezvous);
 }
@@ -279,10 +261,9 @@ class RankTrainer {
 };
 
 absl::Status RankTrainer::SetUp() {
-  torch::manual_seed(static_cast<uint64_t>(options_.seed));
+  torch::manual_seed(static_cast<uint64_t>(options_.data.seed));
   ASSIGN_OR_RETURN(device_, ChooseDevice(options_.device, options_.local_rank));
-  ASSIGN_OR_RETURN(bf16_, UseBf16(options_.precision, device_));
-  ASSIGN_OR_RETURN(const LrSchedule::Kind schedule_kind, ParseLrScheduleKind(options_.lr_schedule));
+  bf16_ = UseBf16(options_.precision, device_);
   // CPU ranks share the host's cores with each other (and, locally, with the
   // data servers): one intra-op thread each avoids oversubscription.
   if (device_.is_cpu()) {
@@ -298,42 +279,39 @@ absl::Status RankTrainer::SetUp() {
   const int num_classes = static_cast<int>(loader_->dataset().class_names.size());
   ASSIGN_OR_RETURN(model_, CreateModel(options_.model, num_classes));
   model_->To(device_);
-  if (options_.memory_format == "channels_last") {
+  if (options_.memory_format == MemoryFormat::kChannelsLast) {
     ToChannelsLast(*model_);
     input_format_ = torch::MemoryFormat::ChannelsLast;
-  } else if (options_.memory_format != "contiguous") {
-    return absl::InvalidArgumentError(absl::StrCat("--memory-format '", options_.memory_format,
-                                                   "': expected contiguous or channels_last"));
   }
   RETURN_IF_ERROR(SynchronizeModel(*model_, *communicator_));
   OptimizerSettings optimizer;
-  optimizer.name = options_.optimizer;
-  optimizer.learning_rate = options_.learning_rate;
-  optimizer.momentum = options_.momentum;
-  optimizer.weight_decay = options_.weight_decay;
-  ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(optimizer, model_->Parameters()));
+  optimizer.kind = options_.optimizer.kind;
+  optimizer.learning_rate = options_.optimizer.learning_rate;
+  optimizer.momentum = options_.optimizer.momentum;
+  optimizer.weight_decay = options_.optimizer.weight_decay;
+  optimizer_ = CreateOptimizer(optimizer, model_->Parameters());
   RETURN_IF_ERROR(Resume());
   reducer_ = std::make_unique<GradientReducer>(model_->Parameters(), *communicator_,
                                                static_cast<size_t>(options_.bucket_bytes));
-  ASSIGN_OR_RETURN(metrics_,
-                   MetricsWriter::Open(options_.metrics_file, options_.rank, start_.step > 0));
-  if (options_.rank == 0 && !options_.metrics_file.empty()) {
-    data_group_ = std::make_unique<DataGroupWatch>(
-        ServerSources{options_.data_servers, options_.data_servers_file, options_.data_servers_dns},
-        options_.auth_token, options_.tls);
+  ASSIGN_OR_RETURN(metrics_, MetricsWriter::Open(options_.metrics_file, options_.rendezvous.rank,
+                                                 start_.step > 0));
+  if (options_.rendezvous.rank == 0 && !options_.metrics_file.empty()) {
+    data_group_ = std::make_unique<DataGroupWatch>(options_.data.servers, options_.data.auth_token,
+                                                   options_.data.tls);
   }
-  RETURN_IF_ERROR(sample_log_.Open(options_.sample_log_dir, options_.rank, start_.step > 0));
+  RETURN_IF_ERROR(
+      sample_log_.Open(options_.sample_log_dir, options_.rendezvous.rank, start_.step > 0));
   PlanSteps();
-  schedule_.emplace(
-      LrSchedule{options_.learning_rate, options_.warmup_steps, total_steps_, schedule_kind});
-  if (options_.rank == 0) {
+  schedule_.emplace(LrSchedule{options_.optimizer.learning_rate, options_.optimizer.warmup_steps,
+                               total_steps_, options_.optimizer.schedule});
+  if (options_.rendezvous.rank == 0) {
     LogInfo(
         "training %s on %s (%s%s) over %s: %d samples, %d classes, %d ranks, batch %d, %d "
         "step(s) per epoch, %d step(s), %d gradient bucket(s)",
         options_.model, device_.str(), bf16_ ? "bf16 autocast" : "fp32",
         device_.is_cuda() ? ", pinned host buffers" : "", communicator_->backend(),
-        loader_->dataset().num_samples, num_classes, options_.world_size, options_.batch_size,
-        steps_per_epoch_, total_steps_, reducer_->num_buckets());
+        loader_->dataset().num_samples, num_classes, options_.rendezvous.world_size,
+        options_.data.batch_size, steps_per_epoch_, total_steps_, reducer_->num_buckets());
   }
   return absl::OkStatus();
 }
@@ -344,7 +322,7 @@ absl::Status RankTrainer::Resume() {
                      LoadCheckpoint(options_.checkpoint_dir, *model_, *optimizer_));
     if (loaded) {
       start_ = *loaded;
-      if (options_.rank == 0) {
+      if (options_.rendezvous.rank == 0) {
         LogInfo("resuming from %s/checkpoint.pt at step %d (epoch %d, batch %d)",
                 options_.checkpoint_dir, start_.step, start_.epoch, start_.next_batch);
       }
@@ -369,7 +347,7 @@ void RankTrainer::PlanSteps() {
 absl::Status RankTrainer::Train() {
   model_->SetTraining(true);
   BatchFeeder feeder(*loader_, device_, /*convert=*/options_.device_step_ms <= 0, input_format_);
-  ProgressLine progress(options_.rank == 0);
+  ProgressLine progress(options_.rendezvous.rank == 0);
   run_start_ = absl::Now();
   for (uint32_t epoch = start_.epoch; static_cast<int>(epoch) < epochs_ && !stopped_; ++epoch) {
     if (options_.steps > 0 && step_ >= options_.steps) {
@@ -460,8 +438,9 @@ void RankTrainer::Record(uint32_t epoch, Batch host, double lr, torch::Tensor lo
   record.batch_size = static_cast<uint32_t>(host.size());
   record.failed_samples = static_cast<uint32_t>(host.failed);
   record.learning_rate = lr;
-  record.images_per_sec =
-      record.step_ms > 0 ? record.batch_size * options_.world_size * 1000.0 / record.step_ms : 0;
+  record.images_per_sec = record.step_ms > 0 ? record.batch_size * options_.rendezvous.world_size *
+                                                   1000.0 / record.step_ms
+                                             : 0;
   if (data_group_ != nullptr) {
     if (const std::optional<DataGroupCapacity> capacity = data_group_->capacity()) {
       record.data_capacity_per_host = capacity->per_host;
@@ -500,7 +479,7 @@ void RankTrainer::FlushSteps(ProgressLine& progress) {
 
 absl::Status RankTrainer::Save(const TrainingState& at) {
   last_saved_step_ = at.step;
-  if (options_.rank != 0 || options_.checkpoint_dir.empty()) {
+  if (options_.rendezvous.rank != 0 || options_.checkpoint_dir.empty()) {
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(SaveCheckpoint(options_.checkpoint_dir, *model_, *optimizer_, at));
@@ -512,13 +491,13 @@ absl::Status RankTrainer::WindDown() {
   if (!stopped_ && position_.step != last_saved_step_) {
     RETURN_IF_ERROR(Save(position_));
   }
-  if (options_.rank == 0 && !options_.final_model_dir.empty()) {
+  if (options_.rendezvous.rank == 0 && !options_.final_model_dir.empty()) {
     RETURN_IF_ERROR(SaveCheckpoint(options_.final_model_dir, *model_, *optimizer_, position_));
     LogInfo("final model written to %s/checkpoint.pt", options_.final_model_dir);
   }
   RETURN_IF_ERROR(WriteSummary());
   if (stopped_) {
-    LogInfo("rank %d stopped on request after step %d", options_.rank, step_);
+    LogInfo("rank %d stopped on request after step %d", options_.rendezvous.rank, step_);
   }
   return communicator_->Shutdown();
 }
@@ -534,7 +513,7 @@ absl::Status RankTrainer::WriteSummary() {
   totals = totals.to(device_);
   RETURN_IF_ERROR(communicator_->AllReduceSum(totals));
   totals = totals.cpu();
-  if (options_.rank != 0) {
+  if (options_.rendezvous.rank != 0) {
     return absl::OkStatus();
   }
   auto value = totals.accessor<double, 1>();
@@ -548,7 +527,7 @@ absl::Status RankTrainer::WriteSummary() {
   all.last_loss = mine.last_loss;
   all.failed_samples = static_cast<uint64_t>(value[4]);
   const std::string summary = metrics_->WriteSummary(
-      all, options_.world_size, absl::ToDoubleSeconds(absl::Now() - run_start_));
+      all, options_.rendezvous.world_size, absl::ToDoubleSeconds(absl::Now() - run_start_));
   LogInfo("summary %s", summary);
   return absl::OkStatus();
 }
@@ -557,7 +536,7 @@ absl::Status TrainRank(const TrainerOptions& options) {
   RankTrainer trainer(options);
   if (absl::Status set_up = trainer.SetUp(); !set_up.ok()) {
     if (absl::IsCancelled(set_up) && StopRequested(options)) {
-      LogInfo("rank %d stopped on request before training began (%s)", options.rank,
+      LogInfo("rank %d stopped on request before training began (%s)", options.rendezvous.rank,
               set_up.message());
       return absl::OkStatus();
     }

@@ -2,9 +2,9 @@
 // the RemoteLoader, gradients averaged across ranks each step.
 //
 //   TrainerOptions options;
-//   options.data_servers = {"127.0.0.1:50051"};
-//   options.rank = 0;
-//   options.world_size = 2;
+//   options.data.servers.fixed = {"127.0.0.1:50051"};
+//   options.rendezvous.rank = 0;
+//   options.rendezvous.world_size = 2;
 //   absl::Status result = RunTrainerRank(options);
 //
 // This header is free of LibTorch so the launcher compiles without it.
@@ -18,43 +18,48 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "src/common/net/tls_config.h"
+#include "src/client/remote_loader.h"
+#include "src/train/lr_schedule.h"
+#include "src/train/rendezvous_options.h"
+#include "src/train/train_choices.h"
 
 namespace heterodl {
 
-struct TrainerOptions {
-  std::vector<std::string> data_servers;  // host:port
-  // Where more are found while training runs (RemoteLoaderOptions).
-  std::string data_servers_file;
-  std::string data_servers_dns;
-  std::string model = "small_cnn";
-  // Stop after this many steps; 0 runs `epochs` whole epochs.
-  int64_t steps = 0;
-  int epochs = 1;
-  uint32_t batch_size = 32;
-  uint64_t seed = 0;
-  std::string pipeline;  // empty: the servers' default
-
-  // Optimization. "sgd" (with momentum, Nesterov off) or "adamw".
-  std::string optimizer = "sgd";
+// The optimizer and its learning rate over the run.
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::kSgd;  // SGD with momentum (Nesterov off), or AdamW
   double learning_rate = 0.05;
   double momentum = 0.9;  // sgd
   double weight_decay = 1e-4;
   int64_t warmup_steps = 0;
-  std::string lr_schedule = "cosine";  // or "constant"
+  LrSchedule::Kind schedule = LrSchedule::Kind::kCosine;
+};
+
+struct TrainerOptions {
+  // This rank's data: the servers, batch size, seed, pipeline, token, TLS,
+  // pixel channels, connect timeout. Its rank and world_size are the
+  // rendezvous's (the trainer sets them), its pinned pixel memory the
+  // device's.
+  RemoteLoaderOptions data;
+  // How the ranks meet. use_nccl follows the device (the trainer sets it).
+  RendezvousOptions rendezvous;
+  OptimizerOptions optimizer;
+
+  std::string model = "small_cnn";
+  // Stop after this many steps; 0 runs `epochs` whole epochs.
+  int64_t steps = 0;
+  int epochs = 1;
 
   // > 0: the accelerator is modelled, not run: each step waits this long
   // instead of running the model (bench step on machines without a GPU).
   double device_step_ms = 0;
-  // "auto" (CUDA when present), "cpu" or "cuda".
-  std::string device = "auto";
+  DeviceKind device = DeviceKind::kAuto;
   // This rank's index on its host: its GPU.
   int local_rank = 0;
-  // "auto" (bf16 autocast on CUDA, fp32 on CPU), "fp32" or "bf16".
-  std::string precision = "auto";
-  // "contiguous" (NCHW) or "channels_last": how the model's convolution
-  // weights and its input lie in memory (models.h, ToChannelsLast).
-  std::string memory_format = "contiguous";
+  Precision precision = Precision::kAuto;
+  // How the model's convolution weights and its input lie in memory
+  // (models.h, ToChannelsLast).
+  MemoryFormat memory_format = MemoryFormat::kContiguous;
   // Gradient all-reduce bucket size.
   int64_t bucket_bytes = 25 << 20;
 
@@ -66,20 +71,6 @@ struct TrainerOptions {
   bool resume = false;
   // Where the final weights go (a checkpoint-format file); empty: nowhere.
   std::string final_model_dir;
-
-  uint32_t rank = 0;
-  uint32_t world_size = 1;
-  // Rendezvous: the c10d TCPStore runs in rank 0 at master_addr:master_port.
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-  // Address other ranks reach this rank's Gloo transport at; empty: this
-  // host's name.
-  std::string gloo_hostname;
-  absl::Duration connect_timeout = absl::Seconds(60);
-  std::string auth_token;  // the data servers' shared token, if they need one
-  TlsConfig tls;           // TLS to the data servers
-  // Pixels on the servers' pixel channels when offered (RemoteLoaderOptions).
-  bool pixel_channel = true;
 
   std::string metrics_file;  // JSON lines, one per step; empty: none
   // When set, each rank writes DIR/rank<R>.samples: "epoch batch index" per

@@ -178,7 +178,7 @@ class ElasticTest : public FailoverTest {
   std::unique_ptr<RemoteLoader> ConnectListed() {
     RemoteLoaderOptions options = LoaderOptions({}, 0, 1);
     options.batch_size = 2;
-    options.servers_file = servers_file_;
+    options.servers.servers_file = servers_file_;
     options.discovery_interval = absl::Milliseconds(50);
     absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
     EXPECT_TRUE(loader.ok()) << loader.status();
@@ -289,7 +289,7 @@ TEST_F(ElasticTest, EveryAddressOfADnsNameIsAServer) {
   const std::string port = a.address().substr(a.address().rfind(':') + 1);
   RemoteLoaderOptions options = LoaderOptions({}, 0, 1);
   options.batch_size = 2;
-  options.servers_dns = "localhost:" + port;  // 127.0.0.1, and ::1 where it is on
+  options.servers.dns_name = "localhost:" + port;  // 127.0.0.1, and ::1 where it is on
   options.discovery_interval = absl::Milliseconds(50);
   absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
   ASSERT_TRUE(loader.ok()) << loader.status();
@@ -300,7 +300,7 @@ TEST_F(ElasticTest, EveryAddressOfADnsNameIsAServer) {
 
 TEST_F(ElasticTest, NoServerListedInTimeIsAClearError) {
   RemoteLoaderOptions options = LoaderOptions({}, 0, 1);
-  options.servers_file = servers_file_;
+  options.servers.servers_file = servers_file_;
   options.connect_timeout = absl::Milliseconds(300);
   absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
   ASSERT_FALSE(loader.ok());

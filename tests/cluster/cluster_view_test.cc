@@ -37,7 +37,7 @@ TEST(ClusterViewTest, SageMakerDataHost) {
   EXPECT_EQ(view->role, Role::kData);
   EXPECT_EQ(view->source, "sagemaker");
   EXPECT_EQ(view->current_host, "algo-2");
-  EXPECT_EQ(view->data_servers, (std::vector<std::string>{"algo-2:50051", "algo-3:50051"}));
+  EXPECT_EQ(view->data_servers.fixed, (std::vector<std::string>{"algo-2:50051", "algo-3:50051"}));
   EXPECT_EQ(view->dnn_hosts, (std::vector<std::string>{"algo-1"}));
   EXPECT_EQ(view->leader, "algo-1");
   EXPECT_EQ(view->world_size, 1);
@@ -56,7 +56,7 @@ TEST(ClusterViewTest, SageMakerDnnHostWithGpus) {
   EXPECT_EQ(view->ranks_per_host, 8);
   EXPECT_EQ(view->world_size, 8);
   EXPECT_EQ(view->dataset, "/opt/ml/input/data/train");
-  EXPECT_EQ(view->data_servers.size(), 2u);
+  EXPECT_EQ(view->data_servers.fixed.size(), 2u);
   // SageMaker's paths: checkpoints synced with S3, the model directory.
   EXPECT_EQ(view->checkpoint_dir, "/opt/ml/checkpoints");
   EXPECT_EQ(view->model_dir, "/opt/ml/model");
@@ -73,9 +73,10 @@ TEST(ClusterViewTest, KubernetesJobSetDnsPatterns) {
   absl::StatusOr<ClusterView> view = ResolveClusterView({}, environment);
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(view->role, Role::kDnn);
-  EXPECT_EQ(view->data_servers, (std::vector<std::string>{"heterodl-data-0-0.heterodl:50051",
-                                                          "heterodl-data-0-1.heterodl:50051",
-                                                          "heterodl-data-0-2.heterodl:50051"}));
+  EXPECT_EQ(view->data_servers.fixed,
+            (std::vector<std::string>{"heterodl-data-0-0.heterodl:50051",
+                                      "heterodl-data-0-1.heterodl:50051",
+                                      "heterodl-data-0-2.heterodl:50051"}));
   EXPECT_EQ(view->leader, "heterodl-dnn-0-0.heterodl");
   EXPECT_EQ(view->node_rank, 1);  // found by its first DNS label
   EXPECT_EQ(view->world_size, 4);
@@ -100,7 +101,7 @@ TEST(ClusterViewTest, HostsNotOrderedByGroupAndSeveralPerGroup) {
   EXPECT_EQ(view->leader, "algo-2");
   EXPECT_EQ(view->node_rank, 1);
   EXPECT_EQ(view->world_size, 2);
-  EXPECT_EQ(view->data_servers,
+  EXPECT_EQ(view->data_servers.fixed,
             (std::vector<std::string>{"algo-1:50051", "algo-3:50051", "algo-9:50051"}));
 }
 
@@ -111,7 +112,7 @@ TEST(ClusterViewTest, HomogeneousJob) {
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_TRUE(view->homogeneous);
   EXPECT_EQ(view->role, Role::kDnn);
-  EXPECT_TRUE(view->data_servers.empty());
+  EXPECT_TRUE(view->data_servers.fixed.empty());
   EXPECT_EQ(view->dnn_hosts, (std::vector<std::string>{"algo-1", "algo-2"}));
   EXPECT_EQ(view->node_rank, 1);
 }
@@ -165,7 +166,7 @@ TEST(ClusterViewTest, FlagsBeatEnvironmentBeatSageMaker) {
   absl::StatusOr<ClusterView> from_env = ResolveClusterView({}, environment);
   ASSERT_TRUE(from_env.ok()) << from_env.status();
   EXPECT_EQ(from_env->role, Role::kDnn);
-  EXPECT_EQ(from_env->data_servers, (std::vector<std::string>{"algo-2:6000", "algo-3:6000"}));
+  EXPECT_EQ(from_env->data_servers.fixed, (std::vector<std::string>{"algo-2:6000", "algo-3:6000"}));
   EXPECT_EQ(from_env->source, "sagemaker+overrides");
 
   ClusterSettings settings;
@@ -174,7 +175,7 @@ TEST(ClusterViewTest, FlagsBeatEnvironmentBeatSageMaker) {
   absl::StatusOr<ClusterView> from_flags = ResolveClusterView(settings, environment);
   ASSERT_TRUE(from_flags.ok());
   EXPECT_EQ(from_flags->role, Role::kData);
-  EXPECT_EQ(from_flags->data_servers, (std::vector<std::string>{"x:1", "y:2"}));
+  EXPECT_EQ(from_flags->data_servers.fixed, (std::vector<std::string>{"x:1", "y:2"}));
 }
 
 TEST(ClusterViewTest, BadEnvironmentValueNamesTheVariable) {
@@ -205,8 +206,8 @@ TEST(ClusterViewTest, SlurmHeterogeneousJob) {
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(view->source, "slurm");
   EXPECT_EQ(view->role, Role::kDnn);
-  EXPECT_EQ(view->data_servers, (std::vector<std::string>{"cpu-07:50051", "cpu-08:50051",
-                                                          "cpu-09:50051", "cpu-12:50051"}));
+  EXPECT_EQ(view->data_servers.fixed, (std::vector<std::string>{"cpu-07:50051", "cpu-08:50051",
+                                                                "cpu-09:50051", "cpu-12:50051"}));
   EXPECT_EQ(view->node_rank, 1);
   EXPECT_EQ(view->world_size, 8);
 

@@ -71,7 +71,7 @@ void ServedDatasetTest::SetUpTestSuite() {
 RemoteLoaderOptions ServedDatasetTest::LoaderOptions(std::vector<std::string> servers,
                                                      uint32_t rank, uint32_t world_size) {
   RemoteLoaderOptions options;
-  options.servers = std::move(servers);
+  options.servers.fixed = std::move(servers);
   options.batch_size = 7;
   options.rank = rank;
   options.world_size = world_size;

@@ -106,12 +106,14 @@ TEST(OptimizersTest, StateIsLibTorchsSoCheckpointsCarryOver) {
   EXPECT_TRUE(torch::equal(buffer, torch::ones(a[0].sizes())));
 }
 
-TEST(OptimizersTest, UnknownNamesAreRefused) {
+TEST(OptimizersTest, EachKindIsItsOptimizer) {
   OptimizerSettings settings;
-  settings.name = "lamb";
-  EXPECT_TRUE(absl::IsInvalidArgument(CreateOptimizer(settings, MakeParameters(3)).status()));
-  settings.name = "adamw";
-  EXPECT_TRUE(CreateOptimizer(settings, MakeParameters(3)).ok());
+  settings.kind = OptimizerKind::kAdamW;
+  EXPECT_NE(dynamic_cast<MultiTensorAdamW*>(CreateOptimizer(settings, MakeParameters(3)).get()),
+            nullptr);
+  settings.kind = OptimizerKind::kSgd;
+  EXPECT_NE(dynamic_cast<MultiTensorSgd*>(CreateOptimizer(settings, MakeParameters(3)).get()),
+            nullptr);
 }
 
 }  // namespace
