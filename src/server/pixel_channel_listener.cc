@@ -31,6 +31,7 @@
 #include "src/common/net/unique_fd.h"
 #include "src/common/net/unix_socket.h"
 #include "src/common/status_macros.h"
+#include "src/server/pixel_sender.h"
 
 namespace heterodl {
 namespace {
@@ -39,21 +40,12 @@ namespace {
 // thread from the others.
 constexpr size_t kMaxBytesPerTurn = 8 << 20;
 
-struct QueuedPixels {
-  OutgoingPixels pixels;
-  size_t offset = 0;
-  PixelChannel::SentCallback sent;
-  // Same-host channels: the record written before (or instead of) the
-  // pixels, how much of it is written, and the region's memfd to pass with
-  // its first byte (-1: none; owned by the region, which `pixels` keeps).
-  std::optional<PixelRecord> record;
-  size_t record_sent = 0;
-  int attach_fd = -1;
-};
-
-// The state of all channels of one listener, and its epoll thread's work.
-// Only that thread closes sockets, erases channels or pops sent pixels, so it
-// may call send() without holding mu_ on pixels it has looked up under mu_.
+// The state of all channels of one listener, and its epoll thread's work:
+// accepting, pairing connections with streams by ticket, deadlines, and
+// writing. What a channel writes next is its PixelSender's (TCP or same
+// host, src/server/pixel_sender.h). Only the epoll thread closes sockets,
+// erases channels or has senders pop sent pixels, so it may call send()
+// without holding mu_ on bytes it has looked up under mu_.
 class ListenerCore {
  public:
   ListenerCore(UniqueFd listen_socket, UniqueFd local_socket, UniqueFd epoll, UniqueFd wake,
@@ -86,14 +78,12 @@ class ListenerCore {
  private:
   struct ChannelState {
     PixelTicket ticket{};
-    UniqueFd socket;     // none until the loader's connection arrives
-    bool local = false;  // a same-host loader, on the Unix socket
+    UniqueFd socket;  // none until the loader's connection arrives
     absl::Time attach_deadline;
-    std::deque<QueuedPixels> queue;
-    // Same host: pixels the loader was pointed at and has not yet acked,
-    // in order, and the regions whose memfd it has.
-    std::deque<QueuedPixels> awaiting_ack;
-    std::set<uint64_t> regions_sent;
+    // Pixels sent before the connection arrived.
+    std::deque<QueuedPixels> waiting;
+    // Once the connection arrived: TCP or same host, as it came.
+    std::unique_ptr<PixelSender> sender;
     bool writable = false;
     bool close_requested = false;
   };
@@ -110,7 +100,7 @@ class ListenerCore {
   // copying: the pixels stay until the loader closes its end.
   struct Lingering {
     UniqueFd socket;
-    std::deque<QueuedPixels> awaiting_ack;
+    std::unique_ptr<PixelSender> sender;  // holding the pixels not yet acked
     absl::Time deadline;
   };
 
@@ -119,14 +109,9 @@ class ListenerCore {
     (void)!::write(wake_.get(), &one, sizeof(one));
   }
   void AcceptAll(int listen_socket, bool local) ABSL_LOCKS_EXCLUDED(mu_);
-  // Reads a same-host loader's acks; false when its connection is done.
-  bool ReadAcksLocked(int fd, std::deque<QueuedPixels>& awaiting, bool& protocol_error)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLingeringLocked(int fd, bool timed_out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // kForget records for the regions freed since the last turn.
   void QueueForgetsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(freed_mu_);
-  // The record of pixels queued on a same-host channel.
-  void DescribeLocked(ChannelState& state, QueuedPixels& queued) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleEvent(int fd, uint32_t events) ABSL_LOCKS_EXCLUDED(mu_);
   void ReadHelloLocked(int fd, Unpaired& unpaired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes PixelPortNotice to a connection that is not a pixel channel's.
@@ -173,7 +158,7 @@ class ListenerCore {
   std::map<int, uint64_t> attached_ ABSL_GUARDED_BY(mu_);         // socket -> channel
   std::map<int, Lingering> lingering_ ABSL_GUARDED_BY(mu_);       // by socket descriptor
   // Callbacks owed, run by the loop outside mu_.
-  std::vector<std::pair<PixelChannel::SentCallback, bool>> callbacks_ ABSL_GUARDED_BY(mu_);
+  SentCallbacks callbacks_ ABSL_GUARDED_BY(mu_);
 };
 
 void ListenerCore::Run() {
@@ -236,8 +221,7 @@ void ListenerCore::HandleEvent(int fd, uint32_t events) {
     return ReadHelloLocked(fd, it->second);
   }
   if (auto it = lingering_.find(fd); it != lingering_.end()) {
-    bool protocol_error = false;
-    if (!ReadAcksLocked(fd, it->second.awaiting_ack, protocol_error)) {
+    if (it->second.sender->ReadFromLoader(fd, callbacks_).closed) {
       EndLingeringLocked(fd, false);
     }
     return;
@@ -247,53 +231,14 @@ void ListenerCore::HandleEvent(int fd, uint32_t events) {
     return;
   }
   const uint64_t channel = it->second;
-  if (channels_[channel].local && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-    bool protocol_error = false;
-    if (!ReadAcksLocked(fd, channels_[channel].awaiting_ack, protocol_error)) {
-      return BreakLocked(channel,
-                         protocol_error ? "a same-host loader sent more than its acks; closed" : "",
-                         /*loader_gone=*/true);
-    }
-  } else if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-    // A loader sends nothing after its hello: this is its end of the
-    // connection, as when it cancels the stream (which says why, if anything
-    // went wrong), or a protocol error.
-    uint8_t byte;
-    const ssize_t n = ::recv(fd, &byte, 1, MSG_DONTWAIT);
-    if (n > 0) {
-      return BreakLocked(channel, "a loader sent bytes on its pixel channel; closed");
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      return BreakLocked(channel, "");
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    const LoaderEnd end = channels_[channel].sender->ReadFromLoader(fd, callbacks_);
+    if (end.closed) {
+      return BreakLocked(channel, end.why, /*loader_gone=*/true);
     }
   }
   if (events & EPOLLOUT) {
     channels_[channel].writable = true;
-  }
-}
-
-bool ListenerCore::ReadAcksLocked(int fd, std::deque<QueuedPixels>& awaiting,
-                                  bool& protocol_error) {
-  uint8_t acks[256];
-  while (true) {
-    const ssize_t n = ::recv(fd, acks, sizeof(acks), MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      return true;
-    }
-    if (n <= 0) {
-      return false;  // the loader's end is closed: it reads no more
-    }
-    for (ssize_t i = 0; i < n; ++i) {
-      if (acks[i] != kPixelAck || awaiting.empty()) {
-        protocol_error = true;
-        return false;
-      }
-      callbacks_.emplace_back(std::move(awaiting.front().sent), true);
-      awaiting.pop_front();
-    }
   }
 }
 
@@ -304,13 +249,11 @@ void ListenerCore::EndLingeringLocked(int fd, bool timed_out) {
   }
   if (timed_out) {
     LogWarning(
-        "a same-host loader kept its ended pixel channel open for %s; its %d batches' "
-        "memory is reused",
-        absl::FormatDuration(limits_.linger_timeout), it->second.awaiting_ack.size());
+        "a same-host loader kept its ended pixel channel open for %s; the memory of the "
+        "batches it had not acked is reused",
+        absl::FormatDuration(limits_.linger_timeout));
   }
-  for (QueuedPixels& queued : it->second.awaiting_ack) {
-    callbacks_.emplace_back(std::move(queued.sent), false);
-  }
+  it->second.sender->Break(callbacks_, /*loader_gone=*/true);
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
   lingering_.erase(it);  // closes the socket, releases the pixels
 }
@@ -332,27 +275,10 @@ void ListenerCore::QueueForgetsLocked() {
   }
   for (uint64_t region : freed) {
     for (auto& [id, state] : channels_) {
-      if (state.regions_sent.erase(region) == 0) {
-        continue;
+      if (state.sender != nullptr) {
+        state.sender->RegionFreed(region);
       }
-      QueuedPixels forget;
-      forget.record = PixelRecord{PixelRecordKind::kForget, 0, region, 0, 0};
-      state.queue.push_back(std::move(forget));
     }
-  }
-}
-
-void ListenerCore::DescribeLocked(ChannelState& state, QueuedPixels& queued) {
-  const std::optional<SharedSpan> span =
-      regions_ == nullptr ? std::nullopt : regions_->Find(queued.pixels.data, queued.pixels.size);
-  if (!span) {
-    queued.record = PixelRecord{PixelRecordKind::kInline, 0, 0, 0, queued.pixels.size};
-    return;
-  }
-  queued.record =
-      PixelRecord{PixelRecordKind::kShared, 0, span->region, span->offset, queued.pixels.size};
-  if (state.regions_sent.insert(span->region).second) {
-    queued.attach_fd = span->fd;
   }
 }
 
@@ -462,7 +388,9 @@ void ListenerCore::TellServicePort(int fd) {
 void ListenerCore::AttachLocked(uint64_t channel, Unpaired connection) {
   ChannelState& state = channels_[channel];
   attached_[connection.socket.get()] = channel;
-  state.local = connection.local;
+  state.sender = connection.local
+                     ? MakeSameHostPixelSender(std::exchange(state.waiting, {}), regions_)
+                     : MakeTcpPixelSender(std::exchange(state.waiting, {}));
   state.socket = std::move(connection.socket);
   state.writable = true;  // a fresh socket; EPOLLOUT says when it is again
 }
@@ -500,25 +428,22 @@ void ListenerCore::BreakLocked(uint64_t channel, const std::string& why, bool lo
   if (!why.empty()) {
     LogWarning("%s", why);
   }
-  for (QueuedPixels& queued : state.queue) {
+  for (QueuedPixels& queued : state.waiting) {
     callbacks_.emplace_back(std::move(queued.sent), false);
   }
   if (state.socket.valid()) {
     const int fd = state.socket.get();
     attached_.erase(fd);
-    if (!loader_gone && !state.awaiting_ack.empty()) {
+    if (state.sender->Break(callbacks_, loader_gone)) {
       // The loader may be copying out of this memory right now: it sees the
       // end of the channel when it next reads, closes its end, and only
       // then is the memory released (to be reused for other batches).
       ::shutdown(fd, SHUT_WR);
-      lingering_[fd] = {std::move(state.socket), std::exchange(state.awaiting_ack, {}),
+      lingering_[fd] = {std::move(state.socket), std::move(state.sender),
                         absl::Now() + limits_.linger_timeout};
     } else {
       epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
     }
-  }
-  for (QueuedPixels& queued : state.awaiting_ack) {
-    callbacks_.emplace_back(std::move(queued.sent), false);
   }
   claimed_.erase(state.ticket);
   channels_.erase(it);  // closes the socket unless it lingers
@@ -564,7 +489,7 @@ bool ListenerCore::FlushAll() {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, state] : channels_) {
-      if (state.socket.valid() && state.writable && !state.queue.empty()) {
+      if (state.sender != nullptr && state.writable && state.sender->HasWork()) {
         ready.push_back(id);
       }
     }
@@ -574,7 +499,7 @@ bool ListenerCore::FlushAll() {
   }
   absl::MutexLock lock(&mu_);
   for (const auto& [id, state] : channels_) {
-    if (state.socket.valid() && state.writable && !state.queue.empty()) {
+    if (state.sender != nullptr && state.writable && state.sender->HasWork()) {
       return true;
     }
   }
@@ -585,41 +510,27 @@ void ListenerCore::Flush(uint64_t channel) {
   size_t written = 0;
   while (written < kMaxBytesPerTurn) {
     int fd;
-    const uint8_t* data;
-    size_t size;
-    bool record = false;
-    int attach_fd = -1;
+    PixelChunk chunk;
     {
       absl::MutexLock lock(&mu_);
       auto it = channels_.find(channel);
-      if (it == channels_.end() || !it->second.writable || it->second.queue.empty()) {
+      if (it == channels_.end() || !it->second.writable || it->second.sender == nullptr) {
         return;
       }
-      ChannelState& state = it->second;
-      QueuedPixels& front = state.queue.front();
-      fd = state.socket.get();
-      // Described when it reaches the front, so the loader gets a region's
-      // memfd with the first record it reads that names the region.
-      if (state.local && !front.record) {
-        DescribeLocked(state, front);
+      std::optional<PixelChunk> next = it->second.sender->Next();
+      if (!next) {
+        return;
       }
-      if (front.record && front.record_sent < sizeof(PixelRecord)) {
-        record = true;
-        data = reinterpret_cast<const uint8_t*>(&*front.record) + front.record_sent;
-        size = sizeof(PixelRecord) - front.record_sent;
-        attach_fd = front.attach_fd;
-      } else {
-        data = front.pixels.data + front.offset;
-        size = front.pixels.size - front.offset;
-      }
+      fd = it->second.socket.get();
+      chunk = *next;
     }
-    // Outside mu_: only this thread pops the queue or closes the socket, and
-    // a deque's elements stay where they are while others are pushed.
+    // Outside mu_: only this thread pops the sender's queue or closes the
+    // socket, and queued bytes stay where they are while others are queued.
     ssize_t n = 0;
-    if (attach_fd >= 0) {
-      n = SendWithDescriptor(fd, data, size, attach_fd);
-    } else if (size > 0) {
-      n = ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (chunk.attach_fd >= 0) {
+      n = SendWithDescriptor(fd, chunk.data, chunk.size, chunk.attach_fd);
+    } else if (chunk.size > 0) {
+      n = ::send(fd, chunk.data, chunk.size, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     const int error = errno;
     absl::MutexLock lock(&mu_);
@@ -640,33 +551,12 @@ void ListenerCore::Flush(uint64_t channel) {
                          /*loader_gone=*/peer_gone);
     }
     written += static_cast<size_t>(n);
-    QueuedPixels& front = state.queue.front();
-    if (record) {
-      front.record_sent += static_cast<size_t>(n);
-      if (n > 0) {
-        front.attach_fd = -1;  // it went with the first byte
-      }
-      if (front.record_sent < sizeof(PixelRecord)) {
-        continue;
-      }
-      if (front.record->kind == PixelRecordKind::kShared) {
-        state.awaiting_ack.push_back(std::move(front));
-        state.queue.pop_front();
-      } else if (front.record->kind == PixelRecordKind::kForget) {
-        state.queue.pop_front();
-      }
-      continue;  // kInline: its pixels follow
-    }
-    front.offset += static_cast<size_t>(n);
-    if (front.offset == front.pixels.size) {
-      callbacks_.emplace_back(std::move(front.sent), true);
-      state.queue.pop_front();
-    }
+    state.sender->Wrote(static_cast<size_t>(n), callbacks_);
   }
 }
 
 void ListenerCore::RunCallbacks() {
-  std::vector<std::pair<PixelChannel::SentCallback, bool>> callbacks;
+  SentCallbacks callbacks;
   {
     absl::MutexLock lock(&mu_);
     callbacks.swap(callbacks_);
@@ -710,8 +600,10 @@ void ListenerCore::Send(uint64_t channel, OutgoingPixels pixels, PixelChannel::S
   auto it = channels_.find(channel);
   if (it == channels_.end() || it->second.close_requested) {
     callbacks_.emplace_back(std::move(sent), false);
+  } else if (it->second.sender != nullptr) {
+    it->second.sender->Queue({std::move(pixels), std::move(sent)});
   } else {
-    it->second.queue.push_back({std::move(pixels), 0, std::move(sent)});
+    it->second.waiting.push_back({std::move(pixels), std::move(sent)});
   }
   WakeLocked();
 }
