@@ -1,7 +1,7 @@
 // BatchService: the data server's logic, free of gRPC. It validates what
 // clients ask for and builds batches on a worker pool, every batch by all of
-// its threads (src/server/sample_pool.h); data_server.cc adapts it to the
-// DataService RPCs.
+// its threads (src/server/sample_pool.h); data_service_handlers.h and
+// batch_stream_reactor.h adapt it to the DataService RPCs.
 //
 //   BatchService service(std::move(dataset), std::move(pipeline), threads);
 //   ASSIGN_OR_RETURN(auto stream, service.OpenStream(open_request));
