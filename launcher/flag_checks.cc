@@ -12,6 +12,7 @@
 #include "launcher/command_line.h"
 #include "launcher/flags.h"
 #include "launcher/trainer_flags.h"
+#include "src/common/log.h"
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
 #include "src/data/sample_dataset.h"
@@ -34,15 +35,6 @@ absl::Status AtLeast(absl::string_view name, double value, double low) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat(DashedFlag(name), " must be at least ", low, ", got ", value));
-}
-
-absl::Status OneOf(absl::string_view name, const std::string& value,
-                   const std::vector<std::string>& allowed) {
-  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      DashedFlag(name), " must be one of ", absl::StrJoin(allowed, ", "), "; got '", value, "'"));
 }
 
 absl::Status PositiveDuration(absl::string_view name, absl::Duration value) {
@@ -126,8 +118,11 @@ absl::Status CheckFlagValues() {
   // The trainer's text choices, parsed as heterodl-trainer will parse them.
   TrainerOptions trainer;
   RETURN_IF_ERROR(ParseTrainerChoices(trainer));
-  RETURN_IF_ERROR(
-      OneOf("log_level", absl::GetFlag(FLAGS_log_level), {"debug", "info", "warning", "error"}));
+  if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log-level must be one of debug, info, warning, error; got '",
+                     absl::GetFlag(FLAGS_log_level), "'"));
+  }
   RETURN_IF_ERROR(InRange<int32_t>("images", absl::GetFlag(FLAGS_images), 1, 10'000'000));
   RETURN_IF_ERROR(ParseSampleFormats(absl::GetFlag(FLAGS_formats)).status());
   return absl::OkStatus();
