@@ -89,6 +89,7 @@ absl::Status CheckFlagValues() {
   RETURN_IF_ERROR(InRange<int32_t>("worker_nice", absl::GetFlag(FLAGS_worker_nice), 0, 19));
   RETURN_IF_ERROR(
       InRange<int64_t>("max_pixels", absl::GetFlag(FLAGS_max_pixels), 1, int64_t{1} << 40));
+  RETURN_IF_ERROR(InRange<int64_t>("max_file_mb", absl::GetFlag(FLAGS_max_file_mb), 1, 1 << 20));
   RETURN_IF_ERROR(
       InRange<int64_t>("synthetic", absl::GetFlag(FLAGS_synthetic), 0, int64_t{1} << 40));
   RETURN_IF_ERROR(InRange<int32_t>("max_streams", absl::GetFlag(FLAGS_max_streams), 1, 1 << 20));

@@ -25,6 +25,9 @@ ABSL_FLAG(int32_t, worker_nice, 10,
           "trainer sharing the host keeps its cores");
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "serve: refuse (and replace) images whose header claims more pixels");
+ABSL_FLAG(int64_t, max_file_mb, 256,
+          "serve: a sample file (or tar member) larger than this many MiB is a bad sample, "
+          "refused before it is read; files that are not regular (a FIFO, a device) are too");
 ABSL_FLAG(bool, strict_decode, false,
           "serve: replace samples whose JPEG data is damaged but decodable (a scan that ends "
           "early) instead of decoding them as libjpeg fills them, as PIL and torchvision do; "

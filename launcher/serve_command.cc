@@ -54,6 +54,7 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   if (options.max_pixels < 1) {
     return absl::InvalidArgumentError("--max-pixels must be >= 1");
   }
+  options.max_file_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_file_mb)) << 20;
   options.strict_dataset = absl::GetFlag(FLAGS_strict_dataset);
   ASSIGN_OR_RETURN(options.auth_token, AuthTokenFromFlags());
   options.tls = TlsFromFlags();

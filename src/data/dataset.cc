@@ -22,6 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A file list is read whole at start: 4 GiB is some 50 million lines.
+constexpr uint64_t kMaxListBytes = uint64_t{4} << 30;
+
 bool HasImageExtension(const fs::path& path) {
   std::string extension = absl::AsciiStrToLower(path.extension().string());
   static constexpr absl::string_view kExtensions[] = {".jpg", ".jpeg", ".png", ".bmp", ".webp",
@@ -67,7 +70,13 @@ Dataset Dataset::Synthetic(size_t num_samples, int num_classes) {
   return dataset;
 }
 
-absl::StatusOr<Dataset> Dataset::Open(const std::string& path) {
+absl::StatusOr<Dataset> Dataset::Open(const std::string& path, DatasetLimits limits) {
+  ASSIGN_OR_RETURN(Dataset dataset, OpenAnyFormat(path));
+  dataset.limits_ = limits;
+  return dataset;
+}
+
+absl::StatusOr<Dataset> Dataset::OpenAnyFormat(const std::string& path) {
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
   if (error || !fs::exists(status)) {
@@ -138,7 +147,8 @@ absl::StatusOr<Dataset> Dataset::OpenImageFolder(const std::string& root) {
 }
 
 absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
-  ASSIGN_OR_RETURN(std::string contents, ReadFileToString(list_path));
+  // Bounded, and refused unless a regular file: a list is read at start.
+  ASSIGN_OR_RETURN(std::string contents, ReadRegularFile(list_path, kMaxListBytes));
   std::vector<Sample> samples;
   int64_t max_label = -1;
   int line_number = 0;
@@ -155,6 +165,11 @@ absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
       return absl::InvalidArgumentError(
           absl::StrCat("file list '", list_path, "' line ", line_number,
                        ": expected 'path<TAB>label' with a label >= 0, got '", line, "'"));
+    }
+    if (label > kMaxLabel) {
+      return absl::InvalidArgumentError(absl::StrCat("file list '", list_path, "' line ",
+                                                     line_number, ": label ", label,
+                                                     " is over the largest label, ", kMaxLabel));
     }
     max_label = std::max(max_label, label);
     samples.push_back({std::string(fields[0]), label});
@@ -222,13 +237,19 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
         absl::StrCat("sample index ", index, " outside dataset of ", samples_.size()));
   }
   if (shards_ != nullptr) {
-    return shards_->Read(samples_[index]);
+    const Sample& sample = samples_[index];
+    if (sample.size > limits_.max_file_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat("'", sample.path, "' holds ", sample.size,
+                                                        " bytes, more than the limit of ",
+                                                        limits_.max_file_bytes, "; not read"));
+    }
+    return shards_->Read(sample);
   }
   const std::string& path = samples_[index].path;
   if (!path.empty() && path.front() == '/') {
-    return ReadFileToString(path);
+    return ReadRegularFile(path, limits_.max_file_bytes);
   }
-  return ReadFileToString((fs::path(root_) / path).string());
+  return ReadRegularFile((fs::path(root_) / path).string(), limits_.max_file_bytes);
 }
 
 }  // namespace heterodl

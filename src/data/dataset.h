@@ -41,12 +41,24 @@ struct Sample {
 
 class TarShards;  // open shard files of a tar-shard dataset
 
+// The largest label a file list or a tar shard may give (class counts are
+// derived from it: a label is a promise of that many classes).
+inline constexpr int64_t kMaxLabel = (int64_t{1} << 20) - 1;
+
+// What a data server reads for one sample, whatever the dataset names.
+struct DatasetLimits {
+  // A sample file (or tar member) larger than this is a bad sample, refused
+  // before it is read (serve --max-file-mb).
+  uint64_t max_file_bytes = uint64_t{256} << 20;
+};
+
 class Dataset {
  public:
   // Opens an image folder (a directory) or a file list (a regular file).
   // Errors name the path and the problem: missing, empty, no classes, a
-  // malformed list line (with its line number).
-  static absl::StatusOr<Dataset> Open(const std::string& path);
+  // malformed list line (with its line number), a label over kMaxLabel, a
+  // list or shard that is not a regular file.
+  static absl::StatusOr<Dataset> Open(const std::string& path, DatasetLimits limits = {});
 
   // `num_samples` samples with no files behind them, for measuring the wire
   // without decoding (`heterodl serve --synthetic N`): every pixel is
@@ -71,13 +83,16 @@ class Dataset {
   MissingFiles FindMissingFiles(size_t keep = 5) const;
 
   // Reads sample `index`'s encoded bytes. NotFound / Unavailable with the
-  // file's path when it cannot be read; OutOfRange for a bad index.
+  // file's path when it cannot be read; FAILED_PRECONDITION when it is not
+  // a regular file (a FIFO, a device: never opened in a way that can block)
+  // or is over limits.max_file_bytes; OutOfRange for a bad index.
   absl::StatusOr<std::string> ReadSample(size_t index) const;
 
  private:
   Dataset(std::string source, std::string root, std::vector<Sample> samples,
           std::vector<std::string> class_names);
 
+  static absl::StatusOr<Dataset> OpenAnyFormat(const std::string& path);
   static absl::StatusOr<Dataset> OpenImageFolder(const std::string& root);
   static absl::StatusOr<Dataset> OpenFileList(const std::string& list_path);
   static absl::StatusOr<Dataset> OpenTarShards(const std::string& path,
@@ -89,6 +104,7 @@ class Dataset {
   std::vector<std::string> class_names_;
   uint64_t fingerprint_ = 0;
   bool synthetic_ = false;
+  DatasetLimits limits_;
   std::shared_ptr<const TarShards> shards_;  // null unless tar shards
 };
 

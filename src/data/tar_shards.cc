@@ -3,6 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,11 +54,21 @@ struct PendingSample {
 absl::StatusOr<std::shared_ptr<TarShards>> TarShards::Open(std::vector<std::string> paths) {
   std::vector<int> fds;
   for (const std::string& path : paths) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    // O_NONBLOCK: a FIFO named like a shard must not hold the server.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat info {};
+    const bool regular = fd >= 0 && ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+    if (!regular) {
       const int error = errno;
+      if (fd >= 0) {
+        ::close(fd);
+      }
       for (int open_fd : fds) {
         ::close(open_fd);
+      }
+      if (fd >= 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("tar shard '", path, "' is not a regular file"));
       }
       return absl::NotFoundError(
           absl::StrCat("cannot open tar shard '", path, "': ", std::strerror(error)));
@@ -131,6 +142,11 @@ absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
             sample.label < 0) {
           return absl::InvalidArgumentError(absl::StrCat("tar shard '", path, "': member '", member,
                                                          "' is not a label (an integer >= 0)"));
+        }
+        if (sample.label > kMaxLabel) {
+          return absl::InvalidArgumentError(absl::StrCat("tar shard '", path, "': member '", member,
+                                                         "' holds label ", sample.label,
+                                                         ", over the largest label, ", kMaxLabel));
         }
         sample.has_label = true;
       }

@@ -58,14 +58,14 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   absl::StatusOr<Dataset> opened =
       options.synthetic_samples > 0
           ? absl::StatusOr<Dataset>(Dataset::Synthetic(options.synthetic_samples, 1000))
-          : Dataset::Open(options.dataset);
+          : Dataset::Open(options.dataset, DatasetLimits{options.max_file_bytes});
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
   if (const Dataset::MissingFiles missing = dataset.FindMissingFiles(); missing.count > 0) {
-    const std::string what =
-        absl::StrCat(missing.count, " of the ", dataset.size(), " files ", dataset.source(),
-                     " lists do not exist: ", absl::StrJoin(missing.first, ", "),
-                     missing.count > missing.first.size() ? ", ..." : "");
+    const std::string what = absl::StrCat(
+        missing.count, " of the ", dataset.size(), " files ", dataset.source(),
+        " lists do not exist or are not regular files: ", absl::StrJoin(missing.first, ", "),
+        missing.count > missing.first.size() ? ", ..." : "");
     if (options.strict_dataset) {
       return absl::FailedPreconditionError(absl::StrCat(what, " (--strict-dataset)"));
     }

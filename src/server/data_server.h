@@ -35,6 +35,9 @@ struct DataServerOptions {
   int worker_nice = 10;
   // Images whose header claims more pixels are refused (and replaced).
   int64_t max_pixels = 100'000'000;
+  // A sample file (or tar member) over this is a bad sample, refused before
+  // it is read; so is a path that is not a regular file (DatasetLimits).
+  uint64_t max_file_bytes = uint64_t{256} << 20;
   // Replace samples whose JPEG data is damaged but decodable instead of
   // decoding them as libjpeg fills them (PipelineOptions::strict_decode).
   bool strict_decode = false;

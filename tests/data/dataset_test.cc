@@ -1,5 +1,11 @@
 #include "src/data/dataset.h"
 
+#include <sys/stat.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_images.h"
 
@@ -83,6 +89,58 @@ TEST(DatasetTest, ReadSampleOfMissingFileNamesIt) {
   ASSERT_FALSE(bytes.ok());
   EXPECT_NE(bytes.status().message().find("img1.jpg"), std::string::npos);
   EXPECT_TRUE(absl::IsOutOfRange(dataset->ReadSample(99).status()));
+}
+
+TEST(DatasetTest, ANonRegularFileIsABadSampleNotAHang) {
+  std::filesystem::path root = MakeImageFolder("fifo", 1, 1);
+  const std::filesystem::path fifo = root / "fifo.jpg";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);  // no writer: an open that blocks would never end
+  WriteFile(root / "train.tsv", "class0/img0.jpg\t0\nfifo.jpg\t0\n/dev/zero\t0\nclass0\t0\n");
+  absl::StatusOr<Dataset> dataset = Dataset::Open((root / "train.tsv").string());
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_TRUE(dataset->ReadSample(0).ok());
+  for (const auto& [index, kind] : {std::pair<size_t, std::string>{1, "a FIFO"},
+                                    {2, "a character device"},
+                                    {3, "a directory"}}) {
+    const absl::StatusOr<std::string> read = dataset->ReadSample(index);
+    EXPECT_TRUE(absl::IsFailedPrecondition(read.status())) << read.status();
+    EXPECT_NE(read.status().message().find(kind), std::string::npos) << read.status();
+  }
+  EXPECT_EQ(dataset->FindMissingFiles().count, 3u);
+  // A list that is itself a FIFO is refused at start, not waited on.
+  const std::filesystem::path list_fifo = root / "list.tsv";
+  ASSERT_EQ(::mkfifo(list_fifo.c_str(), 0600), 0);
+  const absl::StatusOr<Dataset> from_fifo = Dataset::Open(list_fifo.string());
+  EXPECT_TRUE(absl::IsFailedPrecondition(from_fifo.status())) << from_fifo.status();
+}
+
+TEST(DatasetTest, AFileOverTheLimitIsRefusedBeforeItIsRead) {
+  std::filesystem::path root = MakeImageFolder("limit", 1, 1);
+  const uint64_t size = std::filesystem::file_size(root / "class0" / "img0.jpg");
+  absl::StatusOr<Dataset> tight = Dataset::Open(root.string(), DatasetLimits{size - 1});
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  const absl::StatusOr<std::string> refused = tight->ReadSample(0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("more than the limit of"), std::string::npos);
+  absl::StatusOr<Dataset> exact = Dataset::Open(root.string(), DatasetLimits{size});
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  ASSERT_TRUE(exact->ReadSample(0).ok());
+  EXPECT_EQ(exact->ReadSample(0)->size(), size);
+}
+
+TEST(DatasetTest, AHugeLabelIsRefusedNotAllocated) {
+  std::filesystem::path root = MakeImageFolder("huge_label", 1, 1);
+  WriteFile(root / "train.tsv", "class0/img0.jpg\t99999999999\n");
+  const absl::StatusOr<Dataset> dataset = Dataset::Open((root / "train.tsv").string());
+  ASSERT_FALSE(dataset.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(dataset.status()));
+  EXPECT_NE(dataset.status().message().find("line 1: label 99999999999 is over the largest"),
+            std::string::npos)
+      << dataset.status();
+  WriteFile(root / "train.tsv", absl::StrCat("class0/img0.jpg\t", kMaxLabel, "\n"));
+  const absl::StatusOr<Dataset> largest = Dataset::Open((root / "train.tsv").string());
+  ASSERT_TRUE(largest.ok()) << largest.status();
+  EXPECT_EQ(largest->class_names().size(), static_cast<size_t>(kMaxLabel) + 1);
 }
 
 }  // namespace

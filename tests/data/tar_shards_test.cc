@@ -1,5 +1,6 @@
 #include <archive.h>
 #include <archive_entry.h>
+#include <sys/stat.h>
 
 #include <string>
 #include <utility>
@@ -97,6 +98,22 @@ TEST_F(TarShardsTest, BadShardsAreClearErrors) {
   ASSERT_FALSE(dataset.ok());
   EXPECT_NE(dataset.status().message().find("'a.cls' is not a label"), std::string::npos);
 
+  // A label is a promise of that many classes: bounded.
+  const std::string huge_label = (dir / "huge_label.tar").string();
+  WriteShard(huge_label, {{"a.jpg", Jpeg(0)}, {"a.cls", "99999999999"}});
+  dataset = Dataset::Open(huge_label);
+  ASSERT_FALSE(dataset.ok());
+  EXPECT_NE(dataset.status().message().find("over the largest label"), std::string::npos)
+      << dataset.status();
+
+  // A FIFO named like a shard is refused at once, not opened and waited on.
+  const std::string fifo = (dir / "fifo.tar").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  dataset = Dataset::Open(fifo);
+  ASSERT_FALSE(dataset.ok());
+  EXPECT_NE(dataset.status().message().find("not a regular file"), std::string::npos)
+      << dataset.status();
+
   const std::string compressed = (dir / "compressed.tar").string();
   WriteShard(compressed, {{"a.jpg", Jpeg(0)}, {"a.cls", "0"}}, /*gzip=*/true);
   dataset = Dataset::Open(compressed);
@@ -109,6 +126,23 @@ TEST_F(TarShardsTest, BadShardsAreClearErrors) {
   std::filesystem::resize_file(truncated, 700);
   dataset = Dataset::Open(truncated);
   EXPECT_FALSE(dataset.ok());
+}
+
+TEST_F(TarShardsTest, AMemberOverTheFileLimitIsABadSampleNotAnAllocation) {
+  const std::filesystem::path dir = testing::MakeTempDir("big_member");
+  const std::string shard = (dir / "shard.tar").string();
+  const std::string big = testing::MakeJpeg(400, 300, 3);
+  const std::string small_jpeg = Jpeg(1);
+  ASSERT_GT(big.size(), small_jpeg.size());
+  WriteShard(shard, {{"a.jpg", big}, {"a.cls", "0"}, {"b.jpg", small_jpeg}, {"b.cls", "1"}});
+  absl::StatusOr<Dataset> dataset = Dataset::Open(shard, DatasetLimits{small_jpeg.size()});
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  const absl::StatusOr<std::string> refused = dataset->ReadSample(0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("more than the limit"), std::string::npos);
+  const absl::StatusOr<std::string> small = dataset->ReadSample(1);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(*small, small_jpeg);
 }
 
 }  // namespace

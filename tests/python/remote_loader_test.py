@@ -507,6 +507,36 @@ class RemoteDataLoaderTest(unittest.TestCase):
                     server.send_signal(signal.SIGTERM)
                     server.wait(timeout=30)
 
+    def test_paths_that_are_not_regular_files_are_bad_samples_not_a_hang(self):
+        # A FIFO with no writer, a device that never ends, and a file over
+        # --max-file-mb: each is refused before it is opened in a way that
+        # blocks or read into memory; the epoch completes with them replaced
+        # and counted, and the server still stops at once on SIGTERM.
+        import glob
+        files = sorted(glob.glob(os.path.join(self.dataset, "*", "*.jpg")))[:6]
+        fifo = os.path.join(self.tmp, "fifo.jpg")
+        os.mkfifo(fifo)
+        big = os.path.join(self.tmp, "big.jpg")
+        with open(big, "wb") as f:
+            f.write(b"\xff" * (2 << 20))
+        listing = os.path.join(self.tmp, "hostile-list.txt")
+        with open(listing, "w") as f:
+            for i, path in enumerate(files[:2] + [fifo, "/dev/zero", big] + files[2:]):
+                f.write(f"{path}\t{i % 2}\n")
+        server, address = start_server(HETERODL, listing,
+                                       os.path.join(self.tmp, "port-hostile"),
+                                       "--max-file-mb", "1")
+        try:
+            loader = self.loader(servers=address, shuffle=False, batch_size=3,
+                                 pipeline="resize(32)|center_crop(32)", stall_timeout=60.0)
+            batches = list(loader)
+            self.assertEqual(sum(len(b.labels) for b in batches), 9)
+            self.assertEqual(sum(b.failed for b in batches), 3)
+            self.assertEqual(loader.stats()["samples_failed"], 3)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            self.assertEqual(server.wait(timeout=30), 0)
+
     def test_rank_and_world_size_default_to_the_job_s(self):
         saved = {k: os.environ.pop(k, None) for k in ("RANK", "WORLD_SIZE")}
         try:
