@@ -38,6 +38,10 @@ void PrintServer(const v1::ServerReport& report) {
       stats.batches_in_flight(), stats.batches_sent(), stats.samples_sent(), stats.samples_failed(),
       stats.samples_decoded_with_warnings(), stats.read_seconds(), stats.decode_seconds(),
       stats.augment_seconds(), stats.send_seconds(), stats.peak_rss_bytes() >> 20);
+  if (stats.calls_refused_unauthenticated() > 0 || stats.streams_refused_at_limit() > 0) {
+    absl::PrintF("  refused %d calls without the token, %d streams over --max-streams\n",
+                 stats.calls_refused_unauthenticated(), stats.streams_refused_at_limit());
+  }
   if (report.capacity_images_per_second() > 0) {
     absl::PrintF("  capacity %.0f images/s with every thread busy (busy now %.0f%%)\n\n",
                  report.capacity_images_per_second(),

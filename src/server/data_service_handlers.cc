@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "src/common/log.h"
 #include "src/common/net/auth_token.h"
 #include "src/rpc/grpc_status.h"
@@ -67,6 +68,10 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DataServiceHandlers
     return new RejectedStream(status);
   }
   if (!activity_.TryOpenStream(limits_.max_streams)) {
+    if (std::optional<std::string> line =
+            refusals_.Refused(RefusalKind::kStreamLimit, context->peer(), absl::Now())) {
+      LogWarning("%s", *line);
+    }
     return new RejectedStream(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat("the server has its limit of ", limits_.max_streams, " streams open")));
@@ -82,6 +87,8 @@ grpc::ServerUnaryReactor* DataServiceHandlers::GetStats(grpc::CallbackServerCont
   if (status.ok()) {
     *stats = service_.Stats();
     activity_.AddTo(*stats);
+    stats->set_calls_refused_unauthenticated(refusals_.count(RefusalKind::kUnauthenticated));
+    stats->set_streams_refused_at_limit(refusals_.count(RefusalKind::kStreamLimit));
   }
   return Finished(context, status);
 }
@@ -98,7 +105,7 @@ grpc::ServerUnaryReactor* DataServiceHandlers::Shutdown(grpc::CallbackServerCont
   return Finished(context, status);
 }
 
-grpc::Status DataServiceHandlers::Authorize(const grpc::CallbackServerContext& context) const {
+grpc::Status DataServiceHandlers::Authorize(const grpc::CallbackServerContext& context) {
   if (auth_token_.empty()) {
     return grpc::Status::OK;
   }
@@ -108,7 +115,10 @@ grpc::Status DataServiceHandlers::Authorize(const grpc::CallbackServerContext& c
       TokensEqual(auth_token_, absl::string_view(it->second.data(), it->second.size()))) {
     return grpc::Status::OK;
   }
-  LogWarning("refused a call from %s: missing or wrong auth token", context.peer());
+  if (std::optional<std::string> line =
+          refusals_.Refused(RefusalKind::kUnauthenticated, context.peer(), absl::Now())) {
+    LogWarning("%s", *line);
+  }
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong auth token");
 }
 

@@ -18,6 +18,7 @@
 #include "src/server/batch_service.h"
 #include "src/server/batch_stream_reactor.h"
 #include "src/server/pixel_channel_listener.h"
+#include "src/server/refusal_log.h"
 
 namespace heterodl {
 
@@ -62,7 +63,8 @@ class DataServiceHandlers final : public DataServiceBase {
  private:
   // UNAUTHENTICATED unless the call carries the server's token (when it has
   // one), compared in constant time.
-  grpc::Status Authorize(const grpc::CallbackServerContext& context) const;
+  // Refusals are counted and logged at a bounded rate.
+  grpc::Status Authorize(const grpc::CallbackServerContext& context);
   // UNAVAILABLE naming why, once the server is leaving.
   grpc::Status RefuseIfLeaving() const;
 
@@ -73,6 +75,7 @@ class DataServiceHandlers final : public DataServiceBase {
   const HandlerLimits limits_;
   const std::function<void(const std::string&)> request_stop_;
   OpenStreams open_streams_;
+  RefusalLog refusals_;
 };
 
 }  // namespace heterodl

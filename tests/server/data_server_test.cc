@@ -359,7 +359,13 @@ TEST_F(DataServerTest, ATokenIsRequiredOfEveryCallWhenSet) {
   auto loader = RemoteLoader::Connect(options);
   ASSERT_TRUE(loader.ok()) << loader.status();
   EXPECT_EQ(ReadEpoch(**loader, 0).size(), 9u);
-  EXPECT_TRUE(FetchServerStatus(server.address(), absl::Seconds(2), "s3cret").ok());
+  // Every refusal above is counted (the loader's first attempts, the status
+  // and shutdown calls, the raw stream), and told in the server's status.
+  absl::StatusOr<v1::ServerStats> status =
+      FetchServerStatus(server.address(), absl::Seconds(2), "s3cret");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_GE(status->calls_refused_unauthenticated(), 7u);
+  EXPECT_EQ(status->streams_refused_at_limit(), 0u);
   EXPECT_TRUE(ShutdownDataServers({server.address()}, "done", absl::Seconds(5), "s3cret").ok());
   server.Join();
 }
