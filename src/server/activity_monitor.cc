@@ -19,6 +19,21 @@ bool ActivityMonitor::TryOpenStream(int max_streams) {
   return true;
 }
 
+bool ActivityMonitor::TryAcceptUnopenedCall(int max_waiting, int& waiting) {
+  absl::MutexLock lock(&mu_);
+  if (unopened_calls_ >= max_waiting) {
+    waiting = unopened_calls_;
+    return false;
+  }
+  waiting = ++unopened_calls_;
+  return true;
+}
+
+void ActivityMonitor::UnopenedCallEnded() {
+  absl::MutexLock lock(&mu_);
+  --unopened_calls_;
+}
+
 void ActivityMonitor::StreamClosed() {
   absl::MutexLock lock(&mu_);
   --open_streams_;

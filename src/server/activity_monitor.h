@@ -37,6 +37,12 @@ class ActivityMonitor {
   // `max_streams` are open already.
   bool TryOpenStream(int max_streams) ABSL_LOCKS_EXCLUDED(mu_);
   void StreamClosed() ABSL_LOCKS_EXCLUDED(mu_);
+  // A stream call that has not sent its open request yet: it holds no
+  // stream slot while it waits (a few seconds at most). False, changing
+  // nothing, when `max_waiting` wait already. How many wait, with it.
+  bool TryAcceptUnopenedCall(int max_waiting, int& waiting) ABSL_LOCKS_EXCLUDED(mu_);
+  // It opened (then TryOpenStream) or ended.
+  void UnopenedCallEnded() ABSL_LOCKS_EXCLUDED(mu_);
   // Any other call of a client's.
   void Touch() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -59,6 +65,7 @@ class ActivityMonitor {
   const absl::Time start_;
   mutable absl::Mutex mu_;
   int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  int unopened_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int batches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int pixel_channel_streams_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t streams_served_ ABSL_GUARDED_BY(mu_) = 0;

@@ -51,21 +51,64 @@ void OpenStreams::LeaveAll(const std::string& reason) {
   }
 }
 
+void OpenStreams::ExpireUnopened(absl::Time cutoff) {
+  std::vector<BatchStreamReactor*> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    for (BatchStreamReactor* stream : streams_) {
+      if (stream->awaiting_open() && stream->created() < cutoff) {
+        stream->Retain();
+        streams.push_back(stream);
+      }
+    }
+  }
+  // Outside mu_, as in LeaveAll.
+  for (BatchStreamReactor* stream : streams) {
+    stream->ExpireIfUnopened(/*now=*/false);
+  }
+}
+
+void OpenStreams::ExpireOldestUnopened(int count) {
+  std::vector<BatchStreamReactor*> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    for (BatchStreamReactor* stream : streams_) {
+      if (stream->awaiting_open()) {
+        streams.push_back(stream);
+      }
+    }
+    const size_t kept = std::min<size_t>(streams.size(), static_cast<size_t>(count));
+    std::partial_sort(
+        streams.begin(), streams.begin() + static_cast<std::ptrdiff_t>(kept), streams.end(),
+        [](BatchStreamReactor* a, BatchStreamReactor* b) { return a->created() < b->created(); });
+    streams.resize(kept);
+    for (BatchStreamReactor* stream : streams) {
+      stream->Retain();
+    }
+  }
+  for (BatchStreamReactor* stream : streams) {
+    stream->ExpireIfUnopened(/*now=*/true);
+  }
+}
+
 BatchStreamReactor::BatchStreamReactor(grpc::CallbackServerContext& context, BatchService& service,
                                        ActivityMonitor& activity, OpenStreams& open_streams,
-                                       uint64_t max_stream_bytes,
+                                       const StreamPolicy& policy, RefusalLog& refusals,
                                        PixelChannelListener* pixel_listener)
     : context_(context),
       service_(service),
       activity_(activity),
       open_streams_(open_streams),
-      max_stream_bytes_(max_stream_bytes),
-      pixel_listener_(pixel_listener) {
+      policy_(policy),
+      refusals_(refusals),
+      pixel_listener_(pixel_listener),
+      created_(absl::Now()) {
   if (!open_streams_.Add(this)) {
     absl::MutexLock lock(&mu_);
     state_.Leave(open_streams_.leave_reason());
   }
   StartRead(&request_wire_);
+  constructed_ = true;
 }
 
 BatchStreamReactor::~BatchStreamReactor() {
@@ -88,6 +131,23 @@ void BatchStreamReactor::Leave(const std::string& reason) {
     // A stream not yet opened may still be in its constructor, before its
     // first read: it ends when its open request is handled.
     if (work_ != nullptr) {
+      actions = AdvanceLocked();
+    }
+  }
+  PerformAndRelease(actions);
+}
+
+void BatchStreamReactor::ExpireIfUnopened(bool now) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    if (unopened_ && !state_.finishing() &&
+        (now || absl::Now() - created_ >= policy_.open_timeout)) {
+      state_.RequestFinish(absl::DeadlineExceededError(
+          now ? std::string("no open request yet, and the oldest of too many calls waiting for "
+                            "theirs")
+              : absl::StrCat("no open request within ",
+                             absl::FormatDuration(policy_.open_timeout))));
       actions = AdvanceLocked();
     }
   }
@@ -138,12 +198,16 @@ void BatchStreamReactor::OnCancel() {
 
 void BatchStreamReactor::OnDone() {
   open_streams_.Remove(this);
-  activity_.StreamClosed();
   bool destroy;
   std::shared_ptr<PixelChannel> channel;
   {
     absl::MutexLock lock(&mu_);
     state_.Done();
+    if (holds_slot_) {
+      activity_.StreamClosed();
+    } else if (unopened_) {
+      activity_.UnopenedCallEnded();
+    }
     // A call can end without OnCancel or a Finish of ours (the server
     // shutting down): builds still queued are of no use to anyone.
     CloseBuildsLocked();
@@ -231,7 +295,27 @@ absl::Status BatchStreamReactor::HandleOpen() {
   if (stream_ != nullptr) {
     return absl::InvalidArgumentError("stream opened twice");
   }
-  ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open(), request_.client_id()));
+  ASSIGN_OR_RETURN(std::shared_ptr<const StreamPlan> plan,
+                   service_.OpenStream(request_.open(), request_.client_id()));
+  {
+    absl::MutexLock lock(&mu_);
+    if (!unopened_) {
+      return absl::InvalidArgumentError("stream opened twice");
+    }
+    unopened_ = false;
+    awaiting_open_ = false;
+    activity_.UnopenedCallEnded();
+    if (!activity_.TryOpenStream(policy_.max_streams)) {
+      if (std::optional<std::string> line =
+              refusals_.Refused(RefusalKind::kStreamLimit, context_.peer(), absl::Now())) {
+        LogWarning("%s", *line);
+      }
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the server has its limit of ", policy_.max_streams, " streams open"));
+    }
+    holds_slot_ = true;
+  }
+  stream_ = std::move(plan);
   {
     absl::MutexLock lock(&mu_);
     // From here on, ending the stream ends its builds.
@@ -249,8 +333,8 @@ absl::Status BatchStreamReactor::HandleOpen() {
       uint64_t{stream_->params.batch_size} * stream_->assembler->sample_bytes();
   absl::MutexLock lock(&mu_);
   state_.Open(
-      static_cast<int>(std::clamp<uint64_t>(max_stream_bytes_ / std::max<uint64_t>(batch_bytes, 1),
-                                            1, kMaxInFlightPerStream)),
+      static_cast<int>(std::clamp<uint64_t>(
+          policy_.max_stream_bytes / std::max<uint64_t>(batch_bytes, 1), 1, kMaxInFlightPerStream)),
       channel != nullptr);
   pixel_channel_ = std::move(channel);
   return absl::OkStatus();

@@ -22,6 +22,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -31,11 +32,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "heterodl/data_service.pb.h"
 #include "src/server/activity_monitor.h"
 #include "src/server/batch_service.h"
 #include "src/server/batch_stream_state.h"
 #include "src/server/pixel_channel_listener.h"
+#include "src/server/refusal_log.h"
 
 namespace heterodl {
 
@@ -43,6 +46,22 @@ namespace heterodl {
 // size. Clients keep far fewer; the limit only stops a client from queueing
 // unbounded work (max_stream_bytes bounds the memory).
 inline constexpr int kMaxInFlightPerStream = 64;
+
+// What the server allows its stream calls.
+struct StreamPolicy {
+  // Streams open at once, over all clients (DataServerOptions::max_streams).
+  // A call holds a slot from its open request on.
+  int max_streams = 256;
+  // Calls that have not sent their open request yet: they hold no stream
+  // slot, and end after open_timeout. Past this many, the oldest of them end
+  // to make room (a flood of bare calls cannot keep a loader's out, whose
+  // open follows its call at once); past twice this many, new ones are
+  // refused.
+  int max_unopened_calls = 1024;
+  absl::Duration open_timeout = absl::Seconds(5);
+  // Bytes of batches one stream may have asked and not received.
+  uint64_t max_stream_bytes = 2ull << 30;
+};
 
 class BatchStreamReactor;
 
@@ -59,6 +78,11 @@ class OpenStreams {
   // Tells every open stream that the server is leaving (see
   // BatchStreamReactor::Leave); later streams are refused by the service.
   void LeaveAll(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the calls that began before `cutoff` and have not sent their open
+  // request (see BatchStreamReactor::ExpireIfUnopened).
+  void ExpireUnopened(absl::Time cutoff) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the `count` oldest calls that have not sent their open request.
+  void ExpireOldestUnopened(int count) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable absl::Mutex mu_;
@@ -69,11 +93,14 @@ class OpenStreams {
 class BatchStreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  // REQUIRES: activity.TryOpenStream() succeeded for this stream.
-  // `pixel_listener` null: this server offers no pixel channel.
+  // REQUIRES: activity.TryAcceptUnopenedCall() succeeded for this call; it
+  // takes a stream slot (TryOpenStream) when its open request comes.
+  // `pixel_listener` null: this server offers no pixel channel. `refusals`
+  // counts a call refused a slot.
   BatchStreamReactor(grpc::CallbackServerContext& context, BatchService& service,
                      ActivityMonitor& activity, OpenStreams& open_streams,
-                     uint64_t max_stream_bytes, PixelChannelListener* pixel_listener);
+                     const StreamPolicy& policy, RefusalLog& refusals,
+                     PixelChannelListener* pixel_listener);
   ~BatchStreamReactor() override;
 
   // Keeps the reactor alive for a Leave() to come. From OpenStreams, while
@@ -86,6 +113,17 @@ class BatchStreamReactor final
   // client asks the other servers for everything else at once. Releases the
   // reference Retain() took.
   void Leave(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the call with DEADLINE_EXCEEDED unless it has sent its open
+  // request (or is ending): a call that never opens must not wait forever.
+  // `now`: only once open_timeout has passed since it began. Releases the
+  // reference Retain() took.
+  void ExpireIfUnopened(bool now) ABSL_LOCKS_EXCLUDED(mu_);
+  // When the call began.
+  absl::Time created() const { return created_; }
+  // Whether it waits for its open request, its constructor done (read
+  // without the reactor's lock, to choose calls to expire: one still in its
+  // constructor must not be finished before its first read starts).
+  bool awaiting_open() const { return constructed_.load() && awaiting_open_.load(); }
 
   // gRPC's reactions.
   void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -136,8 +174,12 @@ class BatchStreamReactor final
   BatchService& service_;
   ActivityMonitor& activity_;
   OpenStreams& open_streams_;
-  const uint64_t max_stream_bytes_;
+  const StreamPolicy policy_;
+  RefusalLog& refusals_;
   PixelChannelListener* const pixel_listener_;
+  const absl::Time created_;
+  std::atomic<bool> awaiting_open_{true};
+  std::atomic<bool> constructed_{false};
 
   // Only touched by OnReadDone's thread, between StartRead calls.
   grpc::ByteBuffer request_wire_;
@@ -152,6 +194,10 @@ class BatchStreamReactor final
   std::shared_ptr<PixelChannel> pixel_channel_ ABSL_GUARDED_BY(mu_);
   // The opened stream, for ending its builds from any reaction.
   std::shared_ptr<const StreamPlan> work_ ABSL_GUARDED_BY(mu_);
+  // How the activity monitor counts the call: waiting for its open request
+  // (until it comes or the call ends), then holding a stream slot.
+  bool unopened_ ABSL_GUARDED_BY(mu_) = true;
+  bool holds_slot_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // A stream refused before it starts (authentication, limits): finishes at

@@ -57,6 +57,10 @@ struct DataServerOptions {
   // Streams open at once, over all clients; more are refused with
   // RESOURCE_EXHAUSTED (a loader opens one per connection, 2 by default).
   int max_streams = 256;
+  // A stream call that has not sent its open request this long after it
+  // began is ended (DEADLINE_EXCEEDED). Until then it holds no stream slot;
+  // at most 4 x max_streams such calls wait at once.
+  absl::Duration open_timeout = absl::Seconds(5);
   // Bytes of batches one stream may have requested and not yet received: a
   // client that asks and never reads holds at most this much server memory.
   uint64_t max_stream_bytes = 2ull << 30;

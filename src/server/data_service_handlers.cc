@@ -24,13 +24,13 @@ grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context,
 
 DataServiceHandlers::DataServiceHandlers(BatchService& service, ActivityMonitor& activity,
                                          PixelChannelListener* pixel_listener,
-                                         std::string auth_token, HandlerLimits limits,
+                                         std::string auth_token, StreamPolicy policy,
                                          std::function<void(const std::string&)> request_stop)
     : service_(service),
       activity_(activity),
       pixel_listener_(pixel_listener),
       auth_token_(std::move(auth_token)),
-      limits_(limits),
+      policy_(policy),
       request_stop_(std::move(request_stop)) {}
 
 grpc::ServerUnaryReactor* DataServiceHandlers::GetDatasetInfo(grpc::CallbackServerContext* context,
@@ -54,7 +54,7 @@ grpc::ServerUnaryReactor* DataServiceHandlers::GetDatasetInfo(grpc::CallbackServ
     info->set_pixel_socket(pixel_listener_->local_socket());
   }
   info->set_max_stream_batches(kMaxInFlightPerStream);
-  info->set_max_stream_bytes(limits_.max_stream_bytes);
+  info->set_max_stream_bytes(policy_.max_stream_bytes);
   return Finished(context, grpc::Status::OK);
 }
 
@@ -67,17 +67,24 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DataServiceHandlers
   if (!status.ok()) {
     return new RejectedStream(status);
   }
-  if (!activity_.TryOpenStream(limits_.max_streams)) {
+  // A slot is taken when the open request comes; until then (a few seconds
+  // at most) the call waits among a bounded number: the oldest make room.
+  int waiting = 0;
+  if (!activity_.TryAcceptUnopenedCall(2 * policy_.max_unopened_calls, waiting)) {
     if (std::optional<std::string> line =
             refusals_.Refused(RefusalKind::kStreamLimit, context->peer(), absl::Now())) {
       LogWarning("%s", *line);
     }
-    return new RejectedStream(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("the server has its limit of ", limits_.max_streams, " streams open")));
+    return new RejectedStream(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat("the server has ", waiting,
+                                  " stream calls waiting to send their open request")));
   }
-  return new BatchStreamReactor(*context, service_, activity_, open_streams_,
-                                limits_.max_stream_bytes, pixel_listener_);
+  if (waiting > policy_.max_unopened_calls) {
+    open_streams_.ExpireOldestUnopened(waiting - policy_.max_unopened_calls);
+  }
+  return new BatchStreamReactor(*context, service_, activity_, open_streams_, policy_, refusals_,
+                                pixel_listener_);
 }
 
 grpc::ServerUnaryReactor* DataServiceHandlers::GetStats(grpc::CallbackServerContext* context,

@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "heterodl/data_service.grpc.pb.h"
 #include "src/server/activity_monitor.h"
 #include "src/server/batch_service.h"
@@ -29,24 +30,20 @@ using DataServiceBase = v1::DataService::WithCallbackMethod_GetDatasetInfo<
         v1::DataService::WithCallbackMethod_GetStats<
             v1::DataService::WithCallbackMethod_Shutdown<v1::DataService::Service>>>>;
 
-struct HandlerLimits {
-  // Streams open at once, over all clients (DataServerOptions::max_streams).
-  int max_streams = 256;
-  // Bytes of batches one stream may have asked and not received.
-  uint64_t max_stream_bytes = 2ull << 30;
-};
-
 class DataServiceHandlers final : public DataServiceBase {
  public:
   // `auth_token` empty: no token required. `pixel_listener` null: no pixel
   // channels. `request_stop`: what a Shutdown call asks of the server.
   DataServiceHandlers(BatchService& service, ActivityMonitor& activity,
                       PixelChannelListener* pixel_listener, std::string auth_token,
-                      HandlerLimits limits, std::function<void(const std::string&)> request_stop);
+                      StreamPolicy policy, std::function<void(const std::string&)> request_stop);
 
   // Every open stream sends what it has built and ends; new ones, and
   // loaders asking what this server serves, are refused from now on.
   void Leave(const std::string& reason) { open_streams_.LeaveAll(reason); }
+  // Ends the stream calls that have not sent their open request within the
+  // policy's open_timeout. Called now and then (the server's wait loop).
+  void ExpireUnopenedCalls() { open_streams_.ExpireUnopened(absl::Now() - policy_.open_timeout); }
 
   grpc::ServerUnaryReactor* GetDatasetInfo(grpc::CallbackServerContext* context,
                                            const v1::DatasetInfoRequest* request,
@@ -72,7 +69,7 @@ class DataServiceHandlers final : public DataServiceBase {
   ActivityMonitor& activity_;
   PixelChannelListener* const pixel_listener_;
   const std::string auth_token_;
-  const HandlerLimits limits_;
+  const StreamPolicy policy_;
   const std::function<void(const std::string&)> request_stop_;
   OpenStreams open_streams_;
   RefusalLog refusals_;

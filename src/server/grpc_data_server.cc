@@ -12,6 +12,18 @@
 #include "src/rpc/credentials.h"
 
 namespace heterodl {
+namespace {
+
+StreamPolicy StreamPolicyOf(const DataServerOptions& options) {
+  StreamPolicy policy;
+  policy.max_streams = options.max_streams;
+  policy.max_unopened_calls = 4 * options.max_streams;
+  policy.open_timeout = options.open_timeout;
+  policy.max_stream_bytes = options.max_stream_bytes;
+  return policy;
+}
+
+}  // namespace
 
 GrpcDataServer::GrpcDataServer(const DataServerOptions& options,
                                std::unique_ptr<PixelChannelListener> pixel_listener,
@@ -20,7 +32,7 @@ GrpcDataServer::GrpcDataServer(const DataServerOptions& options,
       pixel_listener_(std::move(pixel_listener)),
       service_(std::move(service)),
       handlers_(*service_, activity_, pixel_listener_.get(), options.auth_token,
-                {options.max_streams, options.max_stream_bytes},
+                StreamPolicyOf(options),
                 [this](const std::string& reason) { RequestStop(reason); }) {}
 
 absl::Status GrpcDataServer::Listen() {
@@ -61,6 +73,10 @@ void GrpcDataServer::RequestStop(const std::string& reason) {
 std::string GrpcDataServer::AwaitStopReason() {
   absl::MutexLock lock(&mu_);
   while (stop_reason_.empty()) {
+    // Outside the lock: ending a call may run its reactions inline.
+    mu_.Unlock();
+    handlers_.ExpireUnopenedCalls();
+    mu_.Lock();
     std::string timeout = activity_.TimeoutReason(options_.idle_timeout, options_.startup_timeout);
     if (!timeout.empty()) {
       stop_reason_ = timeout;

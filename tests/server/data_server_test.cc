@@ -370,6 +370,46 @@ TEST_F(DataServerTest, ATokenIsRequiredOfEveryCallWhenSet) {
   server.Join();
 }
 
+TEST_F(DataServerTest, CallsThatNeverOpenHoldNoSlotAndEndAfterTheOpenTimeout) {
+  DataServerOptions options = RunningServer::Options(*dataset_);
+  options.max_streams = 2;
+  options.open_timeout = absl::Seconds(1);
+  RunningServer server(options);
+  auto stub = v1::DataService::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  // More bare calls than there are stream slots, and than may wait to open
+  // (4 x max_streams): the oldest make room for the newer.
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::Batch>>> bare;
+  for (int i = 0; i < 9; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    bare.push_back(stub->StreamBatches(contexts.back().get()));
+  }
+  // A loader still gets both slots and reads its epoch.
+  {
+    RemoteLoaderOptions loader_options = LoaderOptions({server.address()}, 0, 1);
+    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(loader_options);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    EXPECT_EQ(ReadEpoch(**loader, 0).size(), 9u);
+  }
+  // Every bare call ends, made room for or after the open timeout, not at
+  // the client's 60 s deadline.
+  int timed_out = 0;
+  for (auto& call : bare) {
+    v1::Batch batch;
+    while (call->Read(&batch)) {
+    }
+    const grpc::Status status = call->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+    EXPECT_NE(status.error_message().find("no open request"), std::string::npos)
+        << status.error_message();
+    timed_out += status.error_message().find("within 1s") != std::string::npos;
+  }
+  // The oldest ones made room for the loader's calls at least.
+  EXPECT_LT(timed_out, 9);
+}
+
 TEST_F(DataServerTest, ShutdownRpcStopsTheServer) {
   RunningServer server(*dataset_);
   EXPECT_TRUE(ShutdownDataServers({server.address()}, "test over", absl::Seconds(5)).ok());
