@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "src/common/net/unique_fd.h"
 
 namespace heterodl {
 namespace {
@@ -45,100 +48,68 @@ const char* KindOf(mode_t mode) {
   return "not a regular file";
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes) {
+// Opens `path`, checks it and reads it whole. `limit`: for ReadRegularFile
+// (opened without blocking, regular files of at most *limit); none for
+// ReadFileToString (any file, any size).
+absl::StatusOr<std::string> ReadWhole(const std::string& path, std::optional<uint64_t> limit) {
   // O_NONBLOCK: opening a FIFO would otherwise wait for a writer.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
+  const int flags = O_RDONLY | O_CLOEXEC | (limit ? O_NONBLOCK | O_NOCTTY : 0);
+  const UniqueFd fd(::open(path.c_str(), flags));
+  if (!fd.valid()) {
     return ErrnoStatus(errno, "cannot open", path);
   }
   struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return ErrnoStatus(error, "cannot stat", path);
+  if (::fstat(fd.get(), &info) != 0) {
+    return ErrnoStatus(errno, "cannot stat", path);
   }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
+  if (limit && !S_ISREG(info.st_mode)) {
     return absl::FailedPreconditionError(
         absl::StrCat("'", path, "' is ", KindOf(info.st_mode), ", not a regular file; not read"));
   }
+  const uint64_t max_bytes = limit.value_or(std::numeric_limits<uint64_t>::max() - 1);
   const auto too_large = [&](uint64_t bytes) {
     return absl::FailedPreconditionError(absl::StrCat(
         "'", path, "' holds ", bytes, " bytes, more than the limit of ", max_bytes, "; not read"));
   };
   if (static_cast<uint64_t>(info.st_size) > max_bytes) {
-    ::close(fd);
     return too_large(static_cast<uint64_t>(info.st_size));
   }
-  // One byte more than the file's size: a read that fills it means the file
-  // grew since fstat.
+  // One fstat and reads straight into a string of the file's size (samples
+  // are read on the data server's hot path), plus one byte: a read that
+  // fills it means the file grew since.
   std::string contents(static_cast<size_t>(info.st_size) + 1, '\0');
   size_t done = 0;
   while (true) {
     if (done == contents.size()) {
       if (done > max_bytes) {
-        ::close(fd);
         return too_large(done);
       }
       contents.resize(std::min<uint64_t>(max_bytes + 1, done + std::max<size_t>(4096, done)));
     }
-    const ssize_t n = ::read(fd, contents.data() + done, contents.size() - done);
+    const ssize_t n = ::read(fd.get(), contents.data() + done, contents.size() - done);
     if (n < 0 && errno == EINTR) {
       continue;
     }
     if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      return ErrnoStatus(error, "cannot read", path);
+      return ErrnoStatus(errno, "cannot read", path);
     }
     if (n == 0) {
       break;
     }
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
   contents.resize(done);
   return contents;
 }
 
+}  // namespace
+
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes) {
+  return ReadWhole(path, max_bytes);
+}
+
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  // One fstat and reads straight into a string of the file's size: samples
-  // are read on the data server's hot path.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return ErrnoStatus(errno, "cannot open", path);
-  }
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return ErrnoStatus(error, "cannot stat", path);
-  }
-  std::string contents(static_cast<size_t>(info.st_size), '\0');
-  size_t done = 0;
-  while (true) {
-    if (done == contents.size()) {
-      contents.resize(done + std::max<size_t>(4096, done));  // grew
-    }
-    const ssize_t n = ::read(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      return ErrnoStatus(error, "cannot read", path);
-    }
-    if (n == 0) {
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  contents.resize(done);
-  return contents;
+  return ReadWhole(path, std::nullopt);
 }
 
 }  // namespace heterodl

@@ -102,19 +102,37 @@ PixelRecord RecordOf(const PixelChunk& chunk) {
   return record;
 }
 
-TEST(SameHostPixelSenderTest, SharedPixelsArePointedAtAndSentOnceAcked) {
-  std::shared_ptr<SharedRegions> regions = SharedRegions::Create();
-  std::shared_ptr<BufferPool> pool = BufferPool::Create(4, regions->allocator());
-  absl::StatusOr<PooledBuffer> buffer = pool->Get(64);
-  ASSERT_TRUE(buffer.ok());
-  const std::optional<SharedSpan> span = regions->Find(buffer->data(), buffer->size());
-  if (!span) {
-    GTEST_SKIP() << "no memfd here: every batch goes inline";
+// A same-host sender with one batch of `bytes` queued, its pixels in the
+// server's shared memory.
+class SameHostPixelSenderTest : public ::testing::Test {
+ protected:
+  void QueueSharedBatch(size_t bytes) {
+    absl::StatusOr<PooledBuffer> buffer = pool_->Get(bytes);
+    ASSERT_TRUE(buffer.ok());
+    span_ = regions_->Find(buffer->data(), buffer->size());
+    if (!span_) {
+      GTEST_SKIP() << "no memfd here: every batch goes inline";
+    }
+    sender_ = MakeSameHostPixelSender({}, regions_);
+    sender_->Queue(
+        {OutgoingPixels::Own(*std::move(buffer)), [sent = tracked_.sent](bool ok) { *sent = ok; }});
   }
-  Tracked tracked;
-  std::unique_ptr<PixelSender> sender = MakeSameHostPixelSender({}, regions);
-  sender->Queue(
-      {OutgoingPixels::Own(*std::move(buffer)), [sent = tracked.sent](bool ok) { *sent = ok; }});
+
+  std::shared_ptr<SharedRegions> regions_ = SharedRegions::Create();
+  std::shared_ptr<BufferPool> pool_ = BufferPool::Create(4, regions_->allocator());
+  std::optional<SharedSpan> span_;
+  Tracked tracked_;
+  std::unique_ptr<PixelSender> sender_;
+};
+
+TEST_F(SameHostPixelSenderTest, SharedPixelsArePointedAtAndSentOnceAcked) {
+  QueueSharedBatch(64);
+  if (IsSkipped()) {
+    return;
+  }
+  PixelSender* sender = sender_.get();
+  const std::optional<SharedSpan>& span = span_;
+  Tracked& tracked = tracked_;
   SentCallbacks done;
   std::optional<PixelChunk> chunk = sender->Next();
   ASSERT_TRUE(chunk.has_value());
@@ -146,18 +164,13 @@ TEST(SameHostPixelSenderTest, SharedPixelsArePointedAtAndSentOnceAcked) {
   EXPECT_FALSE(sender->HasWork());
 }
 
-TEST(SameHostPixelSenderTest, AnUnackedBatchLingersUnlessTheLoaderIsGone) {
-  std::shared_ptr<SharedRegions> regions = SharedRegions::Create();
-  std::shared_ptr<BufferPool> pool = BufferPool::Create(4, regions->allocator());
-  absl::StatusOr<PooledBuffer> buffer = pool->Get(16);
-  ASSERT_TRUE(buffer.ok());
-  if (!regions->Find(buffer->data(), buffer->size())) {
-    GTEST_SKIP() << "no memfd here: every batch goes inline";
+TEST_F(SameHostPixelSenderTest, AnUnackedBatchLingersUnlessTheLoaderIsGone) {
+  QueueSharedBatch(16);
+  if (IsSkipped()) {
+    return;
   }
-  Tracked tracked;
-  std::unique_ptr<PixelSender> sender = MakeSameHostPixelSender({}, regions);
-  sender->Queue(
-      {OutgoingPixels::Own(*std::move(buffer)), [sent = tracked.sent](bool ok) { *sent = ok; }});
+  PixelSender* sender = sender_.get();
+  Tracked& tracked = tracked_;
   SentCallbacks done;
   ASSERT_TRUE(sender->Next().has_value());
   sender->Wrote(sizeof(PixelRecord), done);
@@ -168,7 +181,7 @@ TEST(SameHostPixelSenderTest, AnUnackedBatchLingersUnlessTheLoaderIsGone) {
   EXPECT_EQ(*tracked.sent, false);
 }
 
-TEST(SameHostPixelSenderTest, PixelsOutsideSharedMemoryGoInlineAfterTheirRecord) {
+TEST_F(SameHostPixelSenderTest, PixelsOutsideSharedMemoryGoInlineAfterTheirRecord) {
   Tracked tracked;
   std::deque<QueuedPixels> waiting;
   waiting.push_back(Pixels(5, tracked, 9));
