@@ -16,7 +16,10 @@ namespace {
 
 constexpr size_t kMaxCachedPlans = 16;
 constexpr size_t kMaxClientIdBytes = 64;
-constexpr size_t kMaxPipelines = 16;
+// The cache of pipelines streams name: entries and bytes (of specs, and
+// what parsing makes of them, about as much again and a page).
+constexpr size_t kMaxCachedPipelines = 64;
+constexpr uint64_t kMaxCachedPipelineBytes = uint64_t{16} << 20;
 
 v1::SampleStatus ToProto(SampleOutcome outcome) {
   switch (outcome) {
@@ -43,12 +46,13 @@ BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threa
       start_time_(absl::Now()),
       buffers_(
           BufferPool::Create(2 * static_cast<size_t>(threads) + 4, std::move(buffer_allocator))),
+      pipelines_(kMaxCachedPipelines, kMaxCachedPipelineBytes),
       pool_(threads, worker_nice) {}
 
 BatchService::~BatchService() = default;
 
 absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) {
-  ASSIGN_OR_RETURN(const BatchAssembler* assembler, AssemblerFor(pipeline));
+  ASSIGN_OR_RETURN(const std::shared_ptr<const BatchAssembler> assembler, AssemblerFor(pipeline));
   v1::DatasetInfo info;
   info.set_fingerprint(dataset_.fingerprint());
   info.set_num_samples(dataset_.size());
@@ -62,22 +66,30 @@ absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) 
   return info;
 }
 
-absl::StatusOr<const BatchAssembler*> BatchService::AssemblerFor(const std::string& pipeline) {
+absl::StatusOr<std::shared_ptr<const BatchAssembler>> BatchService::AssemblerFor(
+    const std::string& pipeline) {
   if (pipeline.empty()) {
-    return &default_assembler_;
+    // Not owned: the service outlives its streams.
+    return std::shared_ptr<const BatchAssembler>(std::shared_ptr<void>(), &default_assembler_);
   }
-  absl::MutexLock lock(&mu_);
-  auto it = pipelines_.find(pipeline);
-  if (it == pipelines_.end()) {
-    if (pipelines_.size() >= kMaxPipelines) {
-      return absl::ResourceExhaustedError("too many distinct pipelines on this server");
-    }
+  if (pipeline.size() > kMaxPipelineSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline spec of ", pipeline.size(), " bytes, over the limit of ", kMaxPipelineSpecBytes));
+  }
+  std::shared_ptr<const CompiledPipeline> compiled;
+  {
+    absl::MutexLock lock(&mu_);
+    compiled = pipelines_.Get(pipeline);
+  }
+  if (compiled == nullptr) {
+    // Outside the lock: a long spec takes a while to parse.
     ASSIGN_OR_RETURN(Pipeline parsed, Pipeline::Parse(pipeline, pipeline_options_));
-    auto owned = std::make_unique<Pipeline>(std::move(parsed));
-    auto assembler = std::make_unique<BatchAssembler>(dataset_, *owned);
-    it = pipelines_.emplace(pipeline, std::make_pair(std::move(owned), std::move(assembler))).first;
+    auto built = std::make_shared<const CompiledPipeline>(dataset_, std::move(parsed));
+    absl::MutexLock lock(&mu_);
+    compiled = pipelines_.Put(pipeline, std::move(built), 2 * pipeline.size() + 4096);
   }
-  return it->second.second.get();
+  // Shares the compiled pipeline's ownership.
+  return std::shared_ptr<const BatchAssembler>(compiled, &compiled->assembler);
 }
 
 absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(

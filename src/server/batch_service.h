@@ -32,6 +32,7 @@
 #include "src/data/epoch_plan.h"
 #include "src/server/recent_rate.h"
 #include "src/server/sample_pool.h"
+#include "src/server/shared_lru_cache.h"
 #include "src/wire/outgoing_pixels.h"
 
 namespace heterodl {
@@ -50,7 +51,9 @@ struct RequestLimits {
 // the assembler of its pipeline, and its turn on the worker pool.
 struct StreamPlan {
   PlanParams params;
-  const BatchAssembler* assembler = nullptr;
+  // Shared with the service's cache of pipelines, which keeps it while
+  // there is room; the stream keeps it as long as it lives.
+  std::shared_ptr<const BatchAssembler> assembler;
   // Its client's queue on the pool, and what drops this stream's builds.
   std::string client_id;
   SamplePool::QueueId work_queue = 0;
@@ -63,6 +66,10 @@ struct BuiltBatch {
   v1::Batch header;  // `images` empty
   OutgoingPixels pixels;
 };
+
+// The longest pipeline spec a client may name: a real one is a few hundred
+// bytes; this bounds what one request can make a server parse and keep.
+inline constexpr size_t kMaxPipelineSpecBytes = 16 << 10;
 
 class BatchService {
  public:
@@ -112,9 +119,18 @@ class BatchService {
 
   struct BatchJob;
 
-  // The assembler of `pipeline` (the default one when empty), parsed and
-  // kept on first use; at most kMaxPipelines distinct ones.
-  absl::StatusOr<const BatchAssembler*> AssemblerFor(const std::string& pipeline)
+  // A named pipeline, parsed, with its assembler (which refers to it).
+  struct CompiledPipeline {
+    CompiledPipeline(const Dataset& dataset, Pipeline parsed)
+        : pipeline(std::move(parsed)), assembler(dataset, pipeline) {}
+    const Pipeline pipeline;
+    const BatchAssembler assembler;
+  };
+
+  // The assembler of `pipeline` (the default one when empty), parsed on
+  // first use and cached while there is room (pipelines_). INVALID_ARGUMENT
+  // for a spec over kMaxPipelineSpecBytes or one the parser refuses.
+  absl::StatusOr<std::shared_ptr<const BatchAssembler>> AssemblerFor(const std::string& pipeline)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<const EpochPlan>> PlanFor(const PlanParams& params, uint32_t epoch)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -138,10 +154,9 @@ class BatchService {
   const std::shared_ptr<BufferPool> buffers_;
 
   mutable absl::Mutex mu_;
-  // Pipelines other than the default, by spec; never erased, so the
-  // assemblers' references stay valid.
-  std::map<std::string, std::pair<std::unique_ptr<Pipeline>, std::unique_ptr<BatchAssembler>>>
-      pipelines_ ABSL_GUARDED_BY(mu_);
+  // Pipelines other than the default, by spec: those no stream uses make
+  // room for new ones, so no sequence of requests fills it for good.
+  SharedLruCache<CompiledPipeline> pipelines_ ABSL_GUARDED_BY(mu_);
   // Recently used epoch plans; a few epochs of a few clients.
   std::map<PlanKey, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
   // The pool queue of each client with streams open, and how many.

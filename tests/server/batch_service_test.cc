@@ -147,23 +147,26 @@ TEST_F(BatchServiceTest, AStreamIsRefusedWhatItMayNotAsk) {
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
 }
 
-TEST_F(BatchServiceTest, DistinctPipelinesAreBounded) {
+TEST_F(BatchServiceTest, NoSequenceOfPipelinesLocksALaterClientOut) {
   std::unique_ptr<BatchService> service = MakeService(1);
   v1::PlanConfig config = Config(*service);
-  absl::Status status;
-  int opened = 0;
-  for (int side = 8; side < 48 && status.ok(); ++side) {
-    config.set_pipeline("center_crop(" + std::to_string(side) + ")");
-    status = service->OpenStream(config).status();
-    if (status.ok()) {
-      ++opened;
-    }
+  config.set_pipeline("resize(20)|center_crop(12)");
+  ASSERT_OK_AND_ASSIGN(const std::shared_ptr<const StreamPlan> stream, service->OpenStream(config));
+  // Far more distinct pipelines than the cache keeps, asked without a
+  // stream (GetDatasetInfo) and with one: every one is served.
+  for (int side = 8; side < 308; ++side) {
+    EXPECT_OK(service->Info("center_crop(" + std::to_string(side) + ")").status());
   }
-  EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
-  EXPECT_GE(opened, 1);
-  // A pipeline already known is still served.
-  config.set_pipeline("center_crop(8)");
+  config.set_pipeline("center_crop(9)|hflip(0.5)");
   EXPECT_OK(service->OpenStream(config).status());
+  // The first stream's pipeline, pushed out of the cache, lives with it.
+  ASSERT_OK_AND_ASSIGN(const BuiltBatch batch, Build(*service, stream, Id(0, 0, 0)));
+  EXPECT_EQ(batch.header.height(), 12u);
+  // A spec longer than any real one is refused before it is parsed.
+  const std::string long_spec(kMaxPipelineSpecBytes + 1, ' ');
+  const absl::Status refused = service->Info(long_spec).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_NE(refused.message().find("over the limit of 16384"), std::string::npos) << refused;
 }
 
 TEST_F(BatchServiceTest, OnlyBatchesOfTheStreamsPlanAreValid) {
