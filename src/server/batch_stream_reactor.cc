@@ -266,7 +266,11 @@ BatchStreamReactor::Actions BatchStreamReactor::AdvanceLocked() {
   if (const std::optional<absl::Status>& ending = actions.newly_finishing) {
     // Builds not started are dropped; their callbacks come from the pool.
     CloseBuildsLocked();
-    if (!ending->ok() && !absl::IsCancelled(*ending) && !state_.leaving()) {
+    // A call refused a slot or that never opened is counted (RefusalLog) or
+    // a stranger's; saying each would let a flood of them fill the log.
+    const bool refused_unopened =
+        !holds_slot_ && (absl::IsResourceExhausted(*ending) || absl::IsDeadlineExceeded(*ending));
+    if (!ending->ok() && !absl::IsCancelled(*ending) && !state_.leaving() && !refused_unopened) {
       LogWarning("batch stream ended with error: %s", ending->ToString());
     }
   }
