@@ -28,6 +28,10 @@ ABSL_FLAG(int64_t, max_pixels, 100'000'000,
 ABSL_FLAG(int64_t, max_file_mb, 256,
           "serve: a sample file (or tar member) larger than this many MiB is a bad sample, "
           "refused before it is read; files that are not regular (a FIFO, a device) are too");
+ABSL_FLAG(std::string, dataset_root, "",
+          "serve: every sample file must lie beneath this directory: a file list naming a path "
+          "outside it (../, an absolute path) is refused at start, a symlink leading out is a bad "
+          "sample");
 ABSL_FLAG(bool, strict_decode, false,
           "serve: replace samples whose JPEG data is damaged but decodable (a scan that ends "
           "early) instead of decoding them as libjpeg fills them, as PIL and torchvision do; "

@@ -1,7 +1,9 @@
 #include "src/common/read_file.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,16 +50,11 @@ const char* KindOf(mode_t mode) {
   return "not a regular file";
 }
 
-// Opens `path`, checks it and reads it whole. `limit`: for ReadRegularFile
-// (opened without blocking, regular files of at most *limit); none for
+// Checks `fd` (opened from `path`) and reads it whole. `limit`: for the
+// ReadRegularFile kind (regular files of at most *limit); none for
 // ReadFileToString (any file, any size).
-absl::StatusOr<std::string> ReadWhole(const std::string& path, std::optional<uint64_t> limit) {
-  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer.
-  const int flags = O_RDONLY | O_CLOEXEC | (limit ? O_NONBLOCK | O_NOCTTY : 0);
-  const UniqueFd fd(::open(path.c_str(), flags));
-  if (!fd.valid()) {
-    return ErrnoStatus(errno, "cannot open", path);
-  }
+absl::StatusOr<std::string> ReadWhole(const UniqueFd& fd, const std::string& path,
+                                      std::optional<uint64_t> limit) {
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0) {
     return ErrnoStatus(errno, "cannot stat", path);
@@ -102,14 +99,42 @@ absl::StatusOr<std::string> ReadWhole(const std::string& path, std::optional<uin
   return contents;
 }
 
+// O_NONBLOCK: opening a FIFO would otherwise wait for a writer.
+constexpr int kOpenRegularFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes) {
-  return ReadWhole(path, max_bytes);
+  const UniqueFd fd(::open(path.c_str(), kOpenRegularFlags));
+  if (!fd.valid()) {
+    return ErrnoStatus(errno, "cannot open", path);
+  }
+  return ReadWhole(fd, path, max_bytes);
+}
+
+absl::StatusOr<std::string> ReadRegularFileBeneath(int root_fd, const std::string& path,
+                                                   uint64_t max_bytes) {
+  open_how how{};
+  how.flags = kOpenRegularFlags;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  const UniqueFd fd(
+      static_cast<int>(::syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof(how))));
+  if (!fd.valid()) {
+    if (errno == EXDEV || errno == ELOOP) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("'", path, "' leads outside the dataset root; not read"));
+    }
+    return ErrnoStatus(errno, "cannot open", path);
+  }
+  return ReadWhole(fd, path, max_bytes);
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  return ReadWhole(path, std::nullopt);
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    return ErrnoStatus(errno, "cannot open", path);
+  }
+  return ReadWhole(fd, path, std::nullopt);
 }
 
 }  // namespace heterodl

@@ -22,6 +22,12 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // it is read, for a file that grows). Otherwise as ReadFileToString.
 absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes);
 
+// The same for `path` relative to the directory `root_fd`, resolved beneath
+// it (openat2 with RESOLVE_BENEATH): a "..", an absolute path or a symlink
+// that would lead outside it is PERMISSION_DENIED, not read.
+absl::StatusOr<std::string> ReadRegularFileBeneath(int root_fd, const std::string& path,
+                                                   uint64_t max_bytes);
+
 }  // namespace heterodl
 
 #endif  // HETERODL_SRC_COMMON_READ_FILE_H_

@@ -1,5 +1,7 @@
 #include "src/data/dataset.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -70,10 +72,40 @@ Dataset Dataset::Synthetic(size_t num_samples, int num_classes) {
   return dataset;
 }
 
-absl::StatusOr<Dataset> Dataset::Open(const std::string& path, DatasetLimits limits) {
+absl::StatusOr<Dataset> Dataset::Open(const std::string& path, const DatasetLimits& limits) {
   ASSIGN_OR_RETURN(Dataset dataset, OpenAnyFormat(path));
   dataset.limits_ = limits;
+  if (limits.root.empty() || dataset.shards_ != nullptr) {
+    return dataset;  // shards are opened by the operator's own path
+  }
+  dataset.confined_to_ = fs::absolute(limits.root).lexically_normal();
+  UniqueFd root_dir(::open(limits.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_dir.valid()) {
+    return absl::NotFoundError(
+        absl::StrCat("--dataset-root '", limits.root,
+                     "': not a directory that can be opened: ", std::strerror(errno)));
+  }
+  dataset.root_dir_ = std::make_shared<const UniqueFd>(std::move(root_dir));
+  for (size_t index = 0; index < dataset.size(); ++index) {
+    if (absl::Status beneath = dataset.PathBeneathRoot(index).status(); !beneath.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dataset '", path, "' sample ", index, ": ", beneath.message()));
+    }
+  }
   return dataset;
+}
+
+absl::StatusOr<std::string> Dataset::PathBeneathRoot(size_t index) const {
+  const std::string& path = samples_[index].path;
+  const fs::path full = (!path.empty() && path.front() == '/')
+                            ? fs::path(path)
+                            : fs::absolute(fs::path(root_) / path);
+  const fs::path beneath = full.lexically_normal().lexically_relative(confined_to_);
+  if (beneath.empty() || *beneath.begin() == "..") {
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", path, "' lies outside --dataset-root '", limits_.root, "'"));
+  }
+  return beneath.string();
 }
 
 absl::StatusOr<Dataset> Dataset::OpenAnyFormat(const std::string& path) {
@@ -244,6 +276,10 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
                                                         limits_.max_file_bytes, "; not read"));
     }
     return shards_->Read(sample);
+  }
+  if (root_dir_ != nullptr) {
+    ASSIGN_OR_RETURN(const std::string beneath, PathBeneathRoot(index));
+    return ReadRegularFileBeneath(root_dir_->get(), beneath, limits_.max_file_bytes);
   }
   const std::string& path = samples_[index].path;
   if (!path.empty() && path.front() == '/') {

@@ -20,12 +20,14 @@
 #define HETERODL_SRC_DATA_DATASET_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/common/net/unique_fd.h"
 #include "src/common/read_file.h"
 
 namespace heterodl {
@@ -50,6 +52,11 @@ struct DatasetLimits {
   // A sample file (or tar member) larger than this is a bad sample, refused
   // before it is read (serve --max-file-mb).
   uint64_t max_file_bytes = uint64_t{256} << 20;
+  // Non-empty: every sample file must lie beneath this directory (serve
+  // --dataset-root). A file list naming a path outside it ("../", an
+  // absolute path elsewhere) is refused at start; a symlink leading out is
+  // a bad sample, refused as it is opened (openat2, RESOLVE_BENEATH).
+  std::string root;
 };
 
 class Dataset {
@@ -58,7 +65,7 @@ class Dataset {
   // Errors name the path and the problem: missing, empty, no classes, a
   // malformed list line (with its line number), a label over kMaxLabel, a
   // list or shard that is not a regular file.
-  static absl::StatusOr<Dataset> Open(const std::string& path, DatasetLimits limits = {});
+  static absl::StatusOr<Dataset> Open(const std::string& path, const DatasetLimits& limits = {});
 
   // `num_samples` samples with no files behind them, for measuring the wire
   // without decoding (`heterodl serve --synthetic N`): every pixel is
@@ -104,8 +111,14 @@ class Dataset {
   std::vector<std::string> class_names_;
   uint64_t fingerprint_ = 0;
   bool synthetic_ = false;
+  // The path of sample `index` relative to limits_.root; PERMISSION_DENIED
+  // when it lies outside.
+  absl::StatusOr<std::string> PathBeneathRoot(size_t index) const;
+
   DatasetLimits limits_;
-  std::shared_ptr<const TarShards> shards_;  // null unless tar shards
+  std::filesystem::path confined_to_;         // limits_.root, absolute
+  std::shared_ptr<const UniqueFd> root_dir_;  // open on it (O_PATH)
+  std::shared_ptr<const TarShards> shards_;   // null unless tar shards
 };
 
 }  // namespace heterodl

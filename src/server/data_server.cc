@@ -58,7 +58,8 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   absl::StatusOr<Dataset> opened =
       options.synthetic_samples > 0
           ? absl::StatusOr<Dataset>(Dataset::Synthetic(options.synthetic_samples, 1000))
-          : Dataset::Open(options.dataset, DatasetLimits{options.max_file_bytes});
+          : Dataset::Open(options.dataset,
+                          DatasetLimits{options.max_file_bytes, options.dataset_root});
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
   if (const Dataset::MissingFiles missing = dataset.FindMissingFiles(); missing.count > 0) {

@@ -38,6 +38,8 @@ struct DataServerOptions {
   // A sample file (or tar member) over this is a bad sample, refused before
   // it is read; so is a path that is not a regular file (DatasetLimits).
   uint64_t max_file_bytes = uint64_t{256} << 20;
+  // Non-empty: sample files must lie beneath it (DatasetLimits::root).
+  std::string dataset_root;
   // Replace samples whose JPEG data is damaged but decodable instead of
   // decoding them as libjpeg fills them (PipelineOptions::strict_decode).
   bool strict_decode = false;

@@ -143,5 +143,40 @@ TEST(DatasetTest, AHugeLabelIsRefusedNotAllocated) {
   EXPECT_EQ(largest->class_names().size(), static_cast<size_t>(kMaxLabel) + 1);
 }
 
+TEST(DatasetTest, ARootConfinesTheFilesAListMayName) {
+  std::filesystem::path root = MakeImageFolder("confined", 1, 2);
+  std::filesystem::path outside = MakeImageFolder("outside", 1, 1);
+  const std::string inside_list = (root / "train.tsv").string();
+  DatasetLimits limits;
+  limits.root = root.string();
+  // Inside, relative or absolute: read as usual.
+  WriteFile(root / "train.tsv",
+            "class0/img0.jpg\t0\n" + (root / "class0/img1.jpg").string() + "\t1\n");
+  absl::StatusOr<Dataset> dataset = Dataset::Open(inside_list, limits);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_TRUE(dataset->ReadSample(0).ok());
+  EXPECT_TRUE(dataset->ReadSample(1).ok());
+  // "../" and an absolute path elsewhere are refused at start.
+  for (const std::string& escape :
+       {std::string("../") + outside.filename().string() + "/class0/img0.jpg",
+        (outside / "class0/img0.jpg").string()}) {
+    WriteFile(root / "train.tsv", "class0/img0.jpg\t0\n" + escape + "\t0\n");
+    const absl::StatusOr<Dataset> escaping = Dataset::Open(inside_list, limits);
+    ASSERT_FALSE(escaping.ok()) << escape;
+    EXPECT_NE(escaping.status().message().find("lies outside --dataset-root"), std::string::npos)
+        << escaping.status();
+    // Without a root the same list is served.
+    EXPECT_TRUE(Dataset::Open(inside_list).ok());
+  }
+  // A symlink inside that leads out is a bad sample, refused as it is opened.
+  std::filesystem::create_symlink(outside / "class0" / "img0.jpg", root / "class0" / "link.jpg");
+  WriteFile(root / "train.tsv", "class0/img0.jpg\t0\nclass0/link.jpg\t0\n");
+  dataset = Dataset::Open(inside_list, limits);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  const absl::StatusOr<std::string> linked = dataset->ReadSample(1);
+  EXPECT_TRUE(absl::IsPermissionDenied(linked.status())) << linked.status();
+  EXPECT_TRUE(Dataset::Open(inside_list)->ReadSample(1).ok());  // no root: followed
+}
+
 }  // namespace
 }  // namespace heterodl
