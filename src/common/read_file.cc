@@ -117,8 +117,13 @@ absl::StatusOr<std::string> ReadRegularFileBeneath(int root_fd, const std::strin
   open_how how{};
   how.flags = kOpenRegularFlags;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-  const UniqueFd fd(
-      static_cast<int>(::syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof(how))));
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof(how))));
+  if (!fd.valid() && (errno == ENOSYS || errno == EPERM)) {
+    // A kernel before 5.6, or a seccomp policy that does not know openat2:
+    // the path was checked lexically by the caller; the file itself must
+    // not be a symlink.
+    fd = UniqueFd(::openat(root_fd, path.c_str(), kOpenRegularFlags | O_NOFOLLOW));
+  }
   if (!fd.valid()) {
     if (errno == EXDEV || errno == ELOOP) {
       return absl::PermissionDeniedError(

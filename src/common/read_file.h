@@ -24,7 +24,9 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
 
 // The same for `path` relative to the directory `root_fd`, resolved beneath
 // it (openat2 with RESOLVE_BENEATH): a "..", an absolute path or a symlink
-// that would lead outside it is PERMISSION_DENIED, not read.
+// that would lead outside it is PERMISSION_DENIED, not read. Where openat2
+// is missing (kernels before 5.6, some seccomp policies), the path must be
+// checked lexically by the caller and a final symlink is refused.
 absl::StatusOr<std::string> ReadRegularFileBeneath(int root_fd, const std::string& path,
                                                    uint64_t max_bytes);
 
