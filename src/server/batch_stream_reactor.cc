@@ -299,9 +299,9 @@ absl::Status BatchStreamReactor::HandleOpen() {
   if (stream_ != nullptr) {
     return absl::InvalidArgumentError("stream opened twice");
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<const StreamPlan> plan,
-                   service_.OpenStream(request_.open(), request_.client_id()));
   {
+    // The slot first: a refused call then registers nothing with the
+    // service (its client's queue); a slot taken is given back at OnDone.
     absl::MutexLock lock(&mu_);
     if (!unopened_) {
       return absl::InvalidArgumentError("stream opened twice");
@@ -319,7 +319,7 @@ absl::Status BatchStreamReactor::HandleOpen() {
     }
     holds_slot_ = true;
   }
-  stream_ = std::move(plan);
+  ASSIGN_OR_RETURN(stream_, service_.OpenStream(request_.open(), request_.client_id()));
   {
     absl::MutexLock lock(&mu_);
     // From here on, ending the stream ends its builds.
