@@ -79,6 +79,8 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& path, const DatasetLimi
     return dataset;  // shards are opened by the operator's own path
   }
   dataset.confined_to_ = fs::absolute(limits.root).lexically_normal();
+  // Once, not per read: fs::absolute asks the kernel for the working folder.
+  dataset.absolute_root_ = fs::absolute(dataset.root_);
   UniqueFd root_dir(::open(limits.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_dir.valid()) {
     return absl::NotFoundError(
@@ -97,9 +99,8 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& path, const DatasetLimi
 
 absl::StatusOr<std::string> Dataset::PathBeneathRoot(size_t index) const {
   const std::string& path = samples_[index].path;
-  const fs::path full = (!path.empty() && path.front() == '/')
-                            ? fs::path(path)
-                            : fs::absolute(fs::path(root_) / path);
+  const fs::path full =
+      (!path.empty() && path.front() == '/') ? fs::path(path) : absolute_root_ / path;
   const fs::path beneath = full.lexically_normal().lexically_relative(confined_to_);
   if (beneath.empty() || *beneath.begin() == "..") {
     return absl::PermissionDeniedError(

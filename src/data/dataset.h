@@ -117,6 +117,7 @@ class Dataset {
 
   DatasetLimits limits_;
   std::filesystem::path confined_to_;         // limits_.root, absolute
+  std::filesystem::path absolute_root_;       // root_, absolute (with a confining root)
   std::shared_ptr<const UniqueFd> root_dir_;  // open on it (O_PATH)
   std::shared_ptr<const TarShards> shards_;   // null unless tar shards
 };
