@@ -1,7 +1,9 @@
 #include "augment/pipeline.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "augment/decode.h"
@@ -25,6 +27,20 @@ absl::StatusOr<std::optional<ImageHeader>> ReadHeader(absl::string_view encoded,
     header->png.inflate_whole = false;
   }
   return header;
+}
+
+// A resize of a very long image can ask for more pixels than any decoded
+// image may have: refused before anything is allocated.
+absl::Status CheckOutputPixels(const Transform& transform, cv::Size input, cv::Size output,
+                               const PipelineOptions& options) {
+  if (static_cast<double>(output.width) * output.height <= static_cast<double>(options.max_pixels)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(transform.Spec(), " would make a ", output.width,
+                                                 "x", output.height, " image of this ",
+                                                 input.width, "x", input.height,
+                                                 " one, over the limit of ", options.max_pixels,
+                                                 " pixels"));
 }
 
 }  // namespace
@@ -61,6 +77,7 @@ absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& r
                                      damage, warning));
         return 0;
       }
+      RETURN_IF_ERROR(CheckOutputPixels(first, header->size, request->output, options_));
       // A decoder that scales to the output writes straight into the
       // caller's buffer.
       cv::Mat region;
@@ -87,7 +104,13 @@ absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& r
 }
 
 absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint8_t* out,
-                           PipelineTimings* timings) const {
+                           PipelineTimings* timings, const std::atomic<bool>* abandoned) const {
+  const auto check_abandoned = [abandoned] {
+    return abandoned != nullptr && abandoned->load(std::memory_order_relaxed)
+               ? absl::CancelledError("abandoned: no stream wants this sample any more")
+               : absl::OkStatus();
+  };
+  RETURN_IF_ERROR(check_abandoned());
   CounterRng rng(key.seed, {kStreamAugment, key.epoch, static_cast<uint32_t>(key.index)});
   // Operations write into the caller's buffer where they can (resizes to the
   // output size, in-place flips); otherwise the result is copied at the end.
@@ -98,6 +121,9 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
   ASSIGN_OR_RETURN(const size_t applied, Decode(encoded, rng, destination, image, &warning));
   const absl::Time decoded = absl::Now();
   for (size_t i = applied; i < transforms_.size(); ++i) {
+    RETURN_IF_ERROR(check_abandoned());
+    RETURN_IF_ERROR(CheckOutputPixels(*transforms_[i], image.size(),
+                                      transforms_[i]->OutputSize(image.size()), options_));
     transforms_[i]->Apply(image, rng);
   }
   if (image.data != destination.data) {
@@ -112,6 +138,29 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
     timings->decode_warning = std::move(warning);
   }
   return absl::OkStatus();
+}
+
+PipelineCost Pipeline::EstimateCost() const {
+  PipelineCost cost;
+  cv::Size size(kCostReferenceWidth, kCostReferenceHeight);
+  cost.pixel_operations = size.area() + kOperationOverheadPixelOperations;  // decoding
+  cost.largest_image_pixels = size.area();
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    const Transform& transform = *transforms_[i];
+    const double operations = transform.Cost(size) + kOperationOverheadPixelOperations;
+    cost.pixel_operations += operations;
+    if (operations > cost.costliest_pixel_operations) {
+      cost.costliest_operation = transform.Spec();
+      cost.costliest_position = static_cast<int>(i) + 1;
+      cost.costliest_pixel_operations = operations;
+      cost.costliest_input_width = size.width;
+      cost.costliest_input_height = size.height;
+    }
+    size = transform.OutputSize(size);
+    cost.largest_image_pixels =
+        std::max(cost.largest_image_pixels, static_cast<double>(size.width) * size.height);
+  }
+  return cost;
 }
 
 void RunPipelinesOnCallerThreadsOnly() { cv::setNumThreads(0); }

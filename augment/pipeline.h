@@ -26,6 +26,7 @@
 #ifndef HETERODL_AUGMENT_PIPELINE_H_
 #define HETERODL_AUGMENT_PIPELINE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -79,6 +80,35 @@ struct PipelineOptions {
   bool strict_decode = false;
 };
 
+// The input a pipeline's cost is estimated on: the dataset's images are not
+// known when a client names a pipeline, so every spec is priced on the same
+// photo, 4:3 and 0.8 megapixels (larger than most of ImageNet's).
+inline constexpr int kCostReferenceWidth = 1024;
+inline constexpr int kCostReferenceHeight = 768;
+
+// What one sample of a pipeline costs, estimated from its operations and the
+// sizes of the images they work on (Transform::Cost): a server refuses a
+// pipeline over its limit and shares its threads between clients by it.
+struct PipelineCost {
+  // Pixel operations per sample: pixels read or written times passes over
+  // them, decoding included, on a kCostReferenceWidth x Height photo.
+  double pixel_operations = 0;
+  // The operation that costs most: its canonical spec, its place in the
+  // spec (1 for the first after decode), what it costs and the size of the
+  // image it works on.
+  std::string costliest_operation;
+  int costliest_position = 0;
+  double costliest_pixel_operations = 0;
+  int costliest_input_width = 0;
+  int costliest_input_height = 0;
+  // The most pixels any intermediate image has.
+  double largest_image_pixels = 0;
+};
+
+// Each operation's fixed cost (a call, a pass set up), in pixel operations,
+// so that a long chain of cheap operations still adds up.
+inline constexpr double kOperationOverheadPixelOperations = 10'000;
+
 class Pipeline {
  public:
   // Parses `spec`. Errors name the character position and the reason, e.g.
@@ -94,9 +124,17 @@ class Pipeline {
 
   // Decodes `encoded` (JPEG, PNG, ... anything OpenCV reads) and writes
   // output_height() x output_width() x 3 RGB bytes to `out`. Returns
-  // InvalidArgument for data that is not a decodable image; never aborts.
+  // InvalidArgument for data that is not a decodable image, or an operation
+  // that would make an image of more than PipelineOptions::max_pixels (a
+  // resize of a very long image); never aborts. Once `abandoned` (optional)
+  // is true, returns CANCELLED before decoding or the next operation: work
+  // no one waits for stops early.
   absl::Status Run(absl::string_view encoded, const SampleKey& key, uint8_t* out,
-                   PipelineTimings* timings = nullptr) const;
+                   PipelineTimings* timings = nullptr,
+                   const std::atomic<bool>* abandoned = nullptr) const;
+
+  // The cost of one sample (see PipelineCost).
+  PipelineCost EstimateCost() const;
 
   int output_height() const { return output_height_; }
   int output_width() const { return output_width_; }

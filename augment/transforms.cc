@@ -75,6 +75,8 @@ cv::Rect RandomResizedCropRect(int width, int height, Range scale, Range ratio, 
 
 namespace {
 
+double Area(cv::Size size) { return static_cast<double>(size.width) * size.height; }
+
 class RandomResizedCrop final : public Transform {
  public:
   RandomResizedCrop(int size, Range scale, Range ratio)
@@ -98,6 +100,9 @@ class RandomResizedCrop final : public Transform {
   }
 
   cv::Size FixedOutputSize() const override { return {size_, size_}; }
+  cv::Size OutputSize(cv::Size) const override { return {size_, size_}; }
+  // At most the whole image read (scale up to 1), then the output written.
+  double Cost(cv::Size input) const override { return Area(input) + Area({size_, size_}); }
 
   std::string Spec() const override {
     return absl::StrFormat("random_resized_crop(%d,scale=%g:%g,ratio=%g:%g)", size_, scale_.low,
@@ -133,6 +138,9 @@ class Resize final : public Transform {
                      cv::Mat& result) const override {
     ResizeTo(region, request.output, result);
   }
+
+  cv::Size OutputSize(cv::Size input) const override { return Target(input); }
+  double Cost(cv::Size input) const override { return Area(input) + Area(Target(input)); }
 
   std::string Spec() const override { return absl::StrFormat("resize(%d)", size_); }
 
@@ -170,6 +178,9 @@ class CenterCrop final : public Transform {
   }
 
   cv::Size FixedOutputSize() const override { return {size_, size_}; }
+  cv::Size OutputSize(cv::Size) const override { return {size_, size_}; }
+  // Padding (a smaller image) and the copy of the crop.
+  double Cost(cv::Size) const override { return 2 * Area({size_, size_}); }
 
   std::string Spec() const override { return absl::StrFormat("center_crop(%d)", size_); }
 
@@ -187,6 +198,8 @@ class HorizontalFlip final : public Transform {
       cv::flip(image, image, 1);
     }
   }
+
+  double Cost(cv::Size input) const override { return Area(input); }
 
   std::string Spec() const override { return absl::StrFormat("hflip(%g)", probability_); }
 
@@ -234,6 +247,14 @@ class ColorJitter final : public Transform {
     }
   }
 
+  // Brightness one pass, contrast two (luma, blend), saturation three
+  // (luma, gray image, blend), hue four (to HSV, the table, back).
+  double Cost(cv::Size input) const override {
+    const double passes = (brightness_ > 0 ? 1 : 0) + (contrast_ > 0 ? 2 : 0) +
+                          (saturation_ > 0 ? 3 : 0) + (hue_ > 0 ? 4 : 0);
+    return passes * Area(input);
+  }
+
   std::string Spec() const override {
     return absl::StrFormat("color_jitter(%g,%g,%g,%g)", brightness_, contrast_, saturation_, hue_);
   }
@@ -271,6 +292,8 @@ class RandomGrayscale final : public Transform {
     }
   }
 
+  double Cost(cv::Size input) const override { return 2 * Area(input); }
+
   std::string Spec() const override { return absl::StrFormat("grayscale(%g)", probability_); }
 
  private:
@@ -286,6 +309,10 @@ class GaussianBlur final : public Transform {
     cv::GaussianBlur(image, image, {kernel_size_, kernel_size_}, sigma, sigma,
                      cv::BORDER_REFLECT_101);
   }
+
+  // Separable: a row pass and a column pass, each reading kernel_size
+  // pixels per pixel, whatever sigma is.
+  double Cost(cv::Size input) const override { return 2.0 * kernel_size_ * Area(input); }
 
   std::string Spec() const override {
     return absl::StrFormat("gaussian_blur(%d,sigma=%g:%g)", kernel_size_, sigma_.low, sigma_.high);
@@ -311,6 +338,8 @@ class RandomRotation final : public Transform {
                    cv::INTER_NEAREST, cv::BORDER_CONSTANT, cv::Scalar::all(0));
     image = rotated;
   }
+
+  double Cost(cv::Size input) const override { return 2 * Area(input); }
 
   std::string Spec() const override {
     return absl::StrFormat("rotation(%g:%g)", degrees_.low, degrees_.high);

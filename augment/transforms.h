@@ -45,6 +45,13 @@ class Transform {
   virtual void Apply(cv::Mat& image, CounterRng& rng) const = 0;
   // Output size when it is fixed regardless of the input, else {0, 0}.
   virtual cv::Size FixedOutputSize() const { return {0, 0}; }
+  // The size Apply() makes of an image of `input` size: Run() checks it
+  // against its pixel limit before the operation allocates anything.
+  virtual cv::Size OutputSize(cv::Size input) const { return input; }
+  // About how many pixel operations (pixels read or written, times passes
+  // over them) Apply() makes on an image of `input` size, at most: what a
+  // server bounds a pipeline's work per sample by (PipelineCost).
+  virtual double Cost(cv::Size input) const = 0;
   // Canonical text form, e.g. "hflip(0.5)".
   virtual std::string Spec() const = 0;
 };

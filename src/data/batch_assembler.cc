@@ -24,15 +24,22 @@ bool BatchAssembler::FirstReport(bool failure, int64_t index) const {
   return (failure ? reported_failures_ : reported_warnings_).insert(index).second;
 }
 
-absl::Status BatchAssembler::LoadSample(uint64_t seed, uint32_t epoch, int64_t index, uint8_t* out,
-                                        StageSeconds* seconds, bool* warned) const {
+absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t index,
+                                        uint8_t* out, StageSeconds* seconds, bool* warned) const {
+  if (request.abandoned != nullptr && request.abandoned->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("abandoned: no stream wants this sample any more");
+  }
   absl::Time start = absl::Now();
   absl::StatusOr<std::string> bytes = dataset_.ReadSample(static_cast<size_t>(index));
   seconds->read += SecondsSince(start);
   absl::Status status = bytes.status();
   if (status.ok()) {
     PipelineTimings timings;
-    status = pipeline_.Run(*bytes, {seed, epoch, static_cast<uint64_t>(index)}, out, &timings);
+    status = pipeline_.Run(*bytes, {request.seed, request.epoch, static_cast<uint64_t>(index)},
+                           out, &timings, request.abandoned);
+    if (absl::IsCancelled(status)) {
+      return status;  // not the sample's fault: neither logged nor counted
+    }
     seconds->decode += timings.decode_seconds;
     seconds->augment += timings.augment_seconds;
     *warned = status.ok() && !timings.decode_warning.empty();
@@ -74,17 +81,29 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     std::memset(out, kSyntheticPixel, bytes_per_sample);
     return result;
   }
-  if (LoadSample(request.seed, request.epoch, index, out, seconds, &result.decoded_with_warning)
-          .ok()) {
+  const absl::Status loaded =
+      LoadSample(request, index, out, seconds, &result.decoded_with_warning);
+  if (loaded.ok()) {
+    return result;
+  }
+  if (absl::IsCancelled(loaded)) {
+    result.outcome = SampleOutcome::kAbandoned;
     return result;
   }
   result.outcome = SampleOutcome::kZeroFilled;
   CounterRng rng(request.seed, {kStreamReplacement, request.epoch, static_cast<uint32_t>(index)});
   for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
     const int64_t candidate = static_cast<int64_t>(rng.Below(dataset_.size()));
-    if (candidate != index && LoadSample(request.seed, request.epoch, candidate, out, seconds,
-                                         &result.decoded_with_warning)
-                                  .ok()) {
+    if (candidate == index) {
+      continue;
+    }
+    const absl::Status replaced =
+        LoadSample(request, candidate, out, seconds, &result.decoded_with_warning);
+    if (absl::IsCancelled(replaced)) {
+      result.outcome = SampleOutcome::kAbandoned;
+      return result;
+    }
+    if (replaced.ok()) {
       result.outcome = SampleOutcome::kReplaced;
       result.label = dataset_.sample(static_cast<size_t>(candidate)).label;
       return result;

@@ -13,6 +13,7 @@
 #ifndef HETERODL_SRC_DATA_BATCH_ASSEMBLER_H_
 #define HETERODL_SRC_DATA_BATCH_ASSEMBLER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,7 +27,9 @@
 
 namespace heterodl {
 
-enum class SampleOutcome { kOk, kReplaced, kZeroFilled };
+// kAbandoned: not built, the batch having been abandoned (see
+// BatchRequestSpec::abandoned).
+enum class SampleOutcome { kOk, kReplaced, kZeroFilled, kAbandoned };
 
 struct SlotResult {
   int64_t index = 0;  // the planned dataset index
@@ -48,6 +51,10 @@ struct BatchRequestSpec {
   uint64_t seed = 0;
   uint32_t epoch = 0;
   absl::Span<const int64_t> indices;
+  // Optional: once true, no one wants the batch any more; samples stop
+  // before decoding or their next operation, are not replaced and do not
+  // count as failed (their slots are left as they are).
+  const std::atomic<bool>* abandoned = nullptr;
 };
 
 class BatchAssembler {
@@ -83,7 +90,7 @@ class BatchAssembler {
  private:
   // Reads and augments one sample into `out`; sets `*warned` when it was
   // decoded around damage. Logs the first failure or warning of each sample.
-  absl::Status LoadSample(uint64_t seed, uint32_t epoch, int64_t index, uint8_t* out,
+  absl::Status LoadSample(const BatchRequestSpec& request, int64_t index, uint8_t* out,
                           StageSeconds* seconds, bool* warned) const ABSL_LOCKS_EXCLUDED(mu_);
   // True the first time sample `index` fails (or, with `failure` false, is
   // decoded with a warning): each is logged once.

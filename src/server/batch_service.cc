@@ -5,6 +5,7 @@
 #include "absl/base/call_once.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "src/common/fingerprint.h"
 #include "src/common/process/process_stats.h"
@@ -28,12 +29,27 @@ v1::SampleStatus ToProto(SampleOutcome outcome) {
     case SampleOutcome::kReplaced:
       return v1::SAMPLE_REPLACED;
     case SampleOutcome::kZeroFilled:
+    case SampleOutcome::kAbandoned:  // such a batch is never sent
       return v1::SAMPLE_ZERO_FILLED;
   }
   return v1::SAMPLE_ZERO_FILLED;
 }
 
 }  // namespace
+
+absl::Status CheckPipelineCost(const Pipeline& pipeline, double limit) {
+  const PipelineCost cost = pipeline.EstimateCost();
+  if (cost.pixel_operations <= limit) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "pipeline too costly: about %.0f million pixel operations per sample, over this server's "
+      "limit of %.0f million (serve --max-pipeline-cost); most of it is operation %d, %s, on a "
+      "%dx%d image (from a %dx%d photo): %.0f million",
+      cost.pixel_operations / 1e6, limit / 1e6, cost.costliest_position, cost.costliest_operation,
+      cost.costliest_input_width, cost.costliest_input_height, kCostReferenceWidth,
+      kCostReferenceHeight, cost.costliest_pixel_operations / 1e6));
+}
 
 BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
                            RequestLimits limits, PipelineOptions pipeline_options, int worker_nice,
@@ -84,6 +100,7 @@ absl::StatusOr<std::shared_ptr<const BatchAssembler>> BatchService::AssemblerFor
   if (compiled == nullptr) {
     // Outside the lock: a long spec takes a while to parse.
     ASSIGN_OR_RETURN(Pipeline parsed, Pipeline::Parse(pipeline, pipeline_options_));
+    RETURN_IF_ERROR(CheckPipelineCost(parsed, limits_.max_sample_pixel_operations));
     auto built = std::make_shared<const CompiledPipeline>(dataset_, std::move(parsed));
     absl::MutexLock lock(&mu_);
     compiled = pipelines_.Put(pipeline, std::move(built), 2 * pipeline.size() + 4096);
@@ -124,6 +141,7 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
         "a batch would be ", batch_bytes, " bytes, over the limit of ", limits_.max_batch_bytes));
   }
   stream->client_id = client_id;
+  stream->sample_cost = stream->assembler->pipeline().EstimateCost().pixel_operations;
   if (client_id.empty()) {
     stream->work_queue = pool_.OpenQueue();
     return stream;
@@ -138,7 +156,10 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
   return stream;
 }
 
-void BatchService::CloseStream(const StreamPlan& stream) {
+void BatchService::CloseStream(const StreamPlan& stream, bool abandon) {
+  if (abandon) {
+    stream.abandoned->store(true);
+  }
   if (stream.closed->exchange(true)) {
     return;  // closed before
   }
@@ -244,7 +265,7 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
                            job->done(Finish(*job));
                          }
                        },
-                       std::move(closed)});
+                       std::move(closed), job->stream->sample_cost});
 }
 
 absl::Status BatchService::Prepare(BatchJob& job) {
@@ -277,9 +298,9 @@ void BatchService::BuildSample(BatchJob& job, int slot) {
     return;
   }
   StageSeconds seconds;
-  const SlotResult result =
-      assembler.AssembleSlot({job.stream->params.seed, job.id.epoch(), job.indices},
-                             static_cast<size_t>(slot), job.writable, &seconds);
+  const SlotResult result = assembler.AssembleSlot(
+      {job.stream->params.seed, job.id.epoch(), job.indices, job.stream->abandoned.get()},
+      static_cast<size_t>(slot), job.writable, &seconds);
   absl::MutexLock lock(&job.mu);
   job.slots[static_cast<size_t>(slot)] = result;
   job.seconds.read += seconds.read;
@@ -288,6 +309,10 @@ void BatchService::BuildSample(BatchJob& job, int slot) {
 }
 
 absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
+  if (job.stream->abandoned->load()) {
+    // Some samples may have stopped half-way: not a batch, and not counted.
+    return absl::CancelledError("the stream ended first");
+  }
   const absl::Time finished = absl::Now();
   const BatchAssembler& assembler = *job.stream->assembler;
   BuiltBatch built;

@@ -45,7 +45,15 @@ struct RequestLimits {
   uint32_t max_world_size = 65536;
   uint32_t max_epoch = kMaxEpoch;
   uint64_t max_batch_bytes = 1ull << 30;
+  // A pipeline's estimated work per sample (PipelineCost::pixel_operations):
+  // about half a second of a core. Real pipelines cost a few million; one
+  // blur of 255 pixels on an 8192-pixel image costs 46 billion.
+  double max_sample_pixel_operations = 2e9;
 };
+
+// OK when `pipeline`'s estimated cost per sample is within `limit`; else
+// INVALID_ARGUMENT saying which operation costs most and why.
+absl::Status CheckPipelineCost(const Pipeline& pipeline, double limit);
 
 // What one open stream builds batches for: its validated plan parameters,
 // the assembler of its pipeline, and its turn on the worker pool.
@@ -57,7 +65,14 @@ struct StreamPlan {
   // Its client's queue on the pool, and what drops this stream's builds.
   std::string client_id;
   SamplePool::QueueId work_queue = 0;
+  // Its pipeline's estimated work per sample: the pool shares its threads
+  // between clients by it.
+  double sample_cost = 1;
+  // Set when the stream ends: its builds not yet started are dropped.
   std::shared_ptr<std::atomic<bool>> closed = std::make_shared<std::atomic<bool>>(false);
+  // Set when no one will receive its batches: samples being built stop
+  // before their next step (see BatchRequestSpec::abandoned).
+  std::shared_ptr<std::atomic<bool>> abandoned = std::make_shared<std::atomic<bool>>(false);
 };
 
 // A built batch: the message fields, and the pixels (sent without a copy,
@@ -89,7 +104,8 @@ class BatchService {
 
   // Validates a stream's PlanConfig: fingerprint (FAILED_PRECONDITION naming
   // both fingerprints on mismatch), sizes within limits, pipeline spec
-  // (INVALID_ARGUMENT with the parser's message), a client id of at most 64
+  // (INVALID_ARGUMENT with the parser's message, or naming the operation
+  // that makes it cost more than the limit), a client id of at most 64
   // bytes. The stream's builds go to its client's queue on the worker pool
   // (its own when `client_id` is empty), which shares the threads fairly
   // with the other clients'. CloseStream() ends it.
@@ -97,8 +113,10 @@ class BatchService {
                                                                const std::string& client_id = "")
       ABSL_LOCKS_EXCLUDED(mu_);
   // Drops the stream's builds that have not started (their `done` gets
-  // CANCELLED from a worker). Idempotent; never blocks.
-  void CloseStream(const StreamPlan& stream) ABSL_LOCKS_EXCLUDED(mu_);
+  // CANCELLED from a worker); with `abandon`, the batches being built stop
+  // too (no one will receive them), else they are finished. Idempotent;
+  // never blocks.
+  void CloseStream(const StreamPlan& stream, bool abandon = true) ABSL_LOCKS_EXCLUDED(mu_);
 
   // INVALID_ARGUMENT unless `id` names a batch of the stream's plan.
   absl::Status ValidateBatchId(const StreamPlan& stream, const v1::BatchId& id) const;
@@ -106,7 +124,7 @@ class BatchService {
   // Builds batch `id` on the worker pool, its samples spread over all
   // threads, and passes it to `done` (on a worker thread, once):
   // RESOURCE_EXHAUSTED when no memory is left for it, CANCELLED when the
-  // stream was closed first. Batches of one stream are built in the order
+  // stream was closed before it started or abandoned before it finished. Batches of one stream are built in the order
   // asked. REQUIRES: ValidateBatchId(stream, id) is OK.
   void BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1::BatchId& id,
                   std::function<void(absl::StatusOr<BuiltBatch>)> done);
@@ -129,7 +147,8 @@ class BatchService {
 
   // The assembler of `pipeline` (the default one when empty), parsed on
   // first use and cached while there is room (pipelines_). INVALID_ARGUMENT
-  // for a spec over kMaxPipelineSpecBytes or one the parser refuses.
+  // for a spec over kMaxPipelineSpecBytes, one the parser refuses or one
+  // over the cost limit.
   absl::StatusOr<std::shared_ptr<const BatchAssembler>> AssemblerFor(const std::string& pipeline)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<const EpochPlan>> PlanFor(const PlanParams& params, uint32_t epoch)

@@ -126,7 +126,7 @@ void BatchStreamReactor::Leave(const std::string& reason) {
   {
     absl::MutexLock lock(&mu_);
     if (state_.Leave(reason)) {
-      CloseBuildsLocked();
+      CloseBuildsLocked(/*abandon=*/false);  // those being built are sent
     }
     // A stream not yet opened may still be in its constructor, before its
     // first read: it ends when its open request is handled.
@@ -210,7 +210,7 @@ void BatchStreamReactor::OnDone() {
     }
     // A call can end without OnCancel or a Finish of ours (the server
     // shutting down): builds still queued are of no use to anyone.
-    CloseBuildsLocked();
+    CloseBuildsLocked(/*abandon=*/true);
     destroy = UnreferencedLocked();
     channel = pixel_channel_;
     if (channel != nullptr) {
@@ -264,8 +264,9 @@ BatchStreamReactor::Actions BatchStreamReactor::AdvanceLocked() {
     context_.AddTrailingMetadata(kLeavingMetadataKey, "1");
   }
   if (const std::optional<absl::Status>& ending = actions.newly_finishing) {
-    // Builds not started are dropped; their callbacks come from the pool.
-    CloseBuildsLocked();
+    // Builds not started are dropped, those running stop; their callbacks
+    // come from the pool.
+    CloseBuildsLocked(/*abandon=*/true);
     // A call refused a slot or that never opened is counted (RefusalLog) or
     // a stranger's; saying each would let a flood of them fill the log.
     const bool refused_unopened =
@@ -277,9 +278,9 @@ BatchStreamReactor::Actions BatchStreamReactor::AdvanceLocked() {
   return actions;
 }
 
-void BatchStreamReactor::CloseBuildsLocked() {
+void BatchStreamReactor::CloseBuildsLocked(bool abandon) {
   if (work_ != nullptr) {
-    service_.CloseStream(*work_);
+    service_.CloseStream(*work_, abandon);
   }
 }
 
@@ -325,7 +326,7 @@ absl::Status BatchStreamReactor::HandleOpen() {
     // From here on, ending the stream ends its builds.
     work_ = stream_;
     if (state_.finishing()) {
-      CloseBuildsLocked();
+      CloseBuildsLocked(/*abandon=*/true);
     }
   }
   std::shared_ptr<PixelChannel> channel;

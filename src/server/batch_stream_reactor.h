@@ -152,8 +152,9 @@ class BatchStreamReactor final
   // Ends the call with `status` once the state allows; drops the builds
   // not yet started.
   void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops the stream's builds that have not started, once it is open.
-  void CloseBuildsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the stream's builds that have not started, once it is open;
+  // with `abandon` (no one will receive them), those being built stop too.
+  void CloseBuildsLocked(bool abandon) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Handles the request just read (on OnReadDone's thread).
   absl::Status HandleRequest() ABSL_LOCKS_EXCLUDED(mu_);

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace heterodl {
@@ -70,6 +71,7 @@ void SamplePool::ScheduleLocked(QueueId id, Queue& queue) {
     return;
   }
   queue.in_rotation = true;
+  queue.served = std::max(queue.served, virtual_time_);
   turn_order_.push_back(id);
 }
 
@@ -78,8 +80,15 @@ bool SamplePool::FinishedLocked(const JobState& job) {
 }
 
 SamplePool::Work SamplePool::TakeLocked() {
-  const QueueId id = turn_order_.front();
-  turn_order_.pop_front();
+  // Turn order breaks ties: with equal costs, queues take turns item by item.
+  auto next = turn_order_.begin();
+  for (auto it = turn_order_.begin(); it != turn_order_.end(); ++it) {
+    if (queues_[*it].served < queues_[*next].served) {
+      next = it;
+    }
+  }
+  const QueueId id = *next;
+  turn_order_.erase(next);
   Queue& queue = queues_[id];
   queue.in_rotation = false;
   Work work{queue.jobs.front(), -1};
@@ -88,6 +97,8 @@ SamplePool::Work SamplePool::TakeLocked() {
     work.job->dropped = true;
     queue.jobs.pop_front();
   } else {
+    virtual_time_ = queue.served;
+    queue.served += job.item_cost > 0 ? job.item_cost : 1;
     work.item = work.job->next_item++;
     ++work.job->running;
     if (work.job->next_item == work.job->job.items) {

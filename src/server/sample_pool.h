@@ -10,6 +10,13 @@
 // that asks for many batches cannot starve one that asks for few, and one
 // loader's batches come out one after another, not side by side.
 //
+// Turns are weighed by what items cost (Job::item_cost, a pipeline's
+// estimated work per sample): the next item goes to the queue that has been
+// given the least work so far (start-time fair queuing), so a client whose
+// samples cost a hundred times more gets a hundredth of the items, not half
+// of the cores. A queue that was idle starts level with the others, not
+// ahead by what it did not ask for.
+//
 //   SamplePool pool(threads);
 //   const SamplePool::QueueId queue = pool.OpenQueue();   // one per client
 //   auto cancelled = std::make_shared<std::atomic<bool>>(false);  // per stream
@@ -51,6 +58,8 @@ class SamplePool {
     std::function<void(bool completed)> done;
     // Optional: once true, the items not yet started are dropped.
     std::shared_ptr<const std::atomic<bool>> cancelled;
+    // What one item costs, in any unit shared by every job (> 0).
+    double item_cost = 1;
   };
 
   // `nice` > 0 lowers the workers' scheduling priority by that much (Linux
@@ -84,6 +93,9 @@ class SamplePool {
     std::deque<std::shared_ptr<JobState>> jobs;
     bool closed = false;
     bool in_rotation = false;  // in turn_order_
+    // The cost of the items it was given (from where it joined the
+    // rotation last: see ScheduleLocked).
+    double served = 0;
   };
   // What a worker does next.
   struct Work {
@@ -92,11 +104,13 @@ class SamplePool {
   };
 
   void WorkLoop(int nice) ABSL_LOCKS_EXCLUDED(mu_);
-  // The next item of the queue whose turn it is (or a job of a closed queue
-  // to drop). REQUIRES: HasWorkLocked().
+  // The next item of the queue given the least work so far, the first in
+  // turn order among equals (or a job of a closed queue to drop).
+  // REQUIRES: HasWorkLocked().
   Work TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !turn_order_.empty(); }
-  // Puts a queue with jobs in the rotation, at its end.
+  // Puts a queue with jobs in the rotation, at its end; one that was out of
+  // it starts at the work given so far to the one served last.
   void ScheduleLocked(QueueId id, Queue& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when `job` has nothing running and nothing left to hand out.
   static bool FinishedLocked(const JobState& job);
@@ -106,6 +120,8 @@ class SamplePool {
   std::map<QueueId, Queue> queues_ ABSL_GUARDED_BY(mu_);
   // Queues with jobs to hand out, in turn.
   std::deque<QueueId> turn_order_ ABSL_GUARDED_BY(mu_);
+  // Queue::served of the queue given the last item, before it was.
+  double virtual_time_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

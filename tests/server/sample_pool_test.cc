@@ -91,12 +91,47 @@ TEST(SamplePoolTest, QueuesTakeTurnsItemByItem) {
   }
   pool.Submit(modest, Logged(journal, "x", 2));
   queued.Notify();
-  // The modest queue's one batch finishes second, not after all of the
-  // greedy queue's: the pool alternates between the queues.
+  // The modest queue's one batch finishes first, not after all of the
+  // greedy queue's: the pool alternates between the queues, starting with
+  // the one that was given nothing yet.
   const std::vector<std::string> entries = journal.Await(9);
   EXPECT_EQ(
       std::vector<std::string>(entries.begin(), entries.begin() + 9),
-      (std::vector<std::string>{"a0", "x0", "a1", "a done", "x1", "x done", "b0", "b1", "b done"}));
+      (std::vector<std::string>{"x0", "a0", "x1", "x done", "a1", "a done", "b0", "b1", "b done"}));
+}
+
+TEST(SamplePoolTest, ACostlyQueueGetsItemsInProportionToTheirCost) {
+  Journal journal;
+  SamplePool pool(1);
+  const SamplePool::QueueId costly = pool.OpenQueue();
+  const SamplePool::QueueId cheap = pool.OpenQueue();
+  const SamplePool::QueueId holder = pool.OpenQueue();
+  absl::Notification running;
+  absl::Notification queued;
+  pool.Submit(holder, {1,
+                       [&](int) {
+                         running.Notify();
+                         queued.WaitForNotification();
+                       },
+                       [](bool) {}});
+  running.WaitForNotification();
+  SamplePool::Job expensive = Logged(journal, "c", 3);
+  expensive.item_cost = 10;
+  pool.Submit(costly, std::move(expensive));
+  pool.Submit(cheap, Logged(journal, "m", 30));
+  queued.Notify();
+  // Ten cheap items for each costly one: equal work, not equal turns.
+  const std::vector<std::string> entries = journal.Await(35);
+  std::vector<size_t> costly_at;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].front() == 'c' && entries[i] != "c done") {
+      costly_at.push_back(i);
+    }
+  }
+  ASSERT_EQ(costly_at.size(), 3u);
+  EXPECT_EQ(costly_at[0], 0u);
+  EXPECT_EQ(costly_at[1], 11u);  // after m0..m9
+  EXPECT_EQ(costly_at[2], 22u);  // after m10..m19
 }
 
 TEST(SamplePoolTest, ClosingAQueueDropsWhatHasNotStarted) {
