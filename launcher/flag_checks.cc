@@ -95,6 +95,14 @@ absl::Status CheckFlagValues() {
   RETURN_IF_ERROR(InRange<int32_t>("max_streams", absl::GetFlag(FLAGS_max_streams), 1, 1 << 20));
   RETURN_IF_ERROR(
       InRange<int64_t>("max_stream_mb", absl::GetFlag(FLAGS_max_stream_mb), 1, int64_t{1} << 30));
+  RETURN_IF_ERROR(InRange<int32_t>("max_streams_per_host",
+                                   absl::GetFlag(FLAGS_max_streams_per_host), 0, 1 << 20,
+                                   " (0: half of --max-streams)"));
+  RETURN_IF_ERROR(InRange<int64_t>("max_memory_mb", absl::GetFlag(FLAGS_max_memory_mb), 0,
+                                   int64_t{1} << 30, " (0: half of this machine's memory)"));
+  RETURN_IF_ERROR(PositiveDuration("unread_timeout", absl::GetFlag(FLAGS_unread_timeout)));
+  RETURN_IF_ERROR(InRange<int64_t>("max_pipeline_cost", absl::GetFlag(FLAGS_max_pipeline_cost), 1,
+                                   int64_t{1} << 40));
   RETURN_IF_ERROR(PositiveDuration("idle_timeout", absl::GetFlag(FLAGS_idle_timeout)));
   RETURN_IF_ERROR(PositiveDuration("startup_timeout", absl::GetFlag(FLAGS_startup_timeout)));
   RETURN_IF_ERROR(PositiveDuration("connect_timeout", absl::GetFlag(FLAGS_connect_timeout)));

@@ -46,6 +46,19 @@ ABSL_FLAG(int32_t, max_streams, 256,
           "serve: most batch streams open at once (a loader opens one per connection)");
 ABSL_FLAG(int64_t, max_stream_mb, 2048,
           "serve: most MB of batches one stream may have requested and not received");
+ABSL_FLAG(int32_t, max_streams_per_host, 0,
+          "serve: most batch streams open at once from one host, so one client cannot hold "
+          "every slot (0: half of --max-streams)");
+ABSL_FLAG(int64_t, max_memory_mb, 0,
+          "serve: most MB of batches all streams together may have requested and not received; "
+          "more wait, and a batch larger than this alone is refused (0: half of this machine's "
+          "or container's memory)");
+ABSL_FLAG(absl::Duration, unread_timeout, absl::Seconds(30),
+          "serve: while batches wait for --max-memory-mb, a stream whose batches have waited "
+          "this long unread is ended (its loader asks again; nothing is lost)");
+ABSL_FLAG(int64_t, max_pipeline_cost, 2000,
+          "serve: refuse a pipeline whose estimated work per sample passes this many million "
+          "pixel operations (docs/operations.md, 'What a server defends against')");
 ABSL_FLAG(int32_t, pixel_port, 0,
           "serve: TCP port for pixel channels, which carry batch pixels beside the gRPC streams "
           "without copies (0: any free port; -1: off, pixels go through gRPC; always off under "

@@ -65,6 +65,12 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   }
   options.max_stream_bytes =
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_stream_mb))) << 20;
+  options.max_streams_per_host = absl::GetFlag(FLAGS_max_streams_per_host);
+  options.max_memory_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_memory_mb))) << 20;
+  options.unread_timeout = absl::GetFlag(FLAGS_unread_timeout);
+  options.max_sample_pixel_operations =
+      static_cast<double>(absl::GetFlag(FLAGS_max_pipeline_cost)) * 1e6;
   options.pixel_port = absl::GetFlag(FLAGS_pixel_port);
   if (options.pixel_port < -1 || options.pixel_port > 65535) {
     return absl::InvalidArgumentError(

@@ -38,9 +38,21 @@ void PrintServer(const v1::ServerReport& report) {
       stats.batches_in_flight(), stats.batches_sent(), stats.samples_sent(), stats.samples_failed(),
       stats.samples_decoded_with_warnings(), stats.read_seconds(), stats.decode_seconds(),
       stats.augment_seconds(), stats.send_seconds(), stats.peak_rss_bytes() >> 20);
-  if (stats.calls_refused_unauthenticated() > 0 || stats.streams_refused_at_limit() > 0) {
-    absl::PrintF("  refused %d calls without the token, %d streams over --max-streams\n",
-                 stats.calls_refused_unauthenticated(), stats.streams_refused_at_limit());
+  absl::PrintF("  memory for batches %d of %d MiB (peak %d), %d batches waiting for it (%d since "
+               "start)\n",
+               stats.memory_reserved_bytes() >> 20, stats.memory_budget_bytes() >> 20,
+               stats.memory_peak_reserved_bytes() >> 20, stats.batches_waiting_for_memory(),
+               stats.batches_waited_for_memory());
+  if (stats.calls_refused_unauthenticated() > 0 || stats.streams_refused_at_limit() > 0 ||
+      stats.streams_refused_per_host() > 0 || stats.pipelines_refused_costly() > 0 ||
+      stats.streams_ended_unread() > 0) {
+    absl::PrintF(
+        "  refused %d calls without the token, %d streams over --max-streams, %d over "
+        "--max-streams-per-host, %d pipelines over --max-pipeline-cost; ended %d streams "
+        "holding batches unread\n",
+        stats.calls_refused_unauthenticated(), stats.streams_refused_at_limit(),
+        stats.streams_refused_per_host(), stats.pipelines_refused_costly(),
+        stats.streams_ended_unread());
   }
   if (report.capacity_images_per_second() > 0) {
     absl::PrintF("  capacity %.0f images/s with every thread busy (busy now %.0f%%)\n\n",

@@ -7,16 +7,25 @@ namespace heterodl {
 ActivityMonitor::ActivityMonitor(std::function<absl::Time()> clock)
     : clock_(std::move(clock)), start_(clock_()), last_activity_(start_) {}
 
-bool ActivityMonitor::TryOpenStream(int max_streams) {
+StreamAdmission ActivityMonitor::TryOpenStream(const std::string& host,
+                                               const StreamLimits& limits) {
   absl::MutexLock lock(&mu_);
   ever_connected_ = true;
   last_activity_ = clock_();
-  if (open_streams_ >= max_streams) {
-    return false;
+  if (open_streams_ >= limits.max_streams) {
+    return StreamAdmission::kServerFull;
   }
+  int& of_host = streams_per_host_[host];
+  if (limits.max_streams_per_host > 0 && of_host >= limits.max_streams_per_host) {
+    if (of_host == 0) {
+      streams_per_host_.erase(host);
+    }
+    return StreamAdmission::kHostFull;
+  }
+  ++of_host;
   ++open_streams_;
   ++streams_served_;
-  return true;
+  return StreamAdmission::kOpened;
 }
 
 bool ActivityMonitor::TryAcceptUnopenedCall(int max_waiting, int& waiting) {
@@ -34,9 +43,12 @@ void ActivityMonitor::UnopenedCallEnded() {
   --unopened_calls_;
 }
 
-void ActivityMonitor::StreamClosed() {
+void ActivityMonitor::StreamClosed(const std::string& host) {
   absl::MutexLock lock(&mu_);
   --open_streams_;
+  if (auto it = streams_per_host_.find(host); it != streams_per_host_.end() && --it->second <= 0) {
+    streams_per_host_.erase(it);
+  }
   last_activity_ = clock_();
 }
 

@@ -7,7 +7,7 @@
 // for as long as it exists, so a trainer between epochs is not idle.
 //
 //   ActivityMonitor activity;
-//   if (!activity.TryOpenStream(max_streams)) return Refuse();
+//   if (activity.TryOpenStream(host, limits) != StreamAdmission::kOpened) return Refuse();
 //   ...
 //   std::string why = activity.TimeoutReason(idle, startup);  // "" = stay
 //
@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -28,15 +29,30 @@
 
 namespace heterodl {
 
+// How many streams may be open at once.
+struct StreamLimits {
+  int max_streams = 256;
+  // On the connections of one host (PeerHost), so that one client cannot
+  // hold every slot; 0: no bound of its own.
+  int max_streams_per_host = 0;
+};
+
+enum class StreamAdmission {
+  kOpened,
+  kServerFull,  // max_streams are open
+  kHostFull,    // max_streams_per_host are open from that host
+};
+
 class ActivityMonitor {
  public:
   // `clock`: where time comes from (tests pass their own).
   explicit ActivityMonitor(std::function<absl::Time()> clock = [] { return absl::Now(); });
 
-  // A stream opens: false, changing nothing but the time of activity, when
-  // `max_streams` are open already.
-  bool TryOpenStream(int max_streams) ABSL_LOCKS_EXCLUDED(mu_);
-  void StreamClosed() ABSL_LOCKS_EXCLUDED(mu_);
+  // A stream from `host` opens, unless `limits` say it may not (then
+  // nothing changes but the time of activity).
+  StreamAdmission TryOpenStream(const std::string& host, const StreamLimits& limits)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void StreamClosed(const std::string& host) ABSL_LOCKS_EXCLUDED(mu_);
   // A stream call that has not sent its open request yet: it holds no
   // stream slot while it waits (a few seconds at most). False, changing
   // nothing, when `max_waiting` wait already. How many wait, with it.
@@ -65,6 +81,8 @@ class ActivityMonitor {
   const absl::Time start_;
   mutable absl::Mutex mu_;
   int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  // Hosts with streams open, and how many.
+  absl::flat_hash_map<std::string, int> streams_per_host_ ABSL_GUARDED_BY(mu_);
   int unopened_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int batches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int pixel_channel_streams_ ABSL_GUARDED_BY(mu_) = 0;

@@ -62,10 +62,16 @@ BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threa
       start_time_(absl::Now()),
       buffers_(
           BufferPool::Create(2 * static_cast<size_t>(threads) + 4, std::move(buffer_allocator))),
+      memory_(MemoryBudget::Create(limits.memory_budget_bytes > 0 ? limits.memory_budget_bytes
+                                                                  : DefaultMemoryBudgetBytes())),
       pipelines_(kMaxCachedPipelines, kMaxCachedPipelineBytes),
       pool_(threads, worker_nice) {}
 
-BatchService::~BatchService() = default;
+BatchService::~BatchService() {
+  // Waiting builds refer to this service: they are dropped, and a grant
+  // released later (pixels still being sent) starts none.
+  memory_->Close();
+}
 
 absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) {
   ASSIGN_OR_RETURN(const std::shared_ptr<const BatchAssembler> assembler, AssemblerFor(pipeline));
@@ -100,7 +106,11 @@ absl::StatusOr<std::shared_ptr<const BatchAssembler>> BatchService::AssemblerFor
   if (compiled == nullptr) {
     // Outside the lock: a long spec takes a while to parse.
     ASSIGN_OR_RETURN(Pipeline parsed, Pipeline::Parse(pipeline, pipeline_options_));
-    RETURN_IF_ERROR(CheckPipelineCost(parsed, limits_.max_sample_pixel_operations));
+    if (absl::Status within = CheckPipelineCost(parsed, limits_.max_sample_pixel_operations);
+        !within.ok()) {
+      pipelines_refused_costly_.fetch_add(1, std::memory_order_relaxed);
+      return within;
+    }
     auto built = std::make_shared<const CompiledPipeline>(dataset_, std::move(parsed));
     absl::MutexLock lock(&mu_);
     compiled = pipelines_.Put(pipeline, std::move(built), 2 * pipeline.size() + 4096);
@@ -140,6 +150,9 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
     return absl::InvalidArgumentError(absl::StrCat(
         "a batch would be ", batch_bytes, " bytes, over the limit of ", limits_.max_batch_bytes));
   }
+  if (!dataset_.synthetic()) {
+    RETURN_IF_ERROR(memory_->Fits(batch_bytes));
+  }
   stream->client_id = client_id;
   stream->sample_cost = stream->assembler->pipeline().EstimateCost().pixel_operations;
   if (client_id.empty()) {
@@ -163,6 +176,8 @@ void BatchService::CloseStream(const StreamPlan& stream, bool abandon) {
   if (stream.closed->exchange(true)) {
     return;  // closed before
   }
+  // After `closed`: the pool drops what the waiters then submit.
+  memory_->CancelWaiting(&stream);
   if (stream.client_id.empty()) {
     return pool_.CloseQueue(stream.work_queue);
   }
@@ -223,6 +238,8 @@ struct BatchService::BatchJob {
   v1::BatchId id;
   absl::Time requested;
   std::function<void(absl::StatusOr<BuiltBatch>)> done;
+  // The batch's bytes, from the memory budget; they go with its pixels.
+  MemoryBudget::Grant memory;
 
   absl::once_flag prepare_once;
   // Set once by Prepare, read-only after.
@@ -247,25 +264,34 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
   const absl::StatusOr<int64_t> samples = SamplesInBatch(stream->params, id.index());
   const int items = dataset_.synthetic() ? 1 : static_cast<int>(samples.value_or(1));
   const SamplePool::QueueId queue = stream->work_queue;
+  const uint64_t bytes = dataset_.synthetic() ? 0
+                                              : static_cast<uint64_t>(samples.value_or(0)) *
+                                                    stream->assembler->sample_bytes();
+  const StreamPlan* key = stream.get();
   job->stream = std::move(stream);
-  std::shared_ptr<const std::atomic<bool>> closed = job->stream->closed;
-  pool_.Submit(queue, {std::max(items, 1),
-                       [this, job](int slot) {
-                         absl::call_once(job->prepare_once, [&] { job->prepared = Prepare(*job); });
-                         if (job->prepared.ok()) {
-                           BuildSample(*job, slot);
-                         }
-                       },
-                       [this, job](bool completed) {
-                         if (!completed) {
-                           job->done(absl::CancelledError("the stream ended first"));
-                         } else if (!job->prepared.ok()) {
-                           job->done(job->prepared);
-                         } else {
-                           job->done(Finish(*job));
-                         }
-                       },
-                       std::move(closed), job->stream->sample_cost});
+  // Runs now, or once other batches' pixels are sent; with an empty grant
+  // once the stream is closed, and then the pool drops the job.
+  memory_->Reserve(bytes, key, [this, job, queue, items](MemoryBudget::Grant memory) {
+    job->memory = std::move(memory);
+    pool_.Submit(queue,
+                 {std::max(items, 1),
+                  [this, job](int slot) {
+                    absl::call_once(job->prepare_once, [&] { job->prepared = Prepare(*job); });
+                    if (job->prepared.ok()) {
+                      BuildSample(*job, slot);
+                    }
+                  },
+                  [this, job](bool completed) {
+                    if (!completed) {
+                      job->done(absl::CancelledError("the stream ended first"));
+                    } else if (!job->prepared.ok()) {
+                      job->done(job->prepared);
+                    } else {
+                      job->done(Finish(*job));
+                    }
+                  },
+                  job->stream->closed, job->stream->sample_cost});
+  });
 }
 
 absl::Status BatchService::Prepare(BatchJob& job) {
@@ -284,8 +310,14 @@ absl::Status BatchService::Prepare(BatchJob& job) {
   }
   ASSIGN_OR_RETURN(PooledBuffer pixels,
                    buffers_->Get(job.indices.size() * assembler.sample_bytes()));
-  job.writable = pixels.data();
-  job.pixels = OutgoingPixels::Own(std::move(pixels));
+  // The reservation lasts as long as the pixels: until the last send is done.
+  struct BatchMemory {
+    PooledBuffer buffer;
+    MemoryBudget::Grant reserved;
+  };
+  auto memory = std::make_shared<BatchMemory>(BatchMemory{std::move(pixels), std::move(job.memory)});
+  job.writable = memory->buffer.data();
+  job.pixels = OutgoingPixels{memory, memory->buffer.data(), memory->buffer.size()};
   return absl::OkStatus();
 }
 
@@ -393,6 +425,13 @@ v1::ServerStats BatchService::Stats() {
   stats.set_images_per_second(uptime > 0 ? samples_built_.load() / uptime : 0);
   stats.set_peak_rss_bytes(PeakRssBytes());
   stats.set_worker_threads(pool_.threads());
+  stats.set_pipelines_refused_costly(pipelines_refused_costly_.load());
+  const MemoryBudget::Stats memory = memory_->GetStats();
+  stats.set_memory_budget_bytes(memory.capacity);
+  stats.set_memory_reserved_bytes(memory.reserved);
+  stats.set_memory_peak_reserved_bytes(memory.peak_reserved);
+  stats.set_batches_waiting_for_memory(static_cast<uint32_t>(memory.waiting));
+  stats.set_batches_waited_for_memory(memory.waited);
   absl::MutexLock lock(&mu_);
   stats.set_read_seconds(read_seconds_);
   stats.set_decode_seconds(decode_seconds_);

@@ -30,6 +30,7 @@
 #include "src/data/batch_assembler.h"
 #include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"
+#include "src/server/memory_budget.h"
 #include "src/server/recent_rate.h"
 #include "src/server/sample_pool.h"
 #include "src/server/shared_lru_cache.h"
@@ -49,6 +50,10 @@ struct RequestLimits {
   // about half a second of a core. Real pipelines cost a few million; one
   // blur of 255 pixels on an 8192-pixel image costs 46 billion.
   double max_sample_pixel_operations = 2e9;
+  // And what all clients together may hold: bytes of batches asked for and
+  // not yet sent, over all streams (MemoryBudget); 0:
+  // DefaultMemoryBudgetBytes().
+  uint64_t memory_budget_bytes = 0;
 };
 
 // OK when `pipeline`'s estimated cost per sample is within `limit`; else
@@ -124,12 +129,17 @@ class BatchService {
   // Builds batch `id` on the worker pool, its samples spread over all
   // threads, and passes it to `done` (on a worker thread, once):
   // RESOURCE_EXHAUSTED when no memory is left for it, CANCELLED when the
-  // stream was closed before it started or abandoned before it finished. Batches of one stream are built in the order
+  // stream was closed before it started or abandoned before it finished.
+  // The batch's bytes are reserved from the memory budget first, and held
+  // until its pixels are sent: it waits for them behind earlier batches
+  // when they are not free (a batch that never fits is refused at
+  // OpenStream). Batches of one stream are built in the order
   // asked. REQUIRES: ValidateBatchId(stream, id) is OK.
   void BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1::BatchId& id,
                   std::function<void(absl::StatusOr<BuiltBatch>)> done);
 
   v1::ServerStats Stats() ABSL_LOCKS_EXCLUDED(mu_);
+  MemoryBudget::Stats MemoryStats() const { return memory_->GetStats(); }
 
  private:
   // (seed, world_size, batch_size, drop_last, shuffle, epoch)
@@ -171,6 +181,8 @@ class BatchService {
   const absl::Time start_time_;
   // Batch buffers, reused once gRPC has sent them.
   const std::shared_ptr<BufferPool> buffers_;
+  // What the batches of all streams may hold at once.
+  const std::shared_ptr<MemoryBudget> memory_;
 
   mutable absl::Mutex mu_;
   // Pipelines other than the default, by spec: those no stream uses make
@@ -194,6 +206,7 @@ class BatchService {
   RecentRate recent_samples_{absl::Seconds(10)};
   std::atomic<uint64_t> samples_failed_{0};
   std::atomic<uint64_t> samples_warned_{0};  // decoded around damage
+  std::atomic<uint64_t> pipelines_refused_costly_{0};
 
   // Last member: destroyed first, so running builds finish while the rest of
   // the service is still alive.

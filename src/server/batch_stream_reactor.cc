@@ -10,6 +10,7 @@
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/rpc/grpc_status.h"
+#include "src/rpc/peer_host.h"
 #include "src/wire/batch_codec.h"
 #include "src/wire/leaving.h"
 #include "src/wire/pixel_channel.h"
@@ -91,6 +92,26 @@ void OpenStreams::ExpireOldestUnopened(int count) {
   }
 }
 
+bool OpenStreams::EndLargestUnread(absl::Time cutoff) {
+  BatchStreamReactor* largest = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    uint64_t most = 0;
+    for (BatchStreamReactor* stream : streams_) {
+      if (const uint64_t unread = stream->UnreadBytesSince(cutoff); unread > most) {
+        most = unread;
+        largest = stream;
+      }
+    }
+    if (largest == nullptr) {
+      return false;
+    }
+    largest->Retain();
+  }
+  largest->EndUnread();  // outside mu_, as in LeaveAll
+  return true;
+}
+
 BatchStreamReactor::BatchStreamReactor(grpc::CallbackServerContext& context, BatchService& service,
                                        ActivityMonitor& activity, OpenStreams& open_streams,
                                        const StreamPolicy& policy, RefusalLog& refusals,
@@ -102,7 +123,8 @@ BatchStreamReactor::BatchStreamReactor(grpc::CallbackServerContext& context, Bat
       policy_(policy),
       refusals_(refusals),
       pixel_listener_(pixel_listener),
-      created_(absl::Now()) {
+      created_(absl::Now()),
+      host_(PeerHost(context.peer())) {
   if (!open_streams_.Add(this)) {
     absl::MutexLock lock(&mu_);
     state_.Leave(open_streams_.leave_reason());
@@ -154,6 +176,63 @@ void BatchStreamReactor::ExpireIfUnopened(bool now) {
   PerformAndRelease(actions);
 }
 
+void BatchStreamReactor::EndUnread() {
+  uint64_t unread = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    // A stream asked to end may still wait for a write the client does not
+    // read: it is cancelled too.
+    if (!state_.ending()) {
+      unread = unsent_bytes_.exchange(0);
+      // Not ended before TryCancel returns: the context stays valid.
+      state_.HoldFinish();
+      state_.RequestFinish(absl::ResourceExhaustedError(
+          absl::StrCat("this stream held ", unread >> 20, " MiB of batches unread for over ",
+                       absl::FormatDuration(policy_.unread_timeout),
+                       " while other streams waited for the server's memory")));
+    }
+  }
+  if (unread > 0) {
+    if (std::optional<std::string> line =
+            refusals_.Refused(RefusalKind::kUnreadStream, context_.peer(), absl::Now())) {
+      LogWarning("%s (%d MiB)", *line, unread >> 20);
+    }
+    // A write the client does not read never completes by itself.
+    context_.TryCancel();
+  }
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    if (unread > 0) {
+      state_.ReleaseFinish();
+    }
+    actions = AdvanceLocked();
+  }
+  PerformAndRelease(actions);
+}
+
+uint64_t BatchStreamReactor::UnreadBytesSince(absl::Time cutoff) const {
+  const uint64_t unsent = unsent_bytes_.load();
+  return unsent > 0 && last_progress_ns_.load() < absl::ToUnixNanos(cutoff) ? unsent : 0;
+}
+
+void BatchStreamReactor::UnsentAddedLocked(uint64_t bytes, absl::Time now) {
+  if (unsent_sizes_.empty()) {
+    last_progress_ns_ = absl::ToUnixNanos(now);  // unread from now on
+  }
+  unsent_sizes_.push_back(bytes);
+  unsent_bytes_ += bytes;
+}
+
+void BatchStreamReactor::UnsentGoneLocked() {
+  if (unsent_sizes_.empty()) {
+    return;
+  }
+  unsent_bytes_ -= std::min(unsent_bytes_.load(), unsent_sizes_.front());
+  unsent_sizes_.pop_front();
+  last_progress_ns_ = absl::ToUnixNanos(absl::Now());
+}
+
 void BatchStreamReactor::OnReadDone(bool ok) {
   Actions actions;
   if (!ok) {
@@ -180,6 +259,7 @@ void BatchStreamReactor::OnWriteDone(bool ok) {
     // Else the batch counts as sent once its pixels are.
     if (const std::optional<absl::Time> built = state_.WriteDone(ok)) {
       activity_.BatchSent(absl::Now() - *built);
+      UnsentGoneLocked();
     }
     actions = AdvanceLocked();
   }
@@ -204,7 +284,7 @@ void BatchStreamReactor::OnDone() {
     absl::MutexLock lock(&mu_);
     state_.Done();
     if (holds_slot_) {
-      activity_.StreamClosed();
+      activity_.StreamClosed(host_);
     } else if (unopened_) {
       activity_.UnopenedCallEnded();
     }
@@ -260,6 +340,9 @@ bool BatchStreamReactor::UnreferencedLocked() const { return state_.done() && re
 
 BatchStreamReactor::Actions BatchStreamReactor::AdvanceLocked() {
   Actions actions = state_.Advance();
+  if (actions.finish) {
+    unsent_bytes_ = 0;  // what was built goes with the call, which is ending
+  }
   if (actions.add_leaving_trailer) {
     context_.AddTrailingMetadata(kLeavingMetadataKey, "1");
   }
@@ -310,13 +393,20 @@ absl::Status BatchStreamReactor::HandleOpen() {
     unopened_ = false;
     awaiting_open_ = false;
     activity_.UnopenedCallEnded();
-    if (!activity_.TryOpenStream(policy_.max_streams)) {
-      if (std::optional<std::string> line =
-              refusals_.Refused(RefusalKind::kStreamLimit, context_.peer(), absl::Now())) {
+    const StreamAdmission admission =
+        activity_.TryOpenStream(host_, {policy_.max_streams, policy_.max_streams_per_host});
+    if (admission != StreamAdmission::kOpened) {
+      const bool host_full = admission == StreamAdmission::kHostFull;
+      if (std::optional<std::string> line = refusals_.Refused(
+              host_full ? RefusalKind::kHostStreamLimit : RefusalKind::kStreamLimit,
+              context_.peer(), absl::Now())) {
         LogWarning("%s", *line);
       }
       return absl::ResourceExhaustedError(
-          absl::StrCat("the server has its limit of ", policy_.max_streams, " streams open"));
+          host_full ? absl::StrCat("your host (", host_, ") has its share of ",
+                                   policy_.max_streams_per_host, " streams open on this server")
+                    : absl::StrCat("the server has its limit of ", policy_.max_streams,
+                                   " streams open"));
     }
     holds_slot_ = true;
   }
@@ -394,14 +484,18 @@ absl::StatusOr<std::shared_ptr<PixelChannel>> BatchStreamReactor::ClaimPixelChan
 
 void BatchStreamReactor::QueueLocked(BuiltBatch batch) {
   const absl::Time ready = absl::Now();
+  const uint64_t bytes = batch.pixels.size;
   if (pixel_channel_ == nullptr) {
-    state_.Built(EncodeBatch(batch.header, std::move(batch.pixels)), ready);
+    if (state_.Built(EncodeBatch(batch.header, std::move(batch.pixels)), ready)) {
+      UnsentAddedLocked(bytes, ready);
+    }
     return;
   }
   batch.header.set_images_on_channel(batch.pixels.size);
   if (!state_.Built(SerializeToByteBuffer(batch.header), ready)) {
     return;
   }
+  UnsentAddedLocked(bytes, ready);
   ++references_;  // released by the send's callback
   pixel_channel_->Send(std::move(batch.pixels),
                        [this, ready](bool sent) { OnPixelsSent(sent, ready); });
@@ -412,6 +506,7 @@ void BatchStreamReactor::OnPixelsSent(bool sent, absl::Time ready) {
   {
     absl::MutexLock lock(&mu_);
     state_.PixelsSent(sent);
+    UnsentGoneLocked();
     if (sent) {
       activity_.BatchSent(absl::Now() - ready);
     } else {

@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <set>
 #include <string>
@@ -61,6 +62,13 @@ struct StreamPolicy {
   absl::Duration open_timeout = absl::Seconds(5);
   // Bytes of batches one stream may have asked and not received.
   uint64_t max_stream_bytes = 2ull << 30;
+  // Streams one host may hold open (0: no bound of its own).
+  int max_streams_per_host = 128;
+  // A stream whose built batches have waited this long with nothing read
+  // is ended while other streams wait for the server's memory budget: a
+  // client that asks and never reads cannot hold the memory others need.
+  // (Its loader, if it is one, asks again elsewhere; nothing is lost.)
+  absl::Duration unread_timeout = absl::Seconds(30);
 };
 
 class BatchStreamReactor;
@@ -83,6 +91,10 @@ class OpenStreams {
   void ExpireUnopened(absl::Time cutoff) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the `count` oldest calls that have not sent their open request.
   void ExpireOldestUnopened(int count) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the stream holding the most bytes of built batches unread since
+  // before `cutoff` (see BatchStreamReactor::EndUnread); false when none
+  // does.
+  bool EndLargestUnread(absl::Time cutoff) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable absl::Mutex mu_;
@@ -118,6 +130,13 @@ class BatchStreamReactor final
   // `now`: only once open_timeout has passed since it began. Releases the
   // reference Retain() took.
   void ExpireIfUnopened(bool now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancels the call: its batches built and unread are freed, those being
+  // built stop. Counted and logged (rate-limited) as a stream ended unread.
+  // Releases the reference Retain() took.
+  void EndUnread() ABSL_LOCKS_EXCLUDED(mu_);
+  // Bytes of built batches not yet sent, when nothing was sent since before
+  // `cutoff` (and they were built before it); else 0. Lock-free.
+  uint64_t UnreadBytesSince(absl::Time cutoff) const;
   // When the call began.
   absl::Time created() const { return created_; }
   // Whether it waits for its open request, its constructor done (read
@@ -169,6 +188,10 @@ class BatchStreamReactor final
   void QueueLocked(BuiltBatch batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // From the pixel channel's thread, once per queued batch.
   void OnPixelsSent(bool sent, absl::Time ready) ABSL_LOCKS_EXCLUDED(mu_);
+  // A batch of `bytes` is queued to send; the oldest queued is sent (or
+  // dropped): for UnreadBytesSince.
+  void UnsentAddedLocked(uint64_t bytes, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnsentGoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   grpc::CallbackServerContext& context_;
@@ -179,6 +202,12 @@ class BatchStreamReactor final
   RefusalLog& refusals_;
   PixelChannelListener* const pixel_listener_;
   const absl::Time created_;
+  // The client's host (PeerHost), whose share of stream slots it takes.
+  const std::string host_;
+  // Bytes of built batches not yet sent, and when one was last sent (or the
+  // first was built): read without mu_ by OpenStreams.
+  std::atomic<uint64_t> unsent_bytes_{0};
+  std::atomic<int64_t> last_progress_ns_{0};
   std::atomic<bool> awaiting_open_{true};
   std::atomic<bool> constructed_{false};
 
@@ -193,6 +222,8 @@ class BatchStreamReactor final
   // lives until gRPC is done with the call and this is 0.
   int references_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<PixelChannel> pixel_channel_ ABSL_GUARDED_BY(mu_);
+  // The sizes of the built batches not yet sent, oldest first.
+  std::deque<uint64_t> unsent_sizes_ ABSL_GUARDED_BY(mu_);
   // The opened stream, for ending its builds from any reaction.
   std::shared_ptr<const StreamPlan> work_ ABSL_GUARDED_BY(mu_);
   // How the activity monitor counts the call: waiting for its open request

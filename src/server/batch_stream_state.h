@@ -187,6 +187,15 @@ class BatchStreamState {
   }
   bool finishing() const { return finish_requested_; }
 
+  // While held (HoldFinish calls not yet matched by ReleaseFinish), the
+  // call does not end: the reactor is using the call's context from outside
+  // a reaction (a cancel), and the end of the call would free it.
+  void HoldFinish() { ++finish_holds_; }
+  void ReleaseFinish() { --finish_holds_; }
+  // The call's end was started (or gRPC is done with it): its context may
+  // go away at any moment.
+  bool ending() const { return finish_started_ || done_; }
+
   // gRPC is done with the call: nothing more is started.
   void Done() { done_ = true; }
 
@@ -223,7 +232,7 @@ class BatchStreamState {
                              : absl::OkStatus());
       actions.add_leaving_trailer = leaving_;
     }
-    if (finish_requested_ && !writing_ && reads_starting_ == 0) {
+    if (finish_requested_ && !writing_ && reads_starting_ == 0 && finish_holds_ == 0) {
       finish_started_ = true;
       actions.finish = finish_status_;
     }
@@ -241,6 +250,7 @@ class BatchStreamState {
   // Batches whose pixels the channel has not yet written (or dropped).
   int pending_sends_ = 0;
   int reads_starting_ = 0;
+  int finish_holds_ = 0;
   bool reads_done_ = false;
   bool finish_requested_ = false;
   bool finish_started_ = false;

@@ -63,9 +63,25 @@ struct DataServerOptions {
   // began is ended (DEADLINE_EXCEEDED). Until then it holds no stream slot;
   // at most 4 x max_streams such calls wait at once.
   absl::Duration open_timeout = absl::Seconds(5);
+  // Streams open at once from one host (all connections from one address:
+  // a machine, a NAT, loopback); 0: half of max_streams. One client cannot
+  // hold every slot.
+  int max_streams_per_host = 0;
   // Bytes of batches one stream may have requested and not yet received: a
   // client that asks and never reads holds at most this much server memory.
   uint64_t max_stream_bytes = 2ull << 30;
+  // Bytes of batches all streams together may have requested and not yet
+  // received (MemoryBudget): a batch that would pass it waits; one larger
+  // than it alone is refused (RESOURCE_EXHAUSTED). 0: half of the memory of
+  // this machine or container (DefaultMemoryBudgetBytes).
+  uint64_t max_memory_bytes = 0;
+  // While batches wait for that budget, a stream whose built batches have
+  // waited this long unread is ended (StreamPolicy::unread_timeout).
+  absl::Duration unread_timeout = absl::Seconds(30);
+  // A pipeline whose estimated work per sample passes this many pixel
+  // operations is refused, naming its costliest operation (PipelineCost;
+  // --pipeline too, at start).
+  double max_sample_pixel_operations = 2e9;
   // TCP port for pixel channels (src/wire/pixel_channel.h) on the host of
   // `address`: 0 picks a free one, -1 turns them off (pixels then go through
   // gRPC, as they always do under TLS). Loaders learn it from DatasetInfo.

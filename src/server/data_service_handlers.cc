@@ -87,6 +87,18 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DataServiceHandlers
                                 pixel_listener_);
 }
 
+void DataServiceHandlers::Housekeep() {
+  // Batches may wait a moment for memory under a normal load; a second is a
+  // sign that some of it is held by streams that do not read.
+  constexpr absl::Duration kMemoryWaitBeforeEndingUnread = absl::Seconds(1);
+  const absl::Time now = absl::Now();
+  open_streams_.ExpireUnopened(now - policy_.open_timeout);
+  const MemoryBudget::Stats memory = service_.MemoryStats();
+  if (memory.waiting > 0 && memory.longest_wait >= kMemoryWaitBeforeEndingUnread) {
+    open_streams_.EndLargestUnread(now - policy_.unread_timeout);
+  }
+}
+
 grpc::ServerUnaryReactor* DataServiceHandlers::GetStats(grpc::CallbackServerContext* context,
                                                         const v1::StatsRequest* /*request*/,
                                                         v1::ServerStats* stats) {
@@ -96,6 +108,8 @@ grpc::ServerUnaryReactor* DataServiceHandlers::GetStats(grpc::CallbackServerCont
     activity_.AddTo(*stats);
     stats->set_calls_refused_unauthenticated(refusals_.count(RefusalKind::kUnauthenticated));
     stats->set_streams_refused_at_limit(refusals_.count(RefusalKind::kStreamLimit));
+    stats->set_streams_refused_per_host(refusals_.count(RefusalKind::kHostStreamLimit));
+    stats->set_streams_ended_unread(refusals_.count(RefusalKind::kUnreadStream));
   }
   return Finished(context, status);
 }

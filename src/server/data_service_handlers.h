@@ -43,7 +43,11 @@ class DataServiceHandlers final : public DataServiceBase {
   void Leave(const std::string& reason) { open_streams_.LeaveAll(reason); }
   // Ends the stream calls that have not sent their open request within the
   // policy's open_timeout. Called now and then (the server's wait loop).
-  void ExpireUnopenedCalls() { open_streams_.ExpireUnopened(absl::Now() - policy_.open_timeout); }
+  // Run every few hundred milliseconds: ends the calls that never opened
+  // within the open timeout and, while batches have waited for the memory
+  // budget for a second, the stream holding the most batches unread for
+  // longer than the unread timeout (one per run).
+  void Housekeep();
 
   grpc::ServerUnaryReactor* GetDatasetInfo(grpc::CallbackServerContext* context,
                                            const v1::DatasetInfoRequest* request,

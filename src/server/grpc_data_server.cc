@@ -1,5 +1,6 @@
 #include "src/server/grpc_data_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -20,6 +21,10 @@ StreamPolicy StreamPolicyOf(const DataServerOptions& options) {
   policy.max_unopened_calls = 4 * options.max_streams;
   policy.open_timeout = options.open_timeout;
   policy.max_stream_bytes = options.max_stream_bytes;
+  policy.max_streams_per_host = options.max_streams_per_host > 0
+                                    ? options.max_streams_per_host
+                                    : std::max(1, options.max_streams / 2);
+  policy.unread_timeout = options.unread_timeout;
   return policy;
 }
 
@@ -75,7 +80,7 @@ std::string GrpcDataServer::AwaitStopReason() {
   while (stop_reason_.empty()) {
     // Outside the lock: ending a call may run its reactions inline.
     mu_.Unlock();
-    handlers_.ExpireUnopenedCalls();
+    handlers_.Housekeep();
     mu_.Lock();
     std::string timeout = activity_.TimeoutReason(options_.idle_timeout, options_.startup_timeout);
     if (!timeout.empty()) {

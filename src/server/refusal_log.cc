@@ -1,6 +1,7 @@
 #include "src/server/refusal_log.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace heterodl {
 namespace {
@@ -8,11 +9,17 @@ namespace {
 absl::string_view What(RefusalKind kind) {
   switch (kind) {
     case RefusalKind::kUnauthenticated:
-      return "missing or wrong auth token";
+      return "refused a call from %s: missing or wrong auth token";
     case RefusalKind::kStreamLimit:
-      return "the server's limit of streams open (--max-streams)";
+      return "refused a call from %s: the server's limit of streams open (--max-streams)";
+    case RefusalKind::kHostStreamLimit:
+      return "refused a call from %s: its host's share of streams open "
+             "(--max-streams-per-host)";
+    case RefusalKind::kUnreadStream:
+      return "ended a stream of %s: it held its batches unread for longer than "
+             "--unread-timeout while others waited for memory (--max-memory-mb)";
   }
-  return "refused";
+  return "refused a call from %s";
 }
 
 }  // namespace
@@ -26,7 +33,7 @@ std::optional<std::string> RefusalLog::Refused(RefusalKind kind, absl::string_vi
   if (now - tally.last_said < interval_) {
     return std::nullopt;
   }
-  std::string line = absl::StrCat("refused a call from ", peer, ": ", What(kind));
+  std::string line = absl::StrReplaceAll(What(kind), {{"%s", peer}});
   if (tally.unsaid > 1) {
     absl::StrAppend(&line, " (", tally.unsaid, " such refusals in the last ",
                     absl::FormatDuration(interval_), " or since the last line; ", tally.total,

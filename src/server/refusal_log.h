@@ -26,8 +26,10 @@ namespace heterodl {
 enum class RefusalKind {
   kUnauthenticated,  // a call without the server's token, or a wrong one
   kStreamLimit,      // a stream over --max-streams
+  kHostStreamLimit,  // a stream over --max-streams-per-host
+  kUnreadStream,     // a stream ended for holding its batches unread
 };
-inline constexpr int kRefusalKinds = 2;
+inline constexpr int kRefusalKinds = 4;
 
 class RefusalLog {
  public:

@@ -24,10 +24,10 @@ TEST_F(ActivityMonitorTest, WithNoClientEverItLeavesAfterTheStartupTimeout) {
 }
 
 TEST_F(ActivityMonitorTest, AnOpenStreamIsNeverIdleHoweverLong) {
-  ASSERT_TRUE(activity_.TryOpenStream(4));
+  ASSERT_EQ(activity_.TryOpenStream("h", {4}), StreamAdmission::kOpened);
   now_ += 10 * kStartup;
   EXPECT_EQ(activity_.TimeoutReason(kIdle, kStartup), "");
-  activity_.StreamClosed();
+  activity_.StreamClosed("h");
   now_ += kIdle - absl::Seconds(1);
   EXPECT_EQ(activity_.TimeoutReason(kIdle, kStartup), "");
   now_ += absl::Seconds(2);
@@ -41,16 +41,16 @@ TEST_F(ActivityMonitorTest, AnyCallRestartsTheIdleClock) {
   now_ += kIdle - absl::Seconds(1);
   EXPECT_EQ(activity_.TimeoutReason(kIdle, kStartup), "");
   // A refused stream is activity too: a client is there.
-  ASSERT_TRUE(activity_.TryOpenStream(1));
-  activity_.StreamClosed();
+  ASSERT_EQ(activity_.TryOpenStream("h", {1}), StreamAdmission::kOpened);
+  activity_.StreamClosed("h");
   now_ += kIdle / 2;
   EXPECT_EQ(activity_.TimeoutReason(kIdle, kStartup), "");
 }
 
 TEST_F(ActivityMonitorTest, StreamsAreBoundedAndCounted) {
-  EXPECT_TRUE(activity_.TryOpenStream(2));
-  EXPECT_TRUE(activity_.TryOpenStream(2));
-  EXPECT_FALSE(activity_.TryOpenStream(2));
+  EXPECT_EQ(activity_.TryOpenStream("h", {2}), StreamAdmission::kOpened);
+  EXPECT_EQ(activity_.TryOpenStream("h", {2}), StreamAdmission::kOpened);
+  EXPECT_EQ(activity_.TryOpenStream("h", {2}), StreamAdmission::kServerFull);
   activity_.PixelChannelStreams(1);
   activity_.BatchesRequested(3);
   activity_.BatchSent(absl::Milliseconds(250));
@@ -60,10 +60,27 @@ TEST_F(ActivityMonitorTest, StreamsAreBoundedAndCounted) {
   EXPECT_EQ(stats.pixel_channel_streams(), 1u);
   EXPECT_EQ(stats.batches_in_flight(), 2u);
   EXPECT_DOUBLE_EQ(stats.send_seconds(), 0.25);
-  activity_.StreamClosed();
+  activity_.StreamClosed("h");
   activity_.PixelChannelStreams(-1);
-  EXPECT_TRUE(activity_.TryOpenStream(2));
+  EXPECT_EQ(activity_.TryOpenStream("h", {2}), StreamAdmission::kOpened);
   EXPECT_EQ(activity_.StreamsServed(), std::make_pair(int64_t{3}, int64_t{1}));
+}
+
+TEST_F(ActivityMonitorTest, OneHostHoldsAtMostItsShareOfTheStreams) {
+  const StreamLimits limits{4, 2};
+  EXPECT_EQ(activity_.TryOpenStream("ipv4:10.0.0.1", limits), StreamAdmission::kOpened);
+  EXPECT_EQ(activity_.TryOpenStream("ipv4:10.0.0.1", limits), StreamAdmission::kOpened);
+  EXPECT_EQ(activity_.TryOpenStream("ipv4:10.0.0.1", limits), StreamAdmission::kHostFull);
+  // Another host still gets in, up to the server's limit.
+  EXPECT_EQ(activity_.TryOpenStream("ipv4:10.0.0.2", limits), StreamAdmission::kOpened);
+  EXPECT_EQ(activity_.TryOpenStream("ipv4:10.0.0.2", limits), StreamAdmission::kOpened);
+  EXPECT_EQ(activity_.TryOpenStream("ipv4:10.0.0.3", limits), StreamAdmission::kServerFull);
+  activity_.StreamClosed("ipv4:10.0.0.1");
+  EXPECT_EQ(activity_.TryOpenStream("ipv4:10.0.0.3", limits), StreamAdmission::kOpened);
+  EXPECT_EQ(activity_.TryOpenStream("ipv4:10.0.0.1", limits), StreamAdmission::kServerFull);
+  v1::ServerStats stats;
+  activity_.AddTo(stats);
+  EXPECT_EQ(stats.active_streams(), 4u);
 }
 
 }  // namespace

@@ -102,6 +102,25 @@ TEST(BatchStreamStateTest, TheCallEndsOnlyOnceNoWriteOrReadIsStarting) {
   EXPECT_TRUE(absl::IsCancelled(*end.finish));
 }
 
+TEST(BatchStreamStateTest, AHeldCallDoesNotEndUntilReleased) {
+  State state(64);
+  state.Open(64, false);
+  Request(state, 1);
+  ASSERT_TRUE(state.Built("b", kBuilt));
+  ASSERT_NE(state.Advance().write, nullptr);  // a write the client never reads
+  EXPECT_FALSE(state.ending());
+  state.HoldFinish();  // the reactor cancels the call from outside a reaction
+  state.RequestFinish(absl::ResourceExhaustedError("held its batches unread"));
+  state.WriteDone(false);  // the cancel fails the write
+  EXPECT_FALSE(state.Advance().finish);
+  EXPECT_FALSE(state.ending());
+  state.ReleaseFinish();
+  State::Actions end = state.Advance();
+  ASSERT_TRUE(end.finish.has_value());
+  EXPECT_TRUE(absl::IsResourceExhausted(*end.finish));
+  EXPECT_TRUE(state.ending());
+}
+
 TEST(BatchStreamStateTest, AFailedWriteEndsTheCall) {
   State state(64);
   state.Open(64, false);

@@ -145,6 +145,7 @@ TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
   options.address = "127.0.0.1:0";
   options.threads = 2;
   options.max_streams = 2;
+  options.max_streams_per_host = 2;  // all of them from loopback
   // Three batches of 4 images of 256 x 256: each far more than HTTP/2's
   // first flow-control window, so a client that does not read holds the
   // server's writes (and the batches count as in flight) however fast they
