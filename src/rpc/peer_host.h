@@ -11,9 +11,10 @@
 
 namespace heterodl {
 
-// `peer` less its port for "ipv4:" and "ipv6:" peers ("ipv6:[::1]:5000" ->
-// "ipv6:[::1]"); any other (a Unix socket's, an unknown form) unchanged.
-std::string PeerHost(absl::string_view peer);
+// `grpc_peer` less its port for "ipv4:" and "ipv6:" peers, brackets decoded
+// ("ipv6:%5B::1%5D:5000" -> "ipv6:[::1]"); any other (a Unix socket's, an
+// unknown form) unchanged.
+std::string PeerHost(absl::string_view grpc_peer);
 
 }  // namespace heterodl
 

@@ -184,6 +184,7 @@ void BatchStreamReactor::EndUnread() {
     // read: it is cancelled too.
     if (!state_.ending()) {
       unread = unsent_bytes_.exchange(0);
+      ended_unread_ = unread > 0;
       // Not ended before TryCancel returns: the context stays valid.
       state_.HoldFinish();
       state_.RequestFinish(absl::ResourceExhaustedError(
@@ -354,7 +355,9 @@ BatchStreamReactor::Actions BatchStreamReactor::AdvanceLocked() {
     // a stranger's; saying each would let a flood of them fill the log.
     const bool refused_unopened =
         !holds_slot_ && (absl::IsResourceExhausted(*ending) || absl::IsDeadlineExceeded(*ending));
-    if (!ending->ok() && !absl::IsCancelled(*ending) && !state_.leaving() && !refused_unopened) {
+    // So is one ended for holding its batches unread (EndUnread).
+    if (!ending->ok() && !absl::IsCancelled(*ending) && !state_.leaving() && !refused_unopened &&
+        !ended_unread_) {
       LogWarning("batch stream ended with error: %s", ending->ToString());
     }
   }

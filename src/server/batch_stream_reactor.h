@@ -229,6 +229,7 @@ class BatchStreamReactor final
   // How the activity monitor counts the call: waiting for its open request
   // (until it comes or the call ends), then holding a stream slot.
   bool unopened_ ABSL_GUARDED_BY(mu_) = true;
+  bool ended_unread_ ABSL_GUARDED_BY(mu_) = false;
   bool holds_slot_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -330,6 +331,73 @@ TEST(PipelineSafetyTest, PixelLimitIsConfigurable) {
   EXPECT_NE(refused.message().find("over the limit of 10000 pixels"), std::string::npos) << refused;
   cv::Mat big(100, 101, CV_8UC3, cv::Scalar::all(1));
   EXPECT_FALSE(strict->Run(Encode(big, ".png"), {}, out.data()).ok());
+}
+
+TEST(PipelineSafetyTest, AnOperationThatWouldMakeAnImageOverTheLimitIsRefusedFirst) {
+  PipelineOptions options;
+  options.max_pixels = int64_t{1} << 20;
+  const std::string long_image = testing::MakeJpeg(400, 20, 0);  // 20:1
+  // resize(256) makes it 5120 x 256 = 1.3 MP: refused whether it runs fused
+  // with decoding (first) or after another operation.
+  for (const char* spec : {"resize(256)|center_crop(16)", "hflip(0.5)|resize(256)|center_crop(16)"}) {
+    absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(spec, options);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    std::vector<uint8_t> out(pipeline->output_bytes());
+    const absl::Status refused = pipeline->Run(long_image, {}, out.data());
+    EXPECT_TRUE(absl::IsInvalidArgument(refused)) << spec << ": " << refused;
+    EXPECT_NE(refused.message().find("resize(256) would make a 5120x256 image of this 400x20 one"),
+              std::string::npos)
+        << refused;
+    EXPECT_TRUE(pipeline->Run(testing::MakeJpeg(40, 30, 0), {}, out.data()).ok()) << spec;
+  }
+}
+
+TEST(PipelineSafetyTest, AnAbandonedSampleStopsBeforeItIsDecoded) {
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Parse("resize(64)|center_crop(32)");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  std::vector<uint8_t> out(pipeline->output_bytes(), 7);
+  std::atomic<bool> abandoned{true};
+  const std::string jpeg = testing::MakeJpeg(80, 60, 1);
+  const absl::Status stopped = pipeline->Run(jpeg, {}, out.data(), nullptr, &abandoned);
+  EXPECT_TRUE(absl::IsCancelled(stopped)) << stopped;
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t v) { return v == 7; }));
+  abandoned = false;
+  EXPECT_TRUE(pipeline->Run(jpeg, {}, out.data(), nullptr, &abandoned).ok());
+}
+
+TEST(PipelineCostTest, RealPipelinesAreCheapAndTheCostliestOperationIsNamed) {
+  const auto cost_of = [](absl::string_view spec) {
+    absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(spec);
+    EXPECT_TRUE(pipeline.ok()) << pipeline.status();
+    return pipeline.ok() ? pipeline->EstimateCost() : PipelineCost{};
+  };
+  // The default: decoding the 1024 x 768 reference photo and one crop.
+  const PipelineCost standard = cost_of(kDefaultPipeline);
+  EXPECT_GT(standard.pixel_operations, 1024.0 * 768);
+  EXPECT_LT(standard.pixel_operations, 3e6);
+  EXPECT_EQ(standard.costliest_position, 1);
+  // A heavy real recipe: a 2048-pixel segmentation crop, blurred.
+  const PipelineCost heavy =
+      cost_of("resize(2048)|gaussian_blur(31)|rotation(10)|center_crop(1024)|color_jitter(0.4,0.4,0.4,0.1)");
+  EXPECT_LT(heavy.pixel_operations, 500e6);
+  EXPECT_EQ(heavy.costliest_operation, "gaussian_blur(31,sigma=0.1:2)");
+  // The attack of the issue: a blur of 255 on an 8192-pixel image, four
+  // times. Each costs 2 x 255 x 8192 x 10922 pixel operations.
+  const PipelineCost attack = cost_of(
+      "resize(8192)|gaussian_blur(255,sigma=1000)|gaussian_blur(255,sigma=1000)|"
+      "gaussian_blur(255,sigma=1000)|gaussian_blur(255,sigma=1000)|center_crop(32)");
+  EXPECT_NEAR(attack.costliest_pixel_operations, 2.0 * 255 * 8192 * 10922, 1e6);
+  EXPECT_GT(attack.pixel_operations, 4 * attack.costliest_pixel_operations);
+  EXPECT_EQ(attack.costliest_position, 2);
+  EXPECT_EQ(attack.costliest_input_width, 10922);
+  EXPECT_EQ(attack.costliest_input_height, 8192);
+  EXPECT_DOUBLE_EQ(attack.largest_image_pixels, 8192.0 * 10922);
+  // A long chain of cheap operations adds up too.
+  std::string chain = "center_crop(224)";
+  for (int i = 0; i < 1000; ++i) {
+    chain += "|hflip(0.5)";
+  }
+  EXPECT_GT(cost_of(chain).pixel_operations, 1000 * (224.0 * 224 + kOperationOverheadPixelOperations));
 }
 
 TEST(PipelineTest, SameOutputOnEveryThread) {

@@ -1,5 +1,8 @@
 #include "src/data/batch_assembler.h"
 
+#include <algorithm>
+#include <atomic>
+
 #include "gtest/gtest.h"
 #include "tests/testing/test_images.h"
 
@@ -60,6 +63,22 @@ TEST_F(BatchAssemblerTest, BadSamplesAreReplacedDeterministicallyAndCounted) {
   EXPECT_EQ(a[0].index, 1);  // the slot still names the planned sample
   EXPECT_EQ(a[0].label, b[0].label);
   EXPECT_EQ(assembler.distinct_failed_samples(), 2);
+}
+
+TEST_F(BatchAssemblerTest, AnAbandonedBatchBuildsNothingAndBlamesNoSample) {
+  BatchAssembler assembler(*dataset_, *pipeline_);
+  const std::vector<int64_t> indices = {0, 1, 3};  // 1 is no image
+  std::vector<uint8_t> pixels(indices.size() * assembler.sample_bytes(), 7);
+  std::atomic<bool> abandoned{true};
+  StageSeconds seconds;
+  const std::vector<SlotResult> slots =
+      assembler.Assemble({1, 0, indices, &abandoned}, pixels.data(), &seconds);
+  for (const SlotResult& slot : slots) {
+    EXPECT_EQ(slot.outcome, SampleOutcome::kAbandoned) << slot.index;
+  }
+  EXPECT_EQ(seconds.read, 0);  // not even read
+  EXPECT_TRUE(std::all_of(pixels.begin(), pixels.end(), [](uint8_t v) { return v == 7; }));
+  EXPECT_EQ(assembler.distinct_failed_samples(), 0);
 }
 
 }  // namespace

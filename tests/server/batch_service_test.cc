@@ -283,6 +283,83 @@ TEST_F(BatchServiceTest, StreamsOfOneClientShareAQueueUntilTheLastCloses) {
   EXPECT_OK(Build(*service, stranger, Id(0, 1, 0)).status());
 }
 
+TEST_F(BatchServiceTest, APipelineOverTheCostLimitIsRefusedNamingItsCostliestOperation) {
+  std::unique_ptr<BatchService> service = MakeService(1);
+  const std::string attack =
+      "resize(8192)|gaussian_blur(255,sigma=1000)|gaussian_blur(255,sigma=1000)|center_crop(32)";
+  const absl::Status refused = service->Info(attack).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  for (const char* part :
+       {"pipeline too costly", "limit of 2000 million (serve --max-pipeline-cost)",
+        "operation 2, gaussian_blur(255,sigma=1000:1000), on a 10922x8192 image"}) {
+    EXPECT_NE(refused.message().find(part), std::string::npos) << part << " in " << refused;
+  }
+  v1::PlanConfig config = Config(*service);
+  config.set_pipeline(attack);
+  EXPECT_TRUE(absl::IsInvalidArgument(service->OpenStream(config).status()));
+  EXPECT_EQ(service->Stats().pipelines_refused_costly(), 2u);
+  // Cheaper ones pass; the limit is the server's to set.
+  EXPECT_OK(service->Info("resize(1024)|gaussian_blur(31)|center_crop(512)").status());
+  absl::StatusOr<Pipeline> standard = Pipeline::Parse(kPipeline);
+  ASSERT_OK(standard.status());
+  EXPECT_OK(CheckPipelineCost(*standard, 2e9));
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckPipelineCost(*standard, 1e5)));
+}
+
+TEST_F(BatchServiceTest, ABatchOfAnAbandonedStreamIsCancelledAndCountsForNothing) {
+  std::unique_ptr<BatchService> service = MakeService(2);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream,
+                       service->OpenStream(Config(*service, 21, 1)));
+  BuildResult result;
+  service->BuildAsync(stream, Id(0, 0, 0), result.Callback());
+  // Before or after its first samples start, whichever comes: what is
+  // built stops, what is not is dropped.
+  service->CloseStream(*stream);
+  EXPECT_TRUE(absl::IsCancelled(result.Await().status()));
+  const v1::ServerStats stats = service->Stats();
+  EXPECT_EQ(stats.batches_sent(), 0u);
+  EXPECT_EQ(stats.samples_sent(), 0u);
+  EXPECT_EQ(stats.samples_failed(), 0u);
+}
+
+TEST_F(BatchServiceTest, BatchesWaitForTheMemoryBudgetAndOneThatNeverFitsIsRefused) {
+  constexpr uint64_t kBatchBytes = 4 * 32 * 32 * 3;
+  RequestLimits limits;
+  limits.memory_budget_bytes = 2 * kBatchBytes;
+  std::unique_ptr<BatchService> service = MakeService(2, limits);
+  const absl::Status too_big = service->OpenStream(Config(*service, 9, 1)).status();
+  EXPECT_TRUE(absl::IsResourceExhausted(too_big)) << too_big;
+  EXPECT_NE(too_big.message().find("--max-memory-mb"), std::string::npos) << too_big;
+
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream,
+                       service->OpenStream(Config(*service, 4, 1)));
+  // Two batches held (their pixels not yet sent) take the whole budget.
+  std::optional<absl::StatusOr<BuiltBatch>> first = Build(*service, stream, Id(0, 0, 0));
+  ASSERT_OK(first->status());
+  ASSERT_OK_AND_ASSIGN(BuiltBatch second, Build(*service, stream, Id(0, 0, 1)));
+  BuildResult third;
+  service->BuildAsync(stream, Id(0, 0, 2), third.Callback());
+  v1::ServerStats stats = service->Stats();
+  EXPECT_EQ(stats.memory_budget_bytes(), 2 * kBatchBytes);
+  EXPECT_EQ(stats.memory_reserved_bytes(), 2 * kBatchBytes);
+  EXPECT_EQ(stats.batches_waiting_for_memory(), 1u);
+  // Sending the first makes room for the third.
+  first.reset();
+  ASSERT_OK(third.Await().status());
+  stats = service->Stats();
+  EXPECT_EQ(stats.batches_waiting_for_memory(), 0u);
+  EXPECT_EQ(stats.batches_waited_for_memory(), 1u);
+  EXPECT_EQ(stats.memory_peak_reserved_bytes(), 2 * kBatchBytes);
+
+  // A build still waiting when its stream closes is cancelled.
+  BuildResult fourth;
+  service->BuildAsync(stream, Id(0, 0, 3), fourth.Callback());
+  EXPECT_EQ(service->Stats().batches_waiting_for_memory(), 1u);
+  service->CloseStream(*stream);
+  EXPECT_TRUE(absl::IsCancelled(fourth.Await().status()));
+  EXPECT_EQ(service->Stats().batches_waiting_for_memory(), 0u);
+}
+
 TEST_F(BatchServiceTest, ASyntheticDatasetsBatchesShareTheirPixels) {
   absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(kPipeline);
   ASSERT_OK(pipeline.status());

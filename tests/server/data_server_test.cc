@@ -5,6 +5,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "src/client/remote_loader.h"
 #include "src/client/server_status.h"
 #include "src/client/shutdown.h"
+#include "src/common/net/tcp_address.h"
 #include "src/data/dataset.h"
 #include "src/rpc/byte_stream.h"
 #include "src/wire/pixel_channel.h"
@@ -42,6 +44,22 @@ bool AwaitActiveStreams(const std::string& address, uint32_t streams) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   return false;
+}
+
+// Polls the server at `address` for up to 20 s until `done` holds of its
+// stats; the last stats fetched (an error if none could be).
+absl::StatusOr<v1::ServerStats> AwaitStats(
+    const std::string& address, const std::function<bool(const v1::ServerStats&)>& done) {
+  absl::StatusOr<v1::ServerStats> stats;
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  do {
+    stats = FetchServerStatus(address, absl::Seconds(5));
+    if (stats.ok() && done(*stats)) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  } while (absl::Now() < give_up);
+  return stats;
 }
 
 TEST_F(DataServerTest, AServerThatCannotStartFailsTheTestWithItsReason) {
@@ -409,6 +427,117 @@ TEST_F(DataServerTest, CallsThatNeverOpenHoldNoSlotAndEndAfterTheOpenTimeout) {
   }
   // The oldest ones made room for the loader's calls at least.
   EXPECT_LT(timed_out, 9);
+}
+
+TEST_F(DataServerTest, AStreamThatNeverReadsIsEndedWhileOthersWaitForMemory) {
+  DataServerOptions options = RunningServer::Options(*dataset_);
+  // Batches of 8 x 512 x 512 (6 MiB) go to the hostile stream: more than
+  // loopback's socket buffers and HTTP/2's windows take, so what it does
+  // not read stays in the server. Three of them fill the budget.
+  constexpr uint64_t kHostileBatchBytes = uint64_t{8} * 512 * 512 * 3;
+  options.max_memory_bytes = 3 * kHostileBatchBytes;
+  options.unread_timeout = absl::Seconds(1);
+  RunningServer server(options);
+  auto stub = v1::DataService::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext hostile_context;
+  auto hostile = stub->StreamBatches(&hostile_context);
+  v1::BatchRequest open;
+  open.mutable_open()->set_dataset_fingerprint(Dataset::Open(*dataset_)->fingerprint());
+  open.mutable_open()->set_batch_size(8);
+  open.mutable_open()->set_world_size(1);
+  open.mutable_open()->set_pipeline("resize(512)|center_crop(512)");
+  ASSERT_TRUE(hostile->Write(open));
+  for (uint32_t k = 0; k < 7; ++k) {
+    v1::BatchRequest ask;
+    ask.mutable_batch()->set_index(k);
+    ASSERT_TRUE(hostile->Write(ask));
+  }
+  // It asks, and never reads: the budget fills with its batches.
+  ASSERT_OK_AND_ASSIGN(v1::ServerStats full,
+                       AwaitStats(server.address(), [](const v1::ServerStats& stats) {
+                         return stats.memory_reserved_bytes() == stats.memory_budget_bytes();
+                       }));
+  EXPECT_EQ(full.memory_reserved_bytes(), 3 * kHostileBatchBytes);
+
+  // A loader still reads its epoch: its batches wait for memory, and the
+  // stream that holds it unread is ended for them.
+  {
+    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader =
+        RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    EXPECT_EQ(ReadEpoch(**loader, 0).size(), 9u);
+  }
+  v1::Batch batch;
+  while (hostile->Read(&batch)) {
+  }
+  EXPECT_FALSE(hostile->Finish().ok());
+  ASSERT_OK_AND_ASSIGN(const v1::ServerStats after,
+                       AwaitStats(server.address(), [](const v1::ServerStats& stats) {
+                         return stats.memory_reserved_bytes() == 0;
+                       }));
+  EXPECT_EQ(after.streams_ended_unread(), 1u);
+  EXPECT_GE(after.batches_waited_for_memory(), 1u);
+  EXPECT_LE(after.memory_peak_reserved_bytes(), after.memory_budget_bytes());
+  EXPECT_EQ(after.memory_reserved_bytes(), 0u);
+}
+
+TEST_F(DataServerTest, OneHostCannotHoldEveryStream) {
+  // The greedy client comes from ::1, the loader from 127.0.0.1: two hosts,
+  // as far as a server listening on both can tell (on loopback every IPv4
+  // connection comes from 127.0.0.1, whatever address it dials).
+  if (!ProbeTcpBind("::1", 0).ok()) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << ProbeTcpBind("::1", 0);
+  }
+  DataServerOptions options = RunningServer::Options(*dataset_, "[::]:0");
+  options.max_streams = 4;
+  options.max_streams_per_host = 2;
+  RunningServer server(options);
+  const std::string port = server.address().substr(server.address().rfind(':') + 1);
+  auto stub = v1::DataService::NewStub(
+      grpc::CreateChannel("[::1]:" + port, grpc::InsecureChannelCredentials()));
+  v1::BatchRequest open;
+  open.mutable_open()->set_dataset_fingerprint(Dataset::Open(*dataset_)->fingerprint());
+  open.mutable_open()->set_batch_size(4);
+  open.mutable_open()->set_world_size(1);
+  v1::BatchRequest ask;
+  ask.mutable_batch()->set_index(0);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::Batch>>> streams;
+  v1::Batch batch;
+  for (int i = 0; i < 3; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stub->StreamBatches(contexts.back().get()));
+    streams.back()->Write(open);
+    streams.back()->Write(ask);
+    if (i < 2) {
+      ASSERT_TRUE(streams.back()->Read(&batch)) << "stream " << i;  // open, and served
+    }
+  }
+  streams.back()->WritesDone();
+  while (streams.back()->Read(&batch)) {
+  }
+  const grpc::Status refused = streams.back()->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("your host (ipv6:[::1]) has its share of 2 streams"),
+            std::string::npos)
+      << refused.error_message();
+  // The slots it may not take are another host's.
+  {
+    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader =
+        RemoteLoader::Connect(LoaderOptions({"127.0.0.1:" + port}, 0, 1));
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    EXPECT_EQ(ReadEpoch(**loader, 0).size(), 9u);
+  }
+  absl::StatusOr<v1::ServerStats> stats = FetchServerStatus("127.0.0.1:" + port, absl::Seconds(5));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->streams_refused_per_host(), 1u);
+  for (int i = 0; i < 2; ++i) {
+    streams[i]->WritesDone();
+    while (streams[i]->Read(&batch)) {
+    }
+    EXPECT_TRUE(streams[i]->Finish().ok());
+  }
 }
 
 TEST_F(DataServerTest, ShutdownRpcStopsTheServer) {
