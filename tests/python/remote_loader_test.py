@@ -537,6 +537,49 @@ class RemoteDataLoaderTest(unittest.TestCase):
             server.send_signal(signal.SIGTERM)
             self.assertEqual(server.wait(timeout=30), 0)
 
+    def test_a_costly_or_greedy_client_does_not_take_the_server_down(self):
+        # A real server, a hostile client and a normal one on loopback: the
+        # pipeline of the issue is refused naming its costliest operation;
+        # a costly one within the limit, abandoned after its first batch,
+        # leaves the server's threads at once; the normal epoch completes and
+        # the server's memory stays bounded throughout.
+        import gc
+        import json
+        server, address = start_server(HETERODL, self.dataset,
+                                       os.path.join(self.tmp, "port-costly"),
+                                       "--threads", "2", "--max-memory-mb", "64")
+        try:
+            attack = ("resize(8192)|gaussian_blur(255,sigma=1000)|gaussian_blur(255,sigma=1000)|"
+                      "gaussian_blur(255,sigma=1000)|gaussian_blur(255,sigma=1000)|center_crop(32)")
+            with self.assertRaisesRegex(ValueError,
+                                        r"too costly.*operation 2, gaussian_blur\(255"):
+                self.loader(servers=address, pipeline=attack)
+            # About a billion pixel operations a sample: half the limit.
+            costly = self.loader(servers=address, batch_size=16,
+                                 pipeline="resize(2048)|gaussian_blur(101)|center_crop(64)")
+            next(iter(costly))
+            del costly
+            gc.collect()
+            start = time.monotonic()
+            normal = self.loader(servers=address, stall_timeout=120.0)
+            self.assertEqual(sum(len(b.labels) for b in normal), 90)
+            print(f"normal epoch after the costly client left: {time.monotonic() - start:.1f} s",
+                  file=sys.stderr)
+            status = json.loads(subprocess.run(
+                [HETERODL, "status", address, "--json"], check=True,
+                capture_output=True, text=True, timeout=60).stdout)
+            stats = status["servers"][0]["stats"]
+            self.assertEqual(int(stats["pipelines_refused_costly"]), 1)
+            self.assertEqual(int(stats["memory_budget_bytes"]), 64 << 20)
+            self.assertLessEqual(int(stats["memory_peak_reserved_bytes"]), 64 << 20)
+            with open(f"/proc/{server.pid}/status") as f:
+                peak_rss = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) << 10
+            print(f"server peak RSS {peak_rss >> 20} MiB", file=sys.stderr)
+            self.assertLess(peak_rss, 512 << 20)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            self.assertEqual(server.wait(timeout=30), 0)
+
     def test_rank_and_world_size_default_to_the_job_s(self):
         saved = {k: os.environ.pop(k, None) for k in ("RANK", "WORLD_SIZE")}
         try:
