@@ -33,14 +33,13 @@ absl::StatusOr<std::optional<ImageHeader>> ReadHeader(absl::string_view encoded,
 // image may have: refused before anything is allocated.
 absl::Status CheckOutputPixels(const Transform& transform, cv::Size input, cv::Size output,
                                const PipelineOptions& options) {
-  if (static_cast<double>(output.width) * output.height <= static_cast<double>(options.max_pixels)) {
+  if (static_cast<double>(output.width) * output.height <=
+      static_cast<double>(options.max_pixels)) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(transform.Spec(), " would make a ", output.width,
-                                                 "x", output.height, " image of this ",
-                                                 input.width, "x", input.height,
-                                                 " one, over the limit of ", options.max_pixels,
-                                                 " pixels"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      transform.Spec(), " would make a ", output.width, "x", output.height, " image of this ",
+      input.width, "x", input.height, " one, over the limit of ", options.max_pixels, " pixels"));
 }
 
 }  // namespace

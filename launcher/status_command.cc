@@ -38,11 +38,12 @@ void PrintServer(const v1::ServerReport& report) {
       stats.batches_in_flight(), stats.batches_sent(), stats.samples_sent(), stats.samples_failed(),
       stats.samples_decoded_with_warnings(), stats.read_seconds(), stats.decode_seconds(),
       stats.augment_seconds(), stats.send_seconds(), stats.peak_rss_bytes() >> 20);
-  absl::PrintF("  memory for batches %d of %d MiB (peak %d), %d batches waiting for it (%d since "
-               "start)\n",
-               stats.memory_reserved_bytes() >> 20, stats.memory_budget_bytes() >> 20,
-               stats.memory_peak_reserved_bytes() >> 20, stats.batches_waiting_for_memory(),
-               stats.batches_waited_for_memory());
+  absl::PrintF(
+      "  memory for batches %d of %d MiB (peak %d), %d batches waiting for it (%d since "
+      "start)\n",
+      stats.memory_reserved_bytes() >> 20, stats.memory_budget_bytes() >> 20,
+      stats.memory_peak_reserved_bytes() >> 20, stats.batches_waiting_for_memory(),
+      stats.batches_waited_for_memory());
   if (stats.calls_refused_unauthenticated() > 0 || stats.streams_refused_at_limit() > 0 ||
       stats.streams_refused_per_host() > 0 || stats.pipelines_refused_costly() > 0 ||
       stats.streams_ended_unread() > 0) {

@@ -35,8 +35,8 @@ absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t
   absl::Status status = bytes.status();
   if (status.ok()) {
     PipelineTimings timings;
-    status = pipeline_.Run(*bytes, {request.seed, request.epoch, static_cast<uint64_t>(index)},
-                           out, &timings, request.abandoned);
+    status = pipeline_.Run(*bytes, {request.seed, request.epoch, static_cast<uint64_t>(index)}, out,
+                           &timings, request.abandoned);
     if (absl::IsCancelled(status)) {
       return status;  // not the sample's fault: neither logged nor counted
     }

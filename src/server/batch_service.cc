@@ -273,25 +273,30 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
   // once the stream is closed, and then the pool drops the job.
   memory_->Reserve(bytes, key, [this, job, queue, items](MemoryBudget::Grant memory) {
     job->memory = std::move(memory);
-    pool_.Submit(queue,
-                 {std::max(items, 1),
-                  [this, job](int slot) {
-                    absl::call_once(job->prepare_once, [&] { job->prepared = Prepare(*job); });
-                    if (job->prepared.ok()) {
-                      BuildSample(*job, slot);
-                    }
-                  },
-                  [this, job](bool completed) {
-                    if (!completed) {
-                      job->done(absl::CancelledError("the stream ended first"));
-                    } else if (!job->prepared.ok()) {
-                      job->done(job->prepared);
-                    } else {
-                      job->done(Finish(*job));
-                    }
-                  },
-                  job->stream->closed, job->stream->sample_cost});
+    pool_.Submit(queue, {std::max(items, 1),
+                         [this, job](int slot) {
+                           absl::call_once(job->prepare_once,
+                                           [&] { job->prepared = Prepare(*job); });
+                           if (job->prepared.ok()) {
+                             BuildSample(*job, slot);
+                           }
+                         },
+                         [this, job](bool completed) {
+                           if (!completed) {
+                             job->done(absl::CancelledError("the stream ended first"));
+                           } else if (!job->prepared.ok()) {
+                             job->done(job->prepared);
+                           } else {
+                             job->done(Finish(*job));
+                           }
+                         },
+                         job->stream->closed, job->stream->sample_cost});
   });
+  // A stream closed while this was being queued: CloseStream may have
+  // cancelled its waiters before this one was among them.
+  if (key->closed->load()) {
+    memory_->CancelWaiting(key);
+  }
 }
 
 absl::Status BatchService::Prepare(BatchJob& job) {
@@ -315,7 +320,8 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     PooledBuffer buffer;
     MemoryBudget::Grant reserved;
   };
-  auto memory = std::make_shared<BatchMemory>(BatchMemory{std::move(pixels), std::move(job.memory)});
+  auto memory =
+      std::make_shared<BatchMemory>(BatchMemory{std::move(pixels), std::move(job.memory)});
   job.writable = memory->buffer.data();
   job.pixels = OutgoingPixels{memory, memory->buffer.data(), memory->buffer.size()};
   return absl::OkStatus();

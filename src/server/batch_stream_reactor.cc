@@ -182,9 +182,9 @@ void BatchStreamReactor::EndUnread() {
     absl::MutexLock lock(&mu_);
     // A stream asked to end may still wait for a write the client does not
     // read: it is cancelled too.
-    if (!state_.ending()) {
-      unread = unsent_bytes_.exchange(0);
-      ended_unread_ = unread > 0;
+    unread = state_.ending() ? 0 : unsent_bytes_.exchange(0);
+    if (unread > 0) {
+      ended_unread_ = true;
       // Not ended before TryCancel returns: the context stays valid.
       state_.HoldFinish();
       state_.RequestFinish(absl::ResourceExhaustedError(
@@ -406,10 +406,10 @@ absl::Status BatchStreamReactor::HandleOpen() {
         LogWarning("%s", *line);
       }
       return absl::ResourceExhaustedError(
-          host_full ? absl::StrCat("your host (", host_, ") has its share of ",
-                                   policy_.max_streams_per_host, " streams open on this server")
-                    : absl::StrCat("the server has its limit of ", policy_.max_streams,
-                                   " streams open"));
+          host_full
+              ? absl::StrCat("your host (", host_, ") has its share of ",
+                             policy_.max_streams_per_host, " streams open on this server")
+              : absl::StrCat("the server has its limit of ", policy_.max_streams, " streams open"));
     }
     holds_slot_ = true;
   }

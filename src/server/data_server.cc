@@ -94,11 +94,11 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
       FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads,
       limits.memory_budget_bytes >> 20);
   ASSIGN_OR_RETURN(PixelChannels pixel_channels, ListenForPixelChannels(options));
-  auto service = std::make_unique<BatchService>(
-      std::move(dataset), std::move(pipeline), threads, limits, pipeline_options,
-      options.worker_nice,
-      pixel_channels.shared_regions != nullptr ? pixel_channels.shared_regions->allocator()
-                                               : HostAllocator{});
+  auto service = std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads,
+                                                limits, pipeline_options, options.worker_nice,
+                                                pixel_channels.shared_regions != nullptr
+                                                    ? pixel_channels.shared_regions->allocator()
+                                                    : HostAllocator{});
   auto server = std::make_unique<GrpcDataServer>(options, std::move(pixel_channels.listener),
                                                  std::move(service));
   RETURN_IF_ERROR(server->Listen());

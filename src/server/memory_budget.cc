@@ -43,9 +43,9 @@ void MemoryBudget::Reserve(uint64_t bytes, const void* key, Ready ready) {
     absl::MutexLock lock(&mu_);
     if (closed_) {
       bytes = 0;
-    } else if (!waiters_.empty() || reserved_ + bytes > capacity_) {
+    } else if (bytes > 0 && (!waiters_.empty() || reserved_ + bytes > capacity_)) {
       // Behind earlier waiters even when it would fit: first come, first
-      // served.
+      // served (what needs nothing waits for nothing).
       waiters_.push_back({bytes, key, std::move(ready), clock_()});
       ++waited_;
       return;
@@ -85,7 +85,7 @@ void MemoryBudget::CancelWhere(const std::function<bool(const Waiter&)>& cancel)
     started = TakeFittingLocked();
     starting_ += static_cast<int>(cancelled.size() + started.size());
   }
-  Run(std::move(cancelled), std::move(started));
+  Run(cancelled, started);
 }
 
 void MemoryBudget::Release(uint64_t bytes) {
@@ -96,14 +96,14 @@ void MemoryBudget::Release(uint64_t bytes) {
     started = TakeFittingLocked();
     starting_ += static_cast<int>(started.size());
   }
-  Run({}, std::move(started));
+  Run({}, started);
 }
 
-void MemoryBudget::Run(std::deque<Waiter> cancelled, std::deque<Waiter> started) {
-  for (Waiter& waiter : cancelled) {
+void MemoryBudget::Run(const std::deque<Waiter>& cancelled, const std::deque<Waiter>& started) {
+  for (const Waiter& waiter : cancelled) {
     waiter.ready(Grant());
   }
-  for (Waiter& waiter : started) {
+  for (const Waiter& waiter : started) {
     waiter.ready(Grant(shared_from_this(), waiter.bytes));
   }
   if (!cancelled.empty() || !started.empty()) {

@@ -108,7 +108,8 @@ class MemoryBudget : public std::enable_shared_from_this<MemoryBudget> {
   void CancelWhere(const std::function<bool(const Waiter&)>& cancel) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the `ready` of waiters taken from the queue: `cancelled` with an
   // empty grant, `started` with theirs.
-  void Run(std::deque<Waiter> cancelled, std::deque<Waiter> started) ABSL_LOCKS_EXCLUDED(mu_);
+  void Run(const std::deque<Waiter>& cancelled, const std::deque<Waiter>& started)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Gives `bytes` back and starts the waiters that now fit.
   void Release(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // The waiters at the head of the queue that fit now, their bytes

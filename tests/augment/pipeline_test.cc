@@ -339,7 +339,8 @@ TEST(PipelineSafetyTest, AnOperationThatWouldMakeAnImageOverTheLimitIsRefusedFir
   const std::string long_image = testing::MakeJpeg(400, 20, 0);  // 20:1
   // resize(256) makes it 5120 x 256 = 1.3 MP: refused whether it runs fused
   // with decoding (first) or after another operation.
-  for (const char* spec : {"resize(256)|center_crop(16)", "hflip(0.5)|resize(256)|center_crop(16)"}) {
+  for (const char* spec :
+       {"resize(256)|center_crop(16)", "hflip(0.5)|resize(256)|center_crop(16)"}) {
     absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(spec, options);
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     std::vector<uint8_t> out(pipeline->output_bytes());
@@ -377,8 +378,9 @@ TEST(PipelineCostTest, RealPipelinesAreCheapAndTheCostliestOperationIsNamed) {
   EXPECT_LT(standard.pixel_operations, 3e6);
   EXPECT_EQ(standard.costliest_position, 1);
   // A heavy real recipe: a 2048-pixel segmentation crop, blurred.
-  const PipelineCost heavy =
-      cost_of("resize(2048)|gaussian_blur(31)|rotation(10)|center_crop(1024)|color_jitter(0.4,0.4,0.4,0.1)");
+  const PipelineCost heavy = cost_of(
+      "resize(2048)|gaussian_blur(31)|rotation(10)|center_crop(1024)|color_jitter(0.4,0.4,0.4,0."
+      "1)");
   EXPECT_LT(heavy.pixel_operations, 500e6);
   EXPECT_EQ(heavy.costliest_operation, "gaussian_blur(31,sigma=0.1:2)");
   // The attack of the issue: a blur of 255 on an 8192-pixel image, four
@@ -397,7 +399,8 @@ TEST(PipelineCostTest, RealPipelinesAreCheapAndTheCostliestOperationIsNamed) {
   for (int i = 0; i < 1000; ++i) {
     chain += "|hflip(0.5)";
   }
-  EXPECT_GT(cost_of(chain).pixel_operations, 1000 * (224.0 * 224 + kOperationOverheadPixelOperations));
+  EXPECT_GT(cost_of(chain).pixel_operations,
+            1000 * (224.0 * 224 + kOperationOverheadPixelOperations));
 }
 
 TEST(PipelineTest, SameOutputOnEveryThread) {

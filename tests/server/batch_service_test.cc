@@ -323,7 +323,7 @@ TEST_F(BatchServiceTest, ABatchOfAnAbandonedStreamIsCancelledAndCountsForNothing
 }
 
 TEST_F(BatchServiceTest, BatchesWaitForTheMemoryBudgetAndOneThatNeverFitsIsRefused) {
-  constexpr uint64_t kBatchBytes = 4 * 32 * 32 * 3;
+  constexpr uint64_t kBatchBytes = uint64_t{4} * 32 * 32 * 3;
   RequestLimits limits;
   limits.memory_budget_bytes = 2 * kBatchBytes;
   std::unique_ptr<BatchService> service = MakeService(2, limits);

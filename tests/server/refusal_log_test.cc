@@ -41,6 +41,15 @@ TEST(RefusalLogTest, KindsAreSaidAndCountedApart) {
   EXPECT_NE(limit->find("--max-streams"), std::string::npos) << *limit;
   EXPECT_EQ(log.count(RefusalKind::kUnauthenticated), 1u);
   EXPECT_EQ(log.count(RefusalKind::kStreamLimit), 1u);
+  std::optional<std::string> host = log.Refused(RefusalKind::kHostStreamLimit, "c", kStart);
+  ASSERT_TRUE(host.has_value());
+  EXPECT_EQ(*host,
+            "refused a call from c: its host's share of streams open (--max-streams-per-host)");
+  std::optional<std::string> unread = log.Refused(RefusalKind::kUnreadStream, "d", kStart);
+  ASSERT_TRUE(unread.has_value());
+  EXPECT_EQ(unread->rfind("ended a stream of d: it held its batches unread", 0), 0u) << *unread;
+  EXPECT_EQ(log.count(RefusalKind::kHostStreamLimit), 1u);
+  EXPECT_EQ(log.count(RefusalKind::kUnreadStream), 1u);
 }
 
 }  // namespace

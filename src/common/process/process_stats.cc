@@ -55,8 +55,8 @@ std::string CgroupV2Path() {
 }  // namespace
 
 uint64_t UsableMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGESIZE);
+  const int64_t pages = sysconf(_SC_PHYS_PAGES);
+  const int64_t page_size = sysconf(_SC_PAGESIZE);
   uint64_t usable = pages > 0 && page_size > 0
                         ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
                         : UINT64_MAX;
