@@ -10,11 +10,14 @@
 //   RETURN_IF_ERROR(pipeline.Run(jpeg_bytes, {seed, epoch, index},
 //                                pixels.data()));
 //
-// Operations (see docs/pipeline.md):
+// Operations (see docs/pipeline.md); a size is N or HxW:
 //   decode(fast|exact)  optional, first: JPEG decoding speed vs exactness
 //   random_resized_crop(size[,scale=lo:hi][,ratio=lo:hi])
-//   resize(size)        shorter side to `size`, aspect kept
+//   resize(size)        N: shorter side to N, aspect kept; HxW: exactly
 //   center_crop(size)
+//   random_crop(size[,padding][,pad_if_needed][,fill])
+//   random_resize(min_size,max_size)   shorter side uniform in [min, max)
+//   scale_jitter(target_size[,scale_range=lo:hi])
 //   hflip(p)            horizontal flip with probability p
 //   color_jitter(brightness, contrast, saturation, hue)
 //   grayscale(p)

@@ -22,6 +22,8 @@ struct Argument {
   double low = 0;
   double high = 0;
   bool is_range = false;
+  // A size written HxW: `low` is H, `high` is W.
+  bool is_size_pair = false;
   std::string word;  // for a word value, e.g. decode(exact)
 };
 
@@ -110,6 +112,13 @@ class SpecReader {
     }
     ASSIGN_OR_RETURN(argument.low, ReadNumber());
     argument.high = argument.low;
+    if (pos_ + 1 < text_.size() && text_[pos_] == 'x' &&
+        std::isdigit(static_cast<unsigned char>(text_[pos_ + 1]))) {
+      ++pos_;
+      ASSIGN_OR_RETURN(argument.high, ReadNumber());
+      argument.is_size_pair = true;
+      return argument;
+    }
     SkipSpace();
     if (Consume(':')) {
       ASSIGN_OR_RETURN(argument.high, ReadNumber());
@@ -188,7 +197,7 @@ class ArgumentBinder {
                                         "' (it takes ", absl::StrJoin(names_, ", "), ")"));
         }
       }
-      if (!argument.word.empty() && names_[slot] != "mode") {
+      if (!argument.word.empty() && names_[slot] != "pad_if_needed") {
         return SpecError(
             argument.position,
             absl::StrCat("'", names_[slot], "' takes a number, not '", argument.word, "'"));
@@ -213,14 +222,67 @@ class ArgumentBinder {
       }
       return 0;
     }
-    // Range first: converting an out-of-range double to int is undefined
-    // (found by the fuzzer with a 60-digit size).
-    if (argument->is_range || !(argument->low >= 1 && argument->low <= 8192) ||
-        argument->low != std::floor(argument->low)) {
+    if (argument->is_range || argument->is_size_pair || !IsSide(argument->low)) {
       return SpecError(argument->position,
                        absl::StrCat("'", names_[slot], "' must be an integer in [1, 8192]"));
     }
     return static_cast<int>(argument->low);
+  }
+
+  // A size "N" (N x N) or "HxW", each side an integer in [1, 8192]; as a
+  // cv::Size, (W, H). Sets `*pair` to whether it was written HxW.
+  absl::StatusOr<cv::Size> SizeOrPair(size_t slot, bool* pair = nullptr) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) {
+      return SpecError(operation_.position,
+                       absl::StrCat(operation_.name, " needs '", names_[slot], "'"));
+    }
+    if (argument->is_range || !IsSide(argument->low) || !IsSide(argument->high)) {
+      return SpecError(
+          argument->position,
+          absl::StrCat("'", names_[slot], "' must be an integer in [1, 8192], or HxW of two"));
+    }
+    if (pair != nullptr) {
+      *pair = argument->is_size_pair;
+    }
+    return cv::Size(static_cast<int>(argument->high), static_cast<int>(argument->low));
+  }
+
+  // An integer in [0, max].
+  absl::StatusOr<int> Count(size_t slot, int fallback, int max) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) {
+      return fallback;
+    }
+    if (argument->is_range || argument->is_size_pair || !(argument->low >= 0) ||
+        !(argument->low <= max) || argument->low != std::floor(argument->low)) {
+      return SpecError(argument->position,
+                       absl::StrCat("'", names_[slot], "' must be an integer in [0, ", max, "]"));
+    }
+    return static_cast<int>(argument->low);
+  }
+
+  // true/false, or 1/0.
+  absl::StatusOr<bool> Flag(size_t slot, bool fallback) const {
+    const Argument* argument = bound_[slot];
+    if (argument == nullptr) {
+      return fallback;
+    }
+    if (argument->word == "true" || argument->word == "false") {
+      return argument->word == "true";
+    }
+    if (argument->word.empty() && !argument->is_range && !argument->is_size_pair &&
+        (argument->low == 0 || argument->low == 1)) {
+      return argument->low == 1;
+    }
+    return SpecError(argument->position,
+                     absl::StrCat("'", names_[slot], "' must be true or false"));
+  }
+
+  // Range first: converting an out-of-range double to int is undefined
+  // (found by the fuzzer with a 60-digit size).
+  static bool IsSide(double value) {
+    return value >= 1 && value <= 8192 && value == std::floor(value);
   }
 
   absl::StatusOr<double> Probability(size_t slot, double fallback) const {
@@ -293,7 +355,7 @@ using TransformOrError = absl::StatusOr<std::unique_ptr<Transform>>;
 TransformOrError RandomResizedCropFrom(const Operation& operation) {
   ArgumentBinder binder(operation, {"size", "scale", "ratio"});
   RETURN_IF_ERROR(binder.Bind());
-  ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
+  ASSIGN_OR_RETURN(cv::Size size, binder.SizeOrPair(0));
   ASSIGN_OR_RETURN(Range scale, binder.PositiveRange(1, {0.08, 1.0}));
   ASSIGN_OR_RETURN(Range ratio, binder.PositiveRange(2, {3.0 / 4.0, 4.0 / 3.0}));
   if (scale.high > 1.0) {
@@ -302,16 +364,53 @@ TransformOrError RandomResizedCropFrom(const Operation& operation) {
   return MakeRandomResizedCrop(size, scale, ratio);
 }
 
-// resize(size) and center_crop(size): one size.
-TransformOrError Sized(const Operation& operation, std::unique_ptr<Transform> (*make)(int)) {
+// resize(N): the shorter side; resize(HxW): exactly.
+TransformOrError ResizeFrom(const Operation& operation) {
   ArgumentBinder binder(operation, {"size"});
   RETURN_IF_ERROR(binder.Bind());
-  ASSIGN_OR_RETURN(int size, binder.Size(0, /*required=*/true));
-  return make(size);
+  bool pair = false;
+  ASSIGN_OR_RETURN(cv::Size size, binder.SizeOrPair(0, &pair));
+  return pair ? MakeResizeTo(size) : MakeResize(size.width);
 }
-TransformOrError ResizeFrom(const Operation& operation) { return Sized(operation, &MakeResize); }
+
 TransformOrError CenterCropFrom(const Operation& operation) {
-  return Sized(operation, &MakeCenterCrop);
+  ArgumentBinder binder(operation, {"size"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(cv::Size size, binder.SizeOrPair(0));
+  return MakeCenterCrop(size);
+}
+
+TransformOrError RandomCropFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"size", "padding", "pad_if_needed", "fill"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(cv::Size size, binder.SizeOrPair(0));
+  ASSIGN_OR_RETURN(int padding, binder.Count(1, 0, 8192));
+  ASSIGN_OR_RETURN(bool pad_if_needed, binder.Flag(2, false));
+  ASSIGN_OR_RETURN(int fill, binder.Count(3, 0, 255));
+  return MakeRandomCrop(size, padding, pad_if_needed, fill);
+}
+
+TransformOrError RandomResizeFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"min_size", "max_size"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(int min_size, binder.Size(0, /*required=*/true));
+  ASSIGN_OR_RETURN(int max_size, binder.Size(1, /*required=*/true));
+  if (max_size <= min_size) {
+    return SpecError(binder.Get(1)->position,
+                     "'max_size' must be more than 'min_size' (it is excluded, as in torchvision)");
+  }
+  return MakeRandomResize(min_size, max_size);
+}
+
+TransformOrError ScaleJitterFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"target_size", "scale_range"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(cv::Size target, binder.SizeOrPair(0));
+  ASSIGN_OR_RETURN(Range scale, binder.PositiveRange(1, {0.1, 2.0}));
+  if (scale.high > 8) {
+    return SpecError(binder.Get(1)->position, "'scale_range' must lie within (0, 8]");
+  }
+  return MakeScaleJitter(target, scale);
 }
 
 // hflip(p) and grayscale(p): one probability.
@@ -371,6 +470,9 @@ constexpr std::pair<const char*, TransformOrError (*)(const Operation&)> kOperat
     {"random_resized_crop", &RandomResizedCropFrom},
     {"resize", &ResizeFrom},
     {"center_crop", &CenterCropFrom},
+    {"random_crop", &RandomCropFrom},
+    {"random_resize", &RandomResizeFrom},
+    {"scale_jitter", &ScaleJitterFrom},
     {"hflip", &HorizontalFlipFrom},
     {"color_jitter", &ColorJitterFrom},
     {"grayscale", &GrayscaleFrom},
@@ -420,7 +522,8 @@ absl::StatusOr<PipelineSpec> ParsePipelineSpec(absl::string_view spec) {
     const cv::Size fixed = transform->FixedOutputSize();
     if (fixed.area() > 0) {
       output = fixed;
-    } else if (operation.name == "resize") {
+    } else if (operation.name == "resize" || operation.name == "random_resize" ||
+               operation.name == "scale_jitter") {
       output = {0, 0};
     }
     parsed.transforms.push_back(std::move(transform));
@@ -428,7 +531,8 @@ absl::StatusOr<PipelineSpec> ParsePipelineSpec(absl::string_view spec) {
   if (output.area() == 0) {
     return SpecError(spec.size(),
                      "the pipeline must give a fixed output size: end it with "
-                     "random_resized_crop(...) or center_crop(...)");
+                     "random_resized_crop(...), center_crop(...), random_crop(...) or "
+                     "resize(HxW)");
   }
   parsed.output_width = output.width;
   parsed.output_height = output.height;

@@ -3,8 +3,8 @@
 // augment/ (users write specs; Pipeline::Parse reads them through this).
 //
 // Grammar: operations separated by '|'; each `name(arguments)`, arguments
-// separated by ',', each a number, a range `lo:hi`, a word, or `name=` one
-// of those. Errors name the character position and the reason, e.g.
+// separated by ',', each a number, a range `lo:hi`, a size `HxW`, a word,
+// or `name=` one of those. Errors name the character position and the reason, e.g.
 // "pipeline spec: at 20: unknown operation 'hflp'".
 #ifndef HETERODL_AUGMENT_PIPELINE_SPEC_H_
 #define HETERODL_AUGMENT_PIPELINE_SPEC_H_

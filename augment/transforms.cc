@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgproc.hpp"
@@ -77,20 +78,26 @@ namespace {
 
 double Area(cv::Size size) { return static_cast<double>(size.width) * size.height; }
 
+// A size as specs write it: "224" when square, else "HxW".
+std::string SizeSpec(cv::Size size) {
+  return size.width == size.height ? absl::StrCat(size.width)
+                                   : absl::StrCat(size.height, "x", size.width);
+}
+
 class RandomResizedCrop final : public Transform {
  public:
-  RandomResizedCrop(int size, Range scale, Range ratio)
+  RandomResizedCrop(cv::Size size, Range scale, Range ratio)
       : size_(size), scale_(scale), ratio_(ratio) {}
 
   void Apply(cv::Mat& image, CounterRng& rng) const override {
     cv::Rect crop = PickCrop(image.cols, image.rows, rng);
     cv::Mat resized;
-    ResizeTo(image(crop), {size_, size_}, resized);
+    ResizeTo(image(crop), size_, resized);
     image = resized;
   }
 
   std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng& rng) const override {
-    return RegionRequest{PickCrop(image_size.width, image_size.height, rng), {size_, size_}};
+    return RegionRequest{PickCrop(image_size.width, image_size.height, rng), size_};
   }
   bool PlansRegions() const override { return true; }
 
@@ -99,14 +106,14 @@ class RandomResizedCrop final : public Transform {
     ResizeTo(region, request.output, result);
   }
 
-  cv::Size FixedOutputSize() const override { return {size_, size_}; }
-  cv::Size OutputSize(cv::Size) const override { return {size_, size_}; }
+  cv::Size FixedOutputSize() const override { return size_; }
+  cv::Size OutputSize(cv::Size) const override { return size_; }
   // At most the whole image read (scale up to 1), then the output written.
-  double Cost(cv::Size input) const override { return Area(input) + Area({size_, size_}); }
+  double Cost(cv::Size input) const override { return Area(input) + Area(size_); }
 
   std::string Spec() const override {
-    return absl::StrFormat("random_resized_crop(%d,scale=%g:%g,ratio=%g:%g)", size_, scale_.low,
-                           scale_.high, ratio_.low, ratio_.high);
+    return absl::StrFormat("random_resized_crop(%s,scale=%g:%g,ratio=%g:%g)", SizeSpec(size_),
+                           scale_.low, scale_.high, ratio_.low, ratio_.high);
   }
 
  private:
@@ -114,14 +121,25 @@ class RandomResizedCrop final : public Transform {
     return RandomResizedCropRect(width, height, scale_, ratio_, rng);
   }
 
-  int size_;
+  cv::Size size_;
   Range scale_;
   Range ratio_;
 };
 
+// torchvision: the shorter side becomes `size`, the longer one scales along
+// (truncated).
+cv::Size ShorterSideTo(cv::Size image, int size) {
+  const bool wide = image.width >= image.height;
+  const double scale = static_cast<double>(size) / (wide ? image.height : image.width);
+  return wide ? cv::Size(std::max(1, static_cast<int>(image.width * scale)), size)
+              : cv::Size(size, std::max(1, static_cast<int>(image.height * scale)));
+}
+
+// resize(size): the shorter side to `size`; resize(HxW): exactly that.
 class Resize final : public Transform {
  public:
-  explicit Resize(int size) : size_(size) {}
+  explicit Resize(int size) : size_(size), exact_(0, 0) {}
+  explicit Resize(cv::Size exact) : size_(0), exact_(exact) {}
 
   void Apply(cv::Mat& image, CounterRng&) const override {
     cv::Mat resized;
@@ -142,50 +160,162 @@ class Resize final : public Transform {
   cv::Size OutputSize(cv::Size input) const override { return Target(input); }
   double Cost(cv::Size input) const override { return Area(input) + Area(Target(input)); }
 
-  std::string Spec() const override { return absl::StrFormat("resize(%d)", size_); }
+  cv::Size FixedOutputSize() const override { return exact_; }
 
- private:
-  // torchvision: the shorter side becomes `size_`, the longer one scales
-  // along (truncated).
-  cv::Size Target(cv::Size image) const {
-    const bool wide = image.width >= image.height;
-    const double scale = static_cast<double>(size_) / (wide ? image.height : image.width);
-    return wide ? cv::Size(std::max(1, static_cast<int>(image.width * scale)), size_)
-                : cv::Size(size_, std::max(1, static_cast<int>(image.height * scale)));
+  std::string Spec() const override {
+    return size_ > 0 ? absl::StrFormat("resize(%d)", size_)
+                     : absl::StrFormat("resize(%s)", SizeSpec(exact_));
   }
 
+ private:
+  cv::Size Target(cv::Size image) const { return size_ > 0 ? ShorterSideTo(image, size_) : exact_; }
+
   int size_;
+  cv::Size exact_;
 };
 
 class CenterCrop final : public Transform {
  public:
-  explicit CenterCrop(int size) : size_(size) {}
+  explicit CenterCrop(cv::Size size) : size_(size) {}
 
   void Apply(cv::Mat& image, CounterRng&) const override {
     // torchvision pads a smaller image with zeros before cropping.
-    if (image.cols < size_ || image.rows < size_) {
-      const int pad_x = std::max(0, size_ - image.cols);
-      const int pad_y = std::max(0, size_ - image.rows);
+    if (image.cols < size_.width || image.rows < size_.height) {
+      const int pad_x = std::max(0, size_.width - image.cols);
+      const int pad_y = std::max(0, size_.height - image.rows);
       cv::Mat padded;
       cv::copyMakeBorder(image, padded, pad_y / 2, pad_y - pad_y / 2, pad_x / 2, pad_x - pad_x / 2,
                          cv::BORDER_CONSTANT, cv::Scalar::all(0));
       image = padded;
     }
-    // Round like torchvision: top = round((H - size) / 2).
-    const int top = static_cast<int>(std::lround((image.rows - size_) / 2.0));
-    const int left = static_cast<int>(std::lround((image.cols - size_) / 2.0));
-    image = image(cv::Rect(left, top, size_, size_)).clone();
+    // Round like torchvision, whose Python round() takes a half to the even
+    // neighbour: top = round((H - size) / 2), so 12.5 is 12, 13.5 is 14.
+    const int top = static_cast<int>(std::nearbyint((image.rows - size_.height) / 2.0));
+    const int left = static_cast<int>(std::nearbyint((image.cols - size_.width) / 2.0));
+    image = image(cv::Rect({left, top}, size_)).clone();
   }
 
-  cv::Size FixedOutputSize() const override { return {size_, size_}; }
-  cv::Size OutputSize(cv::Size) const override { return {size_, size_}; }
+  cv::Size FixedOutputSize() const override { return size_; }
+  cv::Size OutputSize(cv::Size) const override { return size_; }
   // Padding (a smaller image) and the copy of the crop.
-  double Cost(cv::Size) const override { return 2 * Area({size_, size_}); }
+  double Cost(cv::Size) const override { return 2 * Area(size_); }
 
-  std::string Spec() const override { return absl::StrFormat("center_crop(%d)", size_); }
+  std::string Spec() const override { return absl::StrFormat("center_crop(%s)", SizeSpec(size_)); }
 
  private:
-  int size_;
+  cv::Size size_;
+};
+
+// torchvision.transforms.v2.RandomCrop(size, padding, pad_if_needed, fill):
+// `padding` on every border first; then, with pad_if_needed, a side shorter
+// than the crop is padded by the difference on both ends; then a crop at a
+// uniform offset.
+class RandomCrop final : public Transform {
+ public:
+  RandomCrop(cv::Size size, int padding, bool pad_if_needed, int fill)
+      : size_(size), padding_(padding), pad_if_needed_(pad_if_needed), fill_(fill) {}
+
+  void Apply(cv::Mat& image, CounterRng& rng) const override {
+    int pad_x = padding_;
+    int pad_y = padding_;
+    if (pad_if_needed_) {
+      pad_x += std::max(0, size_.width - (image.cols + 2 * padding_));
+      pad_y += std::max(0, size_.height - (image.rows + 2 * padding_));
+    }
+    if (pad_x > 0 || pad_y > 0) {
+      cv::Mat padded;
+      cv::copyMakeBorder(image, padded, pad_y, pad_y, pad_x, pad_x, cv::BORDER_CONSTANT,
+                         cv::Scalar::all(fill_));
+      image = padded;
+    }
+    if (image.cols < size_.width || image.rows < size_.height) {
+      // Smaller than the crop without pad_if_needed (torchvision raises):
+      // centred, zero-padded, as center_crop does.
+      CenterCrop(size_).Apply(image, rng);
+      return;
+    }
+    // As torchvision draws them: the top, then the left.
+    const int top = static_cast<int>(rng.Below(image.rows - size_.height + 1));
+    const int left = static_cast<int>(rng.Below(image.cols - size_.width + 1));
+    image = image(cv::Rect({left, top}, size_)).clone();
+  }
+
+  cv::Size FixedOutputSize() const override { return size_; }
+  cv::Size OutputSize(cv::Size) const override { return size_; }
+  double Cost(cv::Size input) const override { return Area(input) + 2 * Area(size_); }
+
+  std::string Spec() const override {
+    return absl::StrFormat("random_crop(%s,padding=%d,pad_if_needed=%d,fill=%d)", SizeSpec(size_),
+                           padding_, pad_if_needed_ ? 1 : 0, fill_);
+  }
+
+ private:
+  cv::Size size_;
+  int padding_;
+  bool pad_if_needed_;
+  int fill_;
+};
+
+// torchvision.transforms.v2.RandomResize(min_size, max_size): the shorter
+// side to an integer drawn uniformly from [min_size, max_size).
+class RandomResize final : public Transform {
+ public:
+  RandomResize(int min_size, int max_size) : min_size_(min_size), max_size_(max_size) {}
+
+  void Apply(cv::Mat& image, CounterRng& rng) const override {
+    const int size = min_size_ + static_cast<int>(rng.Below(max_size_ - min_size_));
+    cv::Mat resized;
+    ResizeTo(image, ShorterSideTo(image.size(), size), resized);
+    image = resized;
+  }
+
+  // The largest it can make.
+  cv::Size OutputSize(cv::Size input) const override { return ShorterSideTo(input, max_size_ - 1); }
+  double Cost(cv::Size input) const override { return Area(input) + Area(OutputSize(input)); }
+
+  std::string Spec() const override {
+    return absl::StrFormat("random_resize(%d,%d)", min_size_, max_size_);
+  }
+
+ private:
+  int min_size_;
+  int max_size_;
+};
+
+// torchvision.transforms.v2.ScaleJitter: the image scaled to fit
+// target_size, times a factor drawn uniformly from `scale`, both sides
+// truncated. target_size is written HxW here; torchvision's tuple is
+// (width, height) (its r = min(target[0] / width, target[1] / height)).
+class ScaleJitter final : public Transform {
+ public:
+  ScaleJitter(cv::Size target, Range scale) : target_(target), scale_(scale) {}
+
+  void Apply(cv::Mat& image, CounterRng& rng) const override {
+    const double scale = rng.Uniform(scale_.low, scale_.high);
+    cv::Mat resized;
+    ResizeTo(image, Scaled(image.size(), scale), resized);
+    image = resized;
+  }
+
+  cv::Size OutputSize(cv::Size input) const override { return Scaled(input, scale_.high); }
+  double Cost(cv::Size input) const override { return Area(input) + Area(OutputSize(input)); }
+
+  std::string Spec() const override {
+    return absl::StrFormat("scale_jitter(%s,scale_range=%g:%g)", SizeSpec(target_), scale_.low,
+                           scale_.high);
+  }
+
+ private:
+  cv::Size Scaled(cv::Size image, double scale) const {
+    const double r = std::min(static_cast<double>(target_.width) / image.width,
+                              static_cast<double>(target_.height) / image.height) *
+                     scale;
+    return {std::max(1, static_cast<int>(image.width * r)),
+            std::max(1, static_cast<int>(image.height * r))};
+  }
+
+  cv::Size target_;
+  Range scale_;
 };
 
 class HorizontalFlip final : public Transform {
@@ -365,11 +495,24 @@ std::unique_ptr<Transform> MakeRandomRotation(Range degrees) {
   return std::make_unique<RandomRotation>(degrees);
 }
 
-std::unique_ptr<Transform> MakeRandomResizedCrop(int size, Range scale, Range ratio) {
+std::unique_ptr<Transform> MakeRandomResizedCrop(cv::Size size, Range scale, Range ratio) {
   return std::make_unique<RandomResizedCrop>(size, scale, ratio);
 }
 std::unique_ptr<Transform> MakeResize(int size) { return std::make_unique<Resize>(size); }
-std::unique_ptr<Transform> MakeCenterCrop(int size) { return std::make_unique<CenterCrop>(size); }
+std::unique_ptr<Transform> MakeResizeTo(cv::Size size) { return std::make_unique<Resize>(size); }
+std::unique_ptr<Transform> MakeCenterCrop(cv::Size size) {
+  return std::make_unique<CenterCrop>(size);
+}
+std::unique_ptr<Transform> MakeRandomCrop(cv::Size size, int padding, bool pad_if_needed,
+                                          int fill) {
+  return std::make_unique<RandomCrop>(size, padding, pad_if_needed, fill);
+}
+std::unique_ptr<Transform> MakeRandomResize(int min_size, int max_size) {
+  return std::make_unique<RandomResize>(min_size, max_size);
+}
+std::unique_ptr<Transform> MakeScaleJitter(cv::Size target, Range scale) {
+  return std::make_unique<ScaleJitter>(target, scale);
+}
 std::unique_ptr<Transform> MakeHorizontalFlip(double probability) {
   return std::make_unique<HorizontalFlip>(probability);
 }

@@ -61,13 +61,32 @@ class Transform {
 // crop clamped to `ratio`.
 cv::Rect RandomResizedCropRect(int width, int height, Range scale, Range ratio, CounterRng& rng);
 
+// Sizes are cv::Size (width, height); specs write them "N" (square) or
+// "HxW", as torchvision's (h, w).
+
 // torchvision.transforms.RandomResizedCrop: a crop of random area fraction in
-// `scale` and aspect ratio in `ratio` (log-uniform), resized to size x size.
-std::unique_ptr<Transform> MakeRandomResizedCrop(int size, Range scale, Range ratio);
+// `scale` and aspect ratio in `ratio` (log-uniform), resized to `size`.
+std::unique_ptr<Transform> MakeRandomResizedCrop(cv::Size size, Range scale, Range ratio);
 // torchvision.transforms.Resize(size): shorter side to `size`.
 std::unique_ptr<Transform> MakeResize(int size);
+// torchvision.transforms.Resize((h, w)): exactly that size.
+std::unique_ptr<Transform> MakeResizeTo(cv::Size size);
 // torchvision.transforms.CenterCrop(size), zero-padding a smaller image.
-std::unique_ptr<Transform> MakeCenterCrop(int size);
+std::unique_ptr<Transform> MakeCenterCrop(cv::Size size);
+// torchvision.transforms.v2.RandomCrop(size, padding, pad_if_needed, fill):
+// `padding` pixels of `fill` on every border, then (pad_if_needed) a side
+// still shorter than the crop padded by the difference on both ends, then a
+// crop at a uniform offset (top drawn first). An image still smaller is
+// centre-cropped with zero padding (torchvision raises).
+std::unique_ptr<Transform> MakeRandomCrop(cv::Size size, int padding, bool pad_if_needed, int fill);
+// torchvision.transforms.v2.RandomResize(min_size, max_size): the shorter
+// side to an integer uniform in [min_size, max_size).
+std::unique_ptr<Transform> MakeRandomResize(int min_size, int max_size);
+// torchvision.transforms.v2.ScaleJitter(target_size, scale_range): scaled
+// by min(target width / width, target height / height) x a factor uniform in
+// `scale`, each side truncated. torchvision's target_size is (width,
+// height); `target` here is a cv::Size, so the same.
+std::unique_ptr<Transform> MakeScaleJitter(cv::Size target, Range scale);
 // torchvision.transforms.RandomHorizontalFlip(p).
 std::unique_ptr<Transform> MakeHorizontalFlip(double probability);
 
