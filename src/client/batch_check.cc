@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "src/wire/batch_layout.h"
 
 namespace heterodl {
 namespace {
@@ -18,8 +19,9 @@ absl::Duration SaneSeconds(double seconds) {
 
 }  // namespace
 
-absl::StatusOr<uint64_t> CheckBatchHeader(const v1::Batch& header, const EpochPlan& plan,
-                                          uint32_t rank, uint64_t max_batch_bytes) {
+absl::StatusOr<uint64_t> CheckBatchHeader(
+    const v1::Batch& header, const EpochPlan& plan, uint32_t rank,
+    const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint64_t max_batch_bytes) {
   const int64_t k = header.id().index();
   const std::vector<int64_t> expected = plan.BatchIndices(rank, k);
   const size_t n = expected.size();
@@ -55,17 +57,26 @@ absl::StatusOr<uint64_t> CheckBatchHeader(const v1::Batch& header, const EpochPl
                        "computes a different plan"));
     }
   }
-  // Cannot overflow: n <= 2^32 samples, sides <= 2^16.
-  const uint64_t bytes = static_cast<uint64_t>(n) * header.height() * header.width() * 3;
-  if (bytes > max_batch_bytes) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("batch ", k, " would be ", bytes, " bytes of pixels (", n, " images of ",
-                     header.width(), "x", header.height(), "), over the loader's limit of ",
-                     max_batch_bytes, " (RemoteLoaderOptions::max_batch_bytes)"));
+  for (const v1::FieldSpec& field : fields) {
+    if (field.name() == "images" && (field.shape_size() != 3 || field.shape(0) != header.height() ||
+                                     field.shape(1) != header.width())) {
+      return malformed(absl::StrCat("images of ", header.width(), "x", header.height(),
+                                    " where the server declared others"));
+    }
   }
+  absl::StatusOr<BatchLayout> layout =
+      LayOutBatch(fields, static_cast<uint32_t>(n), header.ragged_lengths(), max_batch_bytes);
+  if (absl::IsFailedPrecondition(layout.status())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("batch ", k, ": ", layout.status().message()));
+  }
+  if (!layout.ok()) {
+    return malformed(layout.status().message());
+  }
+  const uint64_t bytes = layout->payload_bytes;
   if (header.images_on_channel() != 0 && header.images_on_channel() != bytes) {
     return malformed(absl::StrCat("it announces ", header.images_on_channel(),
-                                  " bytes on its pixel channel; its shape makes ", bytes));
+                                  " bytes on its pixel channel; its fields make ", bytes));
   }
   return bytes;
 }

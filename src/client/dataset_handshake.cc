@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -17,6 +19,7 @@
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/rpc/grpc_status.h"
+#include "src/wire/batch_layout.h"
 
 namespace heterodl {
 namespace {
@@ -224,6 +227,28 @@ absl::StatusOr<v1::DatasetInfo> AgreeOnDataset(const std::vector<const ServerCon
   ASSIGN_OR_RETURN(const std::vector<absl::StatusOr<v1::DatasetInfo>> infos,
                    AskServers(servers, options));
   return AgreedDataset(servers, infos, options.connect_timeout);
+}
+
+absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
+    const v1::DatasetInfo& info) {
+  google::protobuf::RepeatedPtrField<v1::FieldSpec> fields = info.fields();
+  if (fields.empty()) {
+    *fields.Add() = ImagesField(info.height(), info.width());
+  }
+  if (const absl::Status checked = CheckFieldSpecs(fields); !checked.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the data servers' batches: ", checked.message()));
+  }
+  if (fields.size() != 1 || fields[0].name() != "images") {
+    std::vector<std::string> names;
+    for (const v1::FieldSpec& field : fields) {
+      names.push_back(field.name());
+    }
+    return absl::UnimplementedError(
+        absl::StrCat("the data servers' batches hold the fields ", absl::StrJoin(names, ", "),
+                     "; this loader takes batches of images alone (a newer heterodl knows more)"));
+  }
+  return fields;
 }
 
 }  // namespace heterodl

@@ -38,6 +38,14 @@ absl::StatusOr<std::vector<std::string>> FirstServers(ServerDiscovery& discovery
 absl::StatusOr<v1::DatasetInfo> AgreeOnDataset(const std::vector<const ServerConnection*>& servers,
                                                const RemoteLoaderOptions& options);
 
+// The fields of the servers' batches (DatasetInfo.fields), checked
+// (FAILED_PRECONDITION saying why not). A server from before the batch
+// contract declares none: its batches are images alone. The loader hands out
+// images alone (Batch): UNIMPLEMENTED naming the fields of a pipeline that
+// makes others.
+absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
+    const v1::DatasetInfo& info);
+
 }  // namespace heterodl
 
 #endif  // HETERODL_SRC_CLIENT_DATASET_HANDSHAKE_H_

@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   }
   ASSIGN_OR_RETURN(const v1::DatasetInfo info, AgreeOnDataset(asked, options));
   first.clear();
+  ASSIGN_OR_RETURN(google::protobuf::RepeatedPtrField<v1::FieldSpec> fields, BatchFieldsOf(info));
   PlanParams params;
   params.num_samples = info.num_samples();
   params.seed = options.seed;
@@ -110,6 +111,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   settings->auth_token = options.auth_token;
   settings->fingerprint = info.fingerprint();
   settings->plan = ToPlanConfig(params, info.fingerprint(), options.pipeline);
+  settings->fields = std::move(fields);
   // Shared by all its streams: a server builds one loader's batches in the
   // order asked, whichever connection asked.
   settings->client_id = PixelTicketBytes(NewPixelTicket());

@@ -46,6 +46,8 @@ struct ConnectionSettings {
   uint64_t fingerprint = 0;
   // What each stream's open request carries.
   v1::PlanConfig plan;
+  // The fields of its batches, as the servers declared them (checked).
+  google::protobuf::RepeatedPtrField<v1::FieldSpec> fields;
   std::string client_id;
   // Batches larger than this are refused before they are allocated.
   uint64_t max_batch_bytes = 0;

@@ -10,6 +10,7 @@
 #include "src/common/fingerprint.h"
 #include "src/common/process/process_stats.h"
 #include "src/common/status_macros.h"
+#include "src/wire/batch_layout.h"
 #include "src/wire/plan_config.h"
 
 namespace heterodl {
@@ -85,6 +86,7 @@ absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) 
   info.set_default_pipeline(default_pipeline_.CanonicalSpec());
   info.set_height(assembler->pipeline().output_height());
   info.set_width(assembler->pipeline().output_width());
+  *info.add_fields() = ImagesField(info.height(), info.width());
   return info;
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "gtest/gtest.h"
+#include "src/wire/batch_layout.h"
 
 namespace heterodl {
 namespace {
@@ -19,6 +20,7 @@ class BatchCheckTest : public ::testing::Test {
     params.world_size = 2;
     params.batch_size = 8;
     plan_ = std::make_unique<EpochPlan>(*EpochPlan::Create(params, 4));
+    *fields_.Add() = ImagesField(32, 24);
   }
 
   // The header an honest server sends for batch `k` of rank 1.
@@ -39,10 +41,11 @@ class BatchCheckTest : public ::testing::Test {
   }
 
   absl::StatusOr<uint64_t> Check(const v1::Batch& header) const {
-    return CheckBatchHeader(header, *plan_, 1, kLimit);
+    return CheckBatchHeader(header, *plan_, 1, fields_, kLimit);
   }
 
   std::unique_ptr<EpochPlan> plan_;
+  google::protobuf::RepeatedPtrField<v1::FieldSpec> fields_;
 };
 
 TEST_F(BatchCheckTest, AnHonestHeaderGivesItsPixelBytes) {
@@ -69,6 +72,9 @@ TEST_F(BatchCheckTest, ForgedHeadersAreDataLoss) {
   add("four channels", [](v1::Batch& h) { h.set_channels(4); });
   add("no height", [](v1::Batch& h) { h.set_height(0); });
   add("a side too long", [](v1::Batch& h) { h.set_width(kMaxImageSide + 1); });
+  add("another shape than declared", [](v1::Batch& h) { h.set_width(25); });
+  add("ragged lengths for no ragged field",
+      [](v1::Batch& h) { h.add_ragged_lengths()->add_lengths(1); });
   add("a pixel channel count one short",
       [](v1::Batch& h) { h.set_images_on_channel(8u * 32 * 24 * 3 - 1); });
   add("a pixel channel count of 2^63", [](v1::Batch& h) { h.set_images_on_channel(1ull << 63); });
@@ -83,9 +89,32 @@ TEST_F(BatchCheckTest, AShapeOverTheLimitIsRefusedWithoutOverflow) {
   header.set_height(kMaxImageSide);
   header.set_width(kMaxImageSide);  // 8 x 65536^2 x 3 = 103 GB
   header.set_images_on_channel(8ull * kMaxImageSide * kMaxImageSide * 3);
+  fields_.Clear();
+  *fields_.Add() = ImagesField(kMaxImageSide, kMaxImageSide);
   const absl::StatusOr<uint64_t> bytes = Check(header);
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(bytes.status().message().find("max_batch_bytes"), std::string::npos) << bytes.status();
+}
+
+TEST_F(BatchCheckTest, APayloadOfSeveralFieldsIsCheckedWhole) {
+  // Images, then each sample's boxes (ragged float32 [4]).
+  v1::FieldSpec* boxes = fields_.Add();
+  boxes->set_name("boxes");
+  boxes->set_dtype(v1::DTYPE_FLOAT32);
+  boxes->add_shape(4);
+  boxes->set_ragged(true);
+  v1::Batch header = Honest(0);
+  v1::RaggedLengths* lengths = header.add_ragged_lengths();
+  for (int i = 0; i < 8; ++i) {
+    lengths->add_lengths(i % 3);  // 0+1+2+0+1+2+0+1 = 7 boxes
+  }
+  const uint64_t images = uint64_t{8} * 32 * 24 * 3;  // 18432, a multiple of 64
+  EXPECT_EQ(*Check(header), images + uint64_t{7} * 4 * 4);
+  header.set_images_on_channel(images);  // the boxes left out
+  EXPECT_EQ(Check(header).status().code(), absl::StatusCode::kDataLoss);
+  header.set_images_on_channel(0);
+  header.mutable_ragged_lengths(0)->set_lengths(3, 1 << 20);
+  EXPECT_EQ(Check(header).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST_F(BatchCheckTest, ImpossibleTimingsReadAsZero) {

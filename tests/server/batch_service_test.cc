@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "src/data/epoch_plan.h"
+#include "src/wire/batch_layout.h"
 #include "src/wire/plan_config.h"
 #include "tests/testing/status_testing.h"
 #include "tests/testing/test_images.h"
@@ -100,6 +101,9 @@ TEST_F(BatchServiceTest, InfoDescribesTheDatasetAndTheDefaultPipeline) {
   EXPECT_EQ(info.height(), 32u);
   EXPECT_EQ(info.width(), 32u);
   EXPECT_NE(info.default_pipeline().find("center_crop"), std::string::npos);
+  // Its batches, as the contract declares them: images alone.
+  ASSERT_EQ(info.fields_size(), 1);
+  EXPECT_EQ(info.fields(0).SerializeAsString(), ImagesField(32, 32).SerializeAsString());
 }
 
 TEST_F(BatchServiceTest, InfoGivesANamedPipelinesShapeOrWhyItDoesNotParse) {

@@ -1,0 +1,169 @@
+#include "src/wire/batch_layout.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace heterodl {
+namespace {
+
+bool IsFieldName(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name[0] < 'a' || name[0] > 'z') {
+    return false;
+  }
+  for (const char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+uint64_t AlignUp(uint64_t offset) {
+  return (offset + kFieldAlignment - 1) / kFieldAlignment * kFieldAlignment;
+}
+
+}  // namespace
+
+uint64_t DTypeBytes(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_UINT8:
+      return 1;
+    case v1::DTYPE_INT32:
+    case v1::DTYPE_FLOAT32:
+      return 4;
+    case v1::DTYPE_INT64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+std::string DTypeName(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_UINT8:
+      return "uint8";
+    case v1::DTYPE_INT32:
+      return "int32";
+    case v1::DTYPE_INT64:
+      return "int64";
+    case v1::DTYPE_FLOAT32:
+      return "float32";
+    default:
+      return absl::StrCat("unknown dtype ", static_cast<int>(dtype));
+  }
+}
+
+absl::Status CheckFieldSpecs(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
+  if (fields.empty() || fields.size() > kMaxFields) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(fields.size(), " batch fields (1 to ", kMaxFields, " may be)"));
+  }
+  std::set<std::string> names;
+  for (const v1::FieldSpec& field : fields) {
+    if (!IsFieldName(field.name())) {
+      return absl::InvalidArgumentError(absl::StrCat("batch field name '",
+                                                     field.name().substr(0, 64),
+                                                     "' is not [a-z][a-z0-9_]* of 64 bytes"));
+    }
+    if (!names.insert(field.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("batch field '", field.name(), "' twice"));
+    }
+    if (DTypeBytes(field.dtype()) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch field '", field.name(), "' has ", DTypeName(field.dtype())));
+    }
+    if (field.shape_size() > kMaxFieldRank) {
+      return absl::InvalidArgumentError(absl::StrCat("batch field '", field.name(), "' has ",
+                                                     field.shape_size(), " dimensions (at most ",
+                                                     kMaxFieldRank, ")"));
+    }
+    for (const uint32_t dimension : field.shape()) {
+      if (dimension == 0 || dimension > kMaxFieldDimension) {
+        return absl::InvalidArgumentError(absl::StrCat("batch field '", field.name(),
+                                                       "' has a dimension of ", dimension,
+                                                       " (1 to ", kMaxFieldDimension, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BatchLayout> LayOutBatch(
+    const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint32_t samples,
+    const google::protobuf::RepeatedPtrField<v1::RaggedLengths>& ragged_lengths,
+    uint64_t max_bytes) {
+  BatchLayout layout;
+  int next_ragged = 0;
+  // Sizes are checked against `max_bytes` as they grow, in 128-bit
+  // arithmetic: a forged count cannot wrap them round.
+  unsigned __int128 offset = 0;
+  for (const v1::FieldSpec& spec : fields) {
+    FieldSlice slice;
+    slice.name = spec.name();
+    slice.dtype = spec.dtype();
+    slice.ragged = spec.ragged();
+    uint64_t rows = samples;
+    if (spec.ragged()) {
+      if (next_ragged >= ragged_lengths.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("no lengths for ragged batch field '", spec.name(), "'"));
+      }
+      const v1::RaggedLengths& lengths = ragged_lengths[next_ragged++];
+      if (static_cast<uint32_t>(lengths.lengths_size()) != samples) {
+        return absl::InvalidArgumentError(absl::StrCat("ragged batch field '", spec.name(),
+                                                       "' has ", lengths.lengths_size(),
+                                                       " lengths for ", samples, " samples"));
+      }
+      rows = 0;
+      for (const uint32_t length : lengths.lengths()) {
+        if (length > kMaxRaggedLength) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("ragged batch field '", spec.name(), "' has a sample of ", length,
+                           " elements (at most ", kMaxRaggedLength, ")"));
+        }
+        rows += length;
+      }
+      slice.lengths.assign(lengths.lengths().begin(), lengths.lengths().end());
+    }
+    unsigned __int128 bytes = static_cast<unsigned __int128>(rows) * DTypeBytes(spec.dtype());
+    slice.shape.push_back(static_cast<int64_t>(rows));
+    for (const uint32_t dimension : spec.shape()) {
+      bytes *= dimension;
+      slice.shape.push_back(dimension);
+      if (bytes > max_bytes) {
+        break;  // reported below, before the product can grow further
+      }
+    }
+    offset = AlignUp(static_cast<uint64_t>(offset));
+    if (bytes > max_bytes || offset + bytes > max_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat("a batch of ", samples,
+                                                        " samples would be more than ", max_bytes,
+                                                        " bytes (at field '", spec.name(),
+                                                        "'), over the loader's limit "
+                                                        "(RemoteLoaderOptions::max_batch_bytes)"));
+    }
+    slice.offset = static_cast<uint64_t>(offset);
+    slice.bytes = static_cast<uint64_t>(bytes);
+    offset += bytes;
+    layout.fields.push_back(std::move(slice));
+  }
+  if (next_ragged != ragged_lengths.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(ragged_lengths.size(), " ragged lengths for ",
+                                                   next_ragged, " ragged batch fields"));
+  }
+  layout.payload_bytes = static_cast<uint64_t>(offset);
+  return layout;
+}
+
+v1::FieldSpec ImagesField(uint32_t height, uint32_t width) {
+  v1::FieldSpec field;
+  field.set_name("images");
+  field.set_dtype(v1::DTYPE_UINT8);
+  field.add_shape(height);
+  field.add_shape(width);
+  field.add_shape(3);
+  return field;
+}
+
+}  // namespace heterodl

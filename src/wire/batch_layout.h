@@ -1,0 +1,88 @@
+// The batch contract: a batch is a set of named fields (DatasetInfo.fields),
+// each an element type and a per-sample shape, dense or ragged, and its
+// bytes are one payload that follows the batch header (inline in the gRPC
+// message, on a pixel channel, or in shared memory: every transport carries
+// the payload, whatever fields it holds). This file says where each field
+// lies in the payload, from the specs and a header's counts alone, and
+// checks both before anything is allocated: a server that claims a field
+// size other than the specs make is refused.
+//
+//   RETURN_IF_ERROR(CheckFieldSpecs(info.fields()));            // at handshake
+//   ASSIGN_OR_RETURN(BatchLayout layout,
+//                    LayOutBatch(info.fields(), samples, header.ragged_lengths(), max_bytes));
+//   // layout.payload_bytes: what to receive; layout.fields[i]: where field i is.
+//
+// Classification is the first instance: one field, images uint8 [H, W, 3];
+// its payload is exactly the images, as before the contract.
+#ifndef HETERODL_SRC_WIRE_BATCH_LAYOUT_H_
+#define HETERODL_SRC_WIRE_BATCH_LAYOUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "google/protobuf/repeated_ptr_field.h"
+#include "heterodl/data_service.pb.h"
+
+namespace heterodl {
+
+// Every field starts at a multiple of this in the payload, so a typed view
+// of it is aligned for any element type and for vector loads.
+inline constexpr uint64_t kFieldAlignment = 64;
+// Bounds on what a server may declare.
+inline constexpr int kMaxFields = 32;
+inline constexpr int kMaxFieldRank = 6;
+inline constexpr uint32_t kMaxFieldDimension = 1 << 16;
+// A sample's list in a ragged field (a sample's boxes) holds at most this
+// many elements.
+inline constexpr uint32_t kMaxRaggedLength = 1 << 16;
+
+// Bytes of one element of `dtype`; 0 for DTYPE_UNSPECIFIED or an unknown
+// value.
+uint64_t DTypeBytes(v1::DType dtype);
+// "uint8", "int32", "int64", "float32" (NumPy's names).
+std::string DTypeName(v1::DType dtype);
+
+// Where one field of a batch lies in its payload.
+struct FieldSlice {
+  std::string name;
+  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
+  // The field's array: [samples, *spec.shape] when dense, [elements of all
+  // samples, *spec.shape] when ragged.
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;  // from the payload's start, a multiple of kFieldAlignment
+  uint64_t bytes = 0;
+  // Ragged fields: how many elements each sample has, in sample order.
+  bool ragged = false;
+  std::vector<uint32_t> lengths;
+};
+
+struct BatchLayout {
+  std::vector<FieldSlice> fields;  // in DatasetInfo.fields' order
+  uint64_t payload_bytes = 0;
+};
+
+// INVALID_ARGUMENT naming the field and the reason unless: 1 to kMaxFields
+// fields; names unique, [a-z][a-z0-9_]* of at most 64 bytes; dtypes known;
+// at most kMaxFieldRank dimensions, each in [1, kMaxFieldDimension].
+absl::Status CheckFieldSpecs(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields);
+
+// The layout of a batch of `samples` samples. `ragged_lengths` holds one
+// entry per ragged field, in order, each with `samples` lengths of at most
+// kMaxRaggedLength. INVALID_ARGUMENT when the lengths do not match the
+// fields and samples; FAILED_PRECONDITION when the payload would pass
+// `max_bytes`. REQUIRES: CheckFieldSpecs(fields) is OK.
+absl::StatusOr<BatchLayout> LayOutBatch(
+    const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint32_t samples,
+    const google::protobuf::RepeatedPtrField<v1::RaggedLengths>& ragged_lengths,
+    uint64_t max_bytes);
+
+// The one field of a classification pipeline's batches: images uint8
+// [height, width, 3].
+v1::FieldSpec ImagesField(uint32_t height, uint32_t width);
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_WIRE_BATCH_LAYOUT_H_

@@ -1,0 +1,146 @@
+#include "src/wire/batch_layout.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace heterodl {
+namespace {
+
+using Fields = google::protobuf::RepeatedPtrField<v1::FieldSpec>;
+using Lengths = google::protobuf::RepeatedPtrField<v1::RaggedLengths>;
+
+v1::FieldSpec Field(const std::string& name, v1::DType dtype, const std::vector<uint32_t>& shape,
+                    bool ragged = false) {
+  v1::FieldSpec field;
+  field.set_name(name);
+  field.set_dtype(dtype);
+  for (const uint32_t dimension : shape) {
+    field.add_shape(dimension);
+  }
+  field.set_ragged(ragged);
+  return field;
+}
+
+// A detection batch's fields: images, then each sample's boxes and their
+// labels.
+Fields Detection() {
+  Fields fields;
+  *fields.Add() = ImagesField(8, 10);
+  *fields.Add() = Field("boxes", v1::DTYPE_FLOAT32, {4}, true);
+  *fields.Add() = Field("box_labels", v1::DTYPE_INT64, {}, true);
+  return fields;
+}
+
+Lengths LengthsOf(const std::vector<std::vector<uint32_t>>& per_field) {
+  Lengths lengths;
+  for (const std::vector<uint32_t>& field : per_field) {
+    v1::RaggedLengths* added = lengths.Add();
+    for (const uint32_t length : field) {
+      added->add_lengths(length);
+    }
+  }
+  return lengths;
+}
+
+TEST(BatchLayoutTest, ClassificationIsItsImagesAlone) {
+  Fields fields;
+  *fields.Add() = ImagesField(224, 224);
+  ASSERT_TRUE(CheckFieldSpecs(fields).ok());
+  absl::StatusOr<BatchLayout> layout = LayOutBatch(fields, 256, {}, uint64_t{1} << 30);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->payload_bytes, uint64_t{256} * 224 * 224 * 3);
+  ASSERT_EQ(layout->fields.size(), 1u);
+  EXPECT_EQ(layout->fields[0].name, "images");
+  EXPECT_EQ(layout->fields[0].offset, 0u);
+  EXPECT_EQ(layout->fields[0].shape, (std::vector<int64_t>{256, 224, 224, 3}));
+}
+
+TEST(BatchLayoutTest, FieldsFollowEachOtherAtAlignedOffsets) {
+  const Fields fields = Detection();
+  ASSERT_TRUE(CheckFieldSpecs(fields).ok());
+  // Three samples with 2, 0 and 3 boxes.
+  absl::StatusOr<BatchLayout> layout =
+      LayOutBatch(fields, 3, LengthsOf({{2, 0, 3}, {2, 0, 3}}), 1 << 20);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  const std::vector<FieldSlice>& slices = layout->fields;
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(slices[0].bytes, 3u * 8 * 10 * 3);  // 720
+  EXPECT_EQ(slices[1].offset, 768u);            // the next multiple of 64
+  EXPECT_EQ(slices[1].shape, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(slices[1].bytes, 5u * 4 * 4);
+  EXPECT_EQ(slices[1].lengths, (std::vector<uint32_t>{2, 0, 3}));
+  EXPECT_EQ(slices[2].offset, 768u + 128u);
+  EXPECT_EQ(slices[2].shape, (std::vector<int64_t>{5}));
+  EXPECT_EQ(layout->payload_bytes, 768u + 128u + 40u);
+}
+
+TEST(BatchLayoutTest, CountsThatDoNotMatchTheFieldsAreRefused) {
+  const Fields fields = Detection();
+  // Lengths missing, one too many, or not one per sample.
+  EXPECT_TRUE(absl::IsInvalidArgument(LayOutBatch(fields, 3, {}, 1 << 20).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      LayOutBatch(fields, 3, LengthsOf({{1, 1, 1}, {1, 1, 1}, {1, 1, 1}}), 1 << 20).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      LayOutBatch(fields, 3, LengthsOf({{1, 1}, {1, 1, 1}}), 1 << 20).status()));
+  // A forged length: refused by its own bound, not allocated.
+  const absl::Status forged =
+      LayOutBatch(fields, 3, LengthsOf({{1, 4000000000u, 1}, {1, 1, 1}}), 1 << 20).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(forged)) << forged;
+  EXPECT_NE(forged.message().find("at most 65536"), std::string::npos) << forged;
+}
+
+TEST(BatchLayoutTest, APayloadOverTheLimitIsRefusedWithoutOverflowing) {
+  Fields fields;
+  *fields.Add() = Field("huge", v1::DTYPE_INT64, {65536, 65536, 65536, 65536, 65536, 65536});
+  ASSERT_TRUE(CheckFieldSpecs(fields).ok());
+  const absl::Status status = LayOutBatch(fields, 4096, {}, uint64_t{1} << 30).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_NE(status.message().find("field 'huge'"), std::string::npos) << status;
+  Fields images;
+  *images.Add() = ImagesField(224, 224);
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      LayOutBatch(images, 256, {}, uint64_t{256} * 224 * 224 * 3 - 1).status()));
+}
+
+TEST(BatchLayoutTest, SpecsAServerMayNotDeclare) {
+  const auto refused = [](const Fields& fields) {
+    const absl::Status status = CheckFieldSpecs(fields);
+    EXPECT_TRUE(absl::IsInvalidArgument(status));
+    return std::string(status.message());
+  };
+  EXPECT_NE(refused({}).find("0 batch fields"), std::string::npos);
+  Fields named;
+  *named.Add() = Field("Images", v1::DTYPE_UINT8, {2});
+  EXPECT_NE(refused(named).find("'Images' is not"), std::string::npos);
+  Fields twice;
+  *twice.Add() = ImagesField(2, 2);
+  *twice.Add() = ImagesField(2, 2);
+  EXPECT_NE(refused(twice).find("'images' twice"), std::string::npos);
+  Fields typeless;
+  *typeless.Add() = Field("masks", v1::DTYPE_UNSPECIFIED, {2, 2});
+  EXPECT_NE(refused(typeless).find("unknown dtype 0"), std::string::npos);
+  Fields flat;
+  *flat.Add() = Field("masks", v1::DTYPE_UINT8, {2, 0});
+  EXPECT_NE(refused(flat).find("dimension of 0"), std::string::npos);
+  Fields deep;
+  *deep.Add() = Field("deep", v1::DTYPE_UINT8, {1, 1, 1, 1, 1, 1, 1});
+  EXPECT_NE(refused(deep).find("7 dimensions"), std::string::npos);
+  Fields many;
+  for (int i = 0; i <= kMaxFields; ++i) {
+    *many.Add() = Field("f" + std::to_string(i), v1::DTYPE_UINT8, {1});
+  }
+  EXPECT_NE(refused(many).find("33 batch fields"), std::string::npos);
+}
+
+TEST(BatchLayoutTest, DTypesHaveNumPysNamesAndSizes) {
+  EXPECT_EQ(DTypeBytes(v1::DTYPE_UINT8), 1u);
+  EXPECT_EQ(DTypeBytes(v1::DTYPE_INT32), 4u);
+  EXPECT_EQ(DTypeBytes(v1::DTYPE_INT64), 8u);
+  EXPECT_EQ(DTypeBytes(v1::DTYPE_FLOAT32), 4u);
+  EXPECT_EQ(DTypeBytes(static_cast<v1::DType>(99)), 0u);
+  EXPECT_EQ(DTypeName(v1::DTYPE_FLOAT32), "float32");
+}
+
+}  // namespace
+}  // namespace heterodl
