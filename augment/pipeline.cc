@@ -42,6 +42,16 @@ absl::Status CheckOutputPixels(const Transform& transform, cv::Size input, cv::S
       input.width, "x", input.height, " one, over the limit of ", options.max_pixels, " pixels"));
 }
 
+// A mask must cover its image pixel for pixel.
+absl::Status CheckMaskSize(const cv::Mat* mask, cv::Size image) {
+  if (mask == nullptr || mask->size() == image) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("a mask of ", mask->cols, "x", mask->rows,
+                                                 " for an image of ", image.width, "x",
+                                                 image.height));
+}
+
 }  // namespace
 
 Pipeline::Pipeline(Pipeline&&) noexcept = default;
@@ -60,12 +70,13 @@ absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec, const PipelineO
 }
 
 absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& rng,
-                                        cv::Mat& destination, cv::Mat& image,
-                                        std::string* warning) const {
+                                        cv::Mat& destination, cv::Mat& image, std::string* warning,
+                                        cv::Mat* mask) const {
   const JpegDamage damage = options_.strict_decode ? JpegDamage::kRefuse : JpegDamage::kDecode;
   if (options_.region_decode) {
     ASSIGN_OR_RETURN(const std::optional<ImageHeader> header, ReadHeader(encoded, options_));
     if (header) {
+      RETURN_IF_ERROR(CheckMaskSize(mask, header->size));
       const Transform& first = *transforms_.front();
       const std::optional<RegionRequest> request = first.PlanRegion(header->size, rng);
       if (!request) {
@@ -77,6 +88,12 @@ absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& r
         return 0;
       }
       RETURN_IF_ERROR(CheckOutputPixels(first, header->size, request->output, options_));
+      if (mask != nullptr) {
+        // The region step, as the image takes it: the crop, then the scale.
+        cv::Mat region = (*mask)(request->region);
+        ResizeMask(region, request->output);
+        *mask = region.clone();
+      }
       // A decoder that scales to the output writes straight into the
       // caller's buffer.
       cv::Mat region;
@@ -99,11 +116,13 @@ absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& r
   DecodeOptions decode_options;
   decode_options.max_pixels = options_.max_pixels;
   ASSIGN_OR_RETURN(image, DecodeImage(encoded, decode_options));
+  RETURN_IF_ERROR(CheckMaskSize(mask, image.size()));
   return 0;
 }
 
 absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint8_t* out,
-                           PipelineTimings* timings, const std::atomic<bool>* abandoned) const {
+                           PipelineTimings* timings, const std::atomic<bool>* abandoned,
+                           const SegmentationMask* mask) const {
   const auto check_abandoned = [abandoned] {
     return abandoned != nullptr && abandoned->load(std::memory_order_relaxed)
                ? absl::CancelledError("abandoned: no stream wants this sample any more")
@@ -115,15 +134,36 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
   // output size, in-place flips); otherwise the result is copied at the end.
   cv::Mat destination(output_height_, output_width_, CV_8UC3, out);
   cv::Mat image;
+  // The mask's own copy: operations replace or change it in place.
+  cv::Mat ids;
+  if (mask != nullptr) {
+    if (mask->bytes_per_id != 1 && mask->bytes_per_id != 2) {
+      return absl::InvalidArgumentError("a mask's ids are 1 or 2 bytes");
+    }
+    ids = cv::Mat(mask->height, mask->width, mask->bytes_per_id == 1 ? CV_8UC1 : CV_16UC1,
+                  const_cast<uint8_t*>(mask->ids))
+              .clone();
+  }
   const absl::Time start = absl::Now();
   std::string warning;
-  ASSIGN_OR_RETURN(const size_t applied, Decode(encoded, rng, destination, image, &warning));
+  ASSIGN_OR_RETURN(const size_t applied, Decode(encoded, rng, destination, image, &warning,
+                                                mask != nullptr ? &ids : nullptr));
   const absl::Time decoded = absl::Now();
   for (size_t i = applied; i < transforms_.size(); ++i) {
     RETURN_IF_ERROR(check_abandoned());
     RETURN_IF_ERROR(CheckOutputPixels(*transforms_[i], image.size(),
                                       transforms_[i]->OutputSize(image.size()), options_));
-    transforms_[i]->Apply(image, rng);
+    if (mask != nullptr) {
+      transforms_[i]->ApplyWithMask(image, ids, mask->ignore_index, rng);
+    } else {
+      transforms_[i]->Apply(image, rng);
+    }
+  }
+  if (mask != nullptr) {
+    if (ids.size() != destination.size()) {
+      return absl::InternalError("pipeline produced a mask of an unexpected shape");
+    }
+    ids.copyTo(cv::Mat(output_height_, output_width_, ids.type(), mask->out));
   }
   if (image.data != destination.data) {
     if (image.size() != destination.size() || image.type() != CV_8UC3) {

@@ -55,6 +55,23 @@ struct SampleKey {
 
 class Transform;  // one operation of the chain; defined in transforms.h
 
+// A sample's segmentation mask (class ids), for Pipeline::Run to move with
+// its image.
+struct SegmentationMask {
+  // Row-major ids, `bytes_per_id` (1 or 2) each, of the image's size as
+  // decoded (width x height).
+  const uint8_t* ids = nullptr;
+  int width = 0;
+  int height = 0;
+  int bytes_per_id = 1;
+  // What padding and rotation corners fill it with (torchvision's
+  // segmentation references use 255).
+  int ignore_index = 255;
+  // Where the moved mask goes: output_height() x output_width() ids of
+  // bytes_per_id.
+  uint8_t* out = nullptr;
+};
+
 // Where a Run() spent its time. "decode" includes the first crop or resize
 // when the JPEG region path runs it fused with decoding.
 struct PipelineTimings {
@@ -132,9 +149,13 @@ class Pipeline {
   // resize of a very long image); never aborts. Once `abandoned` (optional)
   // is true, returns CANCELLED before decoding or the next operation: work
   // no one waits for stops early.
+  // With `mask`, every geometric operation moves the mask exactly as the
+  // image (nearest-neighbour; padding and uncovered corners are
+  // mask->ignore_index) and photometric ones leave it alone; a mask whose
+  // size is not the image's is INVALID_ARGUMENT (a bad sample).
   absl::Status Run(absl::string_view encoded, const SampleKey& key, uint8_t* out,
-                   PipelineTimings* timings = nullptr,
-                   const std::atomic<bool>* abandoned = nullptr) const;
+                   PipelineTimings* timings = nullptr, const std::atomic<bool>* abandoned = nullptr,
+                   const SegmentationMask* mask = nullptr) const;
 
   // The cost of one sample (see PipelineCost).
   PipelineCost EstimateCost() const;
@@ -153,9 +174,11 @@ class Pipeline {
 
   // Decodes `encoded` into `image` (RGB) and returns how many transforms
   // already ran (the first one, when the JPEG region path ran it fused with
-  // decoding, writing into `destination` when sizes allow).
+  // decoding, writing into `destination` when sizes allow). `mask` (null:
+  // none) must have the decoded image's size; a transform run fused moves it
+  // too.
   absl::StatusOr<size_t> Decode(absl::string_view encoded, CounterRng& rng, cv::Mat& destination,
-                                cv::Mat& image, std::string* warning) const;
+                                cv::Mat& image, std::string* warning, cv::Mat* mask) const;
 
   PipelineOptions options_;
   // decode(exact): libjpeg's accurate IDCT and fancy upsampling, as PIL

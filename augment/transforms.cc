@@ -46,6 +46,15 @@ cv::Size HalvedSize(cv::Size source, cv::Size target) {
   return source;
 }
 
+void ResizeMask(cv::Mat& mask, cv::Size size) {
+  if (mask.size() == size) {
+    return;
+  }
+  cv::Mat resized;
+  cv::resize(mask, resized, size, 0, 0, cv::INTER_NEAREST);
+  mask = resized;
+}
+
 cv::Rect RandomResizedCropRect(int width, int height, Range scale, Range ratio, CounterRng& rng) {
   const double area = static_cast<double>(width) * height;
   const double log_low = std::log(ratio.low);
@@ -84,16 +93,52 @@ std::string SizeSpec(cv::Size size) {
                                    : absl::StrCat(size.height, "x", size.width);
 }
 
-class RandomResizedCrop final : public Transform {
+// An operation that moves pixels: it moves a mask with the image.
+class GeometricTransform : public Transform {
+ public:
+  void Apply(cv::Mat& image, CounterRng& rng) const final { Move(image, nullptr, 0, rng); }
+  void ApplyWithMask(cv::Mat& image, cv::Mat& mask, int ignore_index, CounterRng& rng) const final {
+    Move(image, mask.empty() ? nullptr : &mask, ignore_index, rng);
+  }
+
+ protected:
+  // Transforms `image`, and `*mask` the same way when not null.
+  virtual void Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const = 0;
+};
+
+// `size` from the middle of `image`, zero-padding (or `fill`) first where
+// it is smaller, as torchvision's CenterCrop.
+void CenterCropTo(cv::Mat& image, cv::Size size, int fill) {
+  if (image.cols < size.width || image.rows < size.height) {
+    const int pad_x = std::max(0, size.width - image.cols);
+    const int pad_y = std::max(0, size.height - image.rows);
+    cv::Mat padded;
+    cv::copyMakeBorder(image, padded, pad_y / 2, pad_y - pad_y / 2, pad_x / 2, pad_x - pad_x / 2,
+                       cv::BORDER_CONSTANT, cv::Scalar::all(fill));
+    image = padded;
+  }
+  // Round like torchvision, whose Python round() takes a half to the even
+  // neighbour: top = round((H - size) / 2), so 12.5 is 12, 13.5 is 14.
+  const int top = static_cast<int>(std::nearbyint((image.rows - size.height) / 2.0));
+  const int left = static_cast<int>(std::nearbyint((image.cols - size.width) / 2.0));
+  image = image(cv::Rect({left, top}, size)).clone();
+}
+
+class RandomResizedCrop final : public GeometricTransform {
  public:
   RandomResizedCrop(cv::Size size, Range scale, Range ratio)
       : size_(size), scale_(scale), ratio_(ratio) {}
 
-  void Apply(cv::Mat& image, CounterRng& rng) const override {
+  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     cv::Rect crop = PickCrop(image.cols, image.rows, rng);
     cv::Mat resized;
     ResizeTo(image(crop), size_, resized);
     image = resized;
+    if (mask != nullptr) {
+      cv::Mat region = (*mask)(crop);
+      ResizeMask(region, size_);
+      *mask = region.clone();
+    }
   }
 
   std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng& rng) const override {
@@ -136,15 +181,19 @@ cv::Size ShorterSideTo(cv::Size image, int size) {
 }
 
 // resize(size): the shorter side to `size`; resize(HxW): exactly that.
-class Resize final : public Transform {
+class Resize final : public GeometricTransform {
  public:
   explicit Resize(int size) : size_(size), exact_(0, 0) {}
   explicit Resize(cv::Size exact) : size_(0), exact_(exact) {}
 
-  void Apply(cv::Mat& image, CounterRng&) const override {
+  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng&) const override {
+    const cv::Size target = Target(image.size());
     cv::Mat resized;
-    ResizeTo(image, Target(image.size()), resized);
+    ResizeTo(image, target, resized);
     image = resized;
+    if (mask != nullptr) {
+      ResizeMask(*mask, target);
+    }
   }
 
   std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng&) const override {
@@ -174,25 +223,15 @@ class Resize final : public Transform {
   cv::Size exact_;
 };
 
-class CenterCrop final : public Transform {
+class CenterCrop final : public GeometricTransform {
  public:
   explicit CenterCrop(cv::Size size) : size_(size) {}
 
-  void Apply(cv::Mat& image, CounterRng&) const override {
-    // torchvision pads a smaller image with zeros before cropping.
-    if (image.cols < size_.width || image.rows < size_.height) {
-      const int pad_x = std::max(0, size_.width - image.cols);
-      const int pad_y = std::max(0, size_.height - image.rows);
-      cv::Mat padded;
-      cv::copyMakeBorder(image, padded, pad_y / 2, pad_y - pad_y / 2, pad_x / 2, pad_x - pad_x / 2,
-                         cv::BORDER_CONSTANT, cv::Scalar::all(0));
-      image = padded;
+  void Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng&) const override {
+    CenterCropTo(image, size_, 0);
+    if (mask != nullptr) {
+      CenterCropTo(*mask, size_, ignore_index);
     }
-    // Round like torchvision, whose Python round() takes a half to the even
-    // neighbour: top = round((H - size) / 2), so 12.5 is 12, 13.5 is 14.
-    const int top = static_cast<int>(std::nearbyint((image.rows - size_.height) / 2.0));
-    const int left = static_cast<int>(std::nearbyint((image.cols - size_.width) / 2.0));
-    image = image(cv::Rect({left, top}, size_)).clone();
   }
 
   cv::Size FixedOutputSize() const override { return size_; }
@@ -210,34 +249,46 @@ class CenterCrop final : public Transform {
 // `padding` on every border first; then, with pad_if_needed, a side shorter
 // than the crop is padded by the difference on both ends; then a crop at a
 // uniform offset.
-class RandomCrop final : public Transform {
+class RandomCrop final : public GeometricTransform {
  public:
   RandomCrop(cv::Size size, int padding, bool pad_if_needed, int fill)
       : size_(size), padding_(padding), pad_if_needed_(pad_if_needed), fill_(fill) {}
 
-  void Apply(cv::Mat& image, CounterRng& rng) const override {
+  void Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const override {
     int pad_x = padding_;
     int pad_y = padding_;
     if (pad_if_needed_) {
       pad_x += std::max(0, size_.width - (image.cols + 2 * padding_));
       pad_y += std::max(0, size_.height - (image.rows + 2 * padding_));
     }
-    if (pad_x > 0 || pad_y > 0) {
-      cv::Mat padded;
-      cv::copyMakeBorder(image, padded, pad_y, pad_y, pad_x, pad_x, cv::BORDER_CONSTANT,
-                         cv::Scalar::all(fill_));
-      image = padded;
+    const auto pad = [&](cv::Mat& pixels, int fill) {
+      if (pad_x > 0 || pad_y > 0) {
+        cv::Mat padded;
+        cv::copyMakeBorder(pixels, padded, pad_y, pad_y, pad_x, pad_x, cv::BORDER_CONSTANT,
+                           cv::Scalar::all(fill));
+        pixels = padded;
+      }
+    };
+    pad(image, fill_);
+    if (mask != nullptr) {
+      pad(*mask, ignore_index);
     }
     if (image.cols < size_.width || image.rows < size_.height) {
       // Smaller than the crop without pad_if_needed (torchvision raises):
       // centred, zero-padded, as center_crop does.
-      CenterCrop(size_).Apply(image, rng);
+      CenterCropTo(image, size_, 0);
+      if (mask != nullptr) {
+        CenterCropTo(*mask, size_, ignore_index);
+      }
       return;
     }
     // As torchvision draws them: the top, then the left.
     const int top = static_cast<int>(rng.Below(image.rows - size_.height + 1));
     const int left = static_cast<int>(rng.Below(image.cols - size_.width + 1));
     image = image(cv::Rect({left, top}, size_)).clone();
+    if (mask != nullptr) {
+      *mask = (*mask)(cv::Rect({left, top}, size_)).clone();
+    }
   }
 
   cv::Size FixedOutputSize() const override { return size_; }
@@ -258,15 +309,19 @@ class RandomCrop final : public Transform {
 
 // torchvision.transforms.v2.RandomResize(min_size, max_size): the shorter
 // side to an integer drawn uniformly from [min_size, max_size).
-class RandomResize final : public Transform {
+class RandomResize final : public GeometricTransform {
  public:
   RandomResize(int min_size, int max_size) : min_size_(min_size), max_size_(max_size) {}
 
-  void Apply(cv::Mat& image, CounterRng& rng) const override {
+  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     const int size = min_size_ + static_cast<int>(rng.Below(max_size_ - min_size_));
+    const cv::Size target = ShorterSideTo(image.size(), size);
     cv::Mat resized;
-    ResizeTo(image, ShorterSideTo(image.size(), size), resized);
+    ResizeTo(image, target, resized);
     image = resized;
+    if (mask != nullptr) {
+      ResizeMask(*mask, target);
+    }
   }
 
   // The largest it can make.
@@ -286,15 +341,19 @@ class RandomResize final : public Transform {
 // target_size, times a factor drawn uniformly from `scale`, both sides
 // truncated. target_size is written HxW here; torchvision's tuple is
 // (width, height) (its r = min(target[0] / width, target[1] / height)).
-class ScaleJitter final : public Transform {
+class ScaleJitter final : public GeometricTransform {
  public:
   ScaleJitter(cv::Size target, Range scale) : target_(target), scale_(scale) {}
 
-  void Apply(cv::Mat& image, CounterRng& rng) const override {
+  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     const double scale = rng.Uniform(scale_.low, scale_.high);
+    const cv::Size target = Scaled(image.size(), scale);
     cv::Mat resized;
-    ResizeTo(image, Scaled(image.size(), scale), resized);
+    ResizeTo(image, target, resized);
     image = resized;
+    if (mask != nullptr) {
+      ResizeMask(*mask, target);
+    }
   }
 
   cv::Size OutputSize(cv::Size input) const override { return Scaled(input, scale_.high); }
@@ -318,14 +377,17 @@ class ScaleJitter final : public Transform {
   Range scale_;
 };
 
-class HorizontalFlip final : public Transform {
+class HorizontalFlip final : public GeometricTransform {
  public:
   explicit HorizontalFlip(double probability) : probability_(probability) {}
 
-  void Apply(cv::Mat& image, CounterRng& rng) const override {
+  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     // Always draw, so later operations see the same numbers whatever p is.
     if (rng.NextDouble() < probability_) {
       cv::flip(image, image, 1);
+      if (mask != nullptr) {
+        cv::flip(*mask, *mask, 1);
+      }
     }
   }
 
@@ -453,20 +515,27 @@ class GaussianBlur final : public Transform {
   Range sigma_;
 };
 
-class RandomRotation final : public Transform {
+class RandomRotation final : public GeometricTransform {
  public:
   explicit RandomRotation(Range degrees) : degrees_(degrees) {}
 
-  void Apply(cv::Mat& image, CounterRng& rng) const override {
+  void Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const override {
     const double angle = rng.Uniform(degrees_.low, degrees_.high);
     if (angle == 0) {
       return;
     }
     const cv::Point2f center(image.cols * 0.5f - 0.5f, image.rows * 0.5f - 0.5f);
-    cv::Mat rotated;
-    cv::warpAffine(image, rotated, cv::getRotationMatrix2D(center, angle, 1.0), image.size(),
-                   cv::INTER_NEAREST, cv::BORDER_CONSTANT, cv::Scalar::all(0));
-    image = rotated;
+    const cv::Mat rotation = cv::getRotationMatrix2D(center, angle, 1.0);
+    const auto rotate = [&](cv::Mat& pixels, int fill) {
+      cv::Mat rotated;
+      cv::warpAffine(pixels, rotated, rotation, pixels.size(), cv::INTER_NEAREST,
+                     cv::BORDER_CONSTANT, cv::Scalar::all(fill));
+      pixels = rotated;
+    };
+    rotate(image, 0);
+    if (mask != nullptr) {
+      rotate(*mask, ignore_index);
+    }
   }
 
   double Cost(cv::Size input) const override { return 2 * Area(input); }

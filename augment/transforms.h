@@ -43,6 +43,15 @@ class Transform {
   // Transforms `image` (8-bit BGR) in place or by replacing it. Draws its
   // randomness from `rng`, in a fixed order, so results are reproducible.
   virtual void Apply(cv::Mat& image, CounterRng& rng) const = 0;
+  // The same, with the image's segmentation `mask` (class ids, 8 or 16
+  // bits, the image's size): a geometric operation moves it exactly as the
+  // image, with nearest-neighbour sampling, and fills what it pads or
+  // uncovers with `ignore_index`; a photometric one (the default) leaves it
+  // alone. Draws what Apply() draws, so the image is the same either way.
+  virtual void ApplyWithMask(cv::Mat& image, cv::Mat& mask, int ignore_index,
+                             CounterRng& rng) const {
+    Apply(image, rng);
+  }
   // Output size when it is fixed regardless of the input, else {0, 0}.
   virtual cv::Size FixedOutputSize() const { return {0, 0}; }
   // The size Apply() makes of an image of `input` size: Run() checks it
@@ -108,6 +117,11 @@ std::unique_ptr<Transform> MakeRandomRotation(Range degrees);
 // dimension more than twice its target, so shrinking is antialiased.
 // Writes into `destination` in place when it already has the size and type.
 void ResizeTo(const cv::Mat& source, cv::Size size, cv::Mat& destination);
+
+// Resizes a segmentation mask as torchvision resizes a Mask: nearest
+// neighbour, the source pixel floor(destination x scale); class ids are
+// never blended. In place (replacing `mask`) unless it has `size` already.
+void ResizeMask(cv::Mat& mask, cv::Size size);
 
 // The size ResizeTo's halvings bring `source` to before its bilinear step
 // towards `target`: a decoder that shrinks by area averaging can stop there

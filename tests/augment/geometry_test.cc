@@ -176,5 +176,124 @@ TEST(GeometryTest, AnExactResizeIgnoresTheAspectRatio) {
   EXPECT_LE(out.at<cv::Vec3b>(0, 0)[0], 1);
 }
 
+// A scene of four classes, each a colour: 0 the gray background, 1 a red
+// rectangle, 2 a green disc, 3 a blue band; and its mask of class ids.
+struct Scene {
+  cv::Mat image;
+  cv::Mat mask;
+};
+const cv::Vec3b kClassColours[] = {{128, 128, 128}, {255, 0, 0}, {0, 255, 0}, {0, 0, 255}};
+
+Scene PaintScene(int width, int height) {
+  Scene scene{cv::Mat(height, width, CV_8UC3, cv::Scalar(128, 128, 128)),
+              cv::Mat(height, width, CV_8UC1, cv::Scalar(0))};
+  const auto paint = [&](uint8_t id, const auto& draw) {
+    draw(scene.image, cv::Scalar(kClassColours[id][0], kClassColours[id][1], kClassColours[id][2]));
+    draw(scene.mask, cv::Scalar(id));
+  };
+  paint(1, [&](cv::Mat& m, const cv::Scalar& c) {
+    cv::rectangle(m, cv::Rect(width / 10, height / 8, width / 3, height / 3), c, cv::FILLED);
+  });
+  paint(2, [&](cv::Mat& m, const cv::Scalar& c) {
+    cv::circle(m, {width * 2 / 3, height / 2}, height / 4, c, cv::FILLED);
+  });
+  paint(3, [&](cv::Mat& m, const cv::Scalar& c) {
+    cv::rectangle(m, cv::Rect(0, height * 5 / 6, width, height / 6), c, cv::FILLED);
+  });
+  return scene;
+}
+
+// Runs `spec` on the scene with its mask; the image and the mask out.
+absl::StatusOr<std::pair<cv::Mat, cv::Mat>> RunWithMask(const std::string& spec, const Scene& scene,
+                                                        uint64_t index) {
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(spec);
+  if (!pipeline.ok()) {
+    return pipeline.status();
+  }
+  cv::Mat image(pipeline->output_height(), pipeline->output_width(), CV_8UC3);
+  cv::Mat mask(pipeline->output_height(), pipeline->output_width(), CV_8UC1);
+  SegmentationMask ids{scene.mask.data, scene.mask.cols, scene.mask.rows, 1, 255, mask.data};
+  const absl::Status run =
+      pipeline->Run(Png(scene.image), {7, 0, index}, image.data, nullptr, nullptr, &ids);
+  if (!run.ok()) {
+    return run;
+  }
+  return std::make_pair(image, mask);
+}
+
+TEST(MaskTest, EveryGeometricOperationMovesTheMaskWithTheImage) {
+  const Scene scene = PaintScene(160, 120);
+  for (const char* spec : {
+           "random_resized_crop(48x64)",
+           "resize(40x50)",
+           "random_resize(100,200)|random_crop(96x128,pad_if_needed=true)",
+           "hflip(1)|rotation(30)|center_crop(100x120)",
+           "scale_jitter(60x80,scale_range=0.5:2)|center_crop(70)",
+           "resize(64)|random_crop(72,padding=4)",
+           "center_crop(140x180)",
+       }) {
+    for (uint64_t index = 0; index < 8; ++index) {
+      absl::StatusOr<std::pair<cv::Mat, cv::Mat>> out = RunWithMask(spec, scene, index);
+      ASSERT_TRUE(out.ok()) << spec << ": " << out.status();
+      const auto& [image, mask] = *out;
+      // Without the mask, the same image: the mask draws nothing of its own.
+      EXPECT_TRUE(Same(image, RunOn(spec, scene.image, index))) << spec;
+      int pixels = 0;
+      int on_their_colour = 0;
+      for (int y = 0; y < mask.rows; ++y) {
+        for (int x = 0; x < mask.cols; ++x) {
+          const uint8_t id = mask.at<uint8_t>(y, x);
+          const cv::Vec3b pixel = image.at<cv::Vec3b>(y, x);
+          if (id == 255) {
+            // Padding or a rotation's corner: black in the image.
+            EXPECT_EQ(pixel, cv::Vec3b(0, 0, 0)) << spec << " at " << x << "," << y;
+            continue;
+          }
+          ASSERT_LT(id, 4) << spec;
+          ++pixels;
+          on_their_colour += cv::norm(pixel, kClassColours[id], cv::NORM_INF) <= 8;
+        }
+      }
+      // Bilinear images blend the classes' edges; nearest masks do not.
+      EXPECT_GE(on_their_colour, pixels * 9 / 10)
+          << spec << " sample " << index << ": " << on_their_colour << " of " << pixels;
+    }
+  }
+}
+
+TEST(MaskTest, PhotometricOperationsLeaveTheMaskAlone) {
+  const Scene scene = PaintScene(64, 48);
+  absl::StatusOr<std::pair<cv::Mat, cv::Mat>> out = RunWithMask(
+      "color_jitter(0.4,0.4,0.4,0.1)|grayscale(1)|gaussian_blur(5)|center_crop(48x64)", scene, 1);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(Same(out->second, scene.mask));
+}
+
+TEST(MaskTest, AMaskOfAnotherSizeIsABadSample) {
+  const Scene scene = PaintScene(64, 48);
+  Scene wrong{scene.image, PaintScene(64, 47).mask};
+  for (const char* spec : {"random_resized_crop(32)", "hflip(0.5)|center_crop(32)"}) {
+    const absl::Status status = RunWithMask(spec, wrong, 0).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << spec << ": " << status;
+    EXPECT_NE(status.message().find("a mask of 64x47 for an image of 64x48"), std::string::npos)
+        << status;
+  }
+}
+
+TEST(MaskTest, SixteenBitIdsMoveToo) {
+  const Scene scene = PaintScene(64, 48);
+  cv::Mat wide;
+  scene.mask.convertTo(wide, CV_16UC1, 1000);  // ids 0, 1000, 2000, 3000
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Parse("hflip(1)|center_crop(40)");
+  ASSERT_TRUE(pipeline.ok());
+  std::vector<uint8_t> image(pipeline->output_bytes());
+  cv::Mat out(40, 40, CV_16UC1);
+  SegmentationMask ids{wide.data, 64, 48, 2, 65535, out.data};
+  ASSERT_TRUE(pipeline->Run(Png(scene.image), {}, image.data(), nullptr, nullptr, &ids).ok());
+  cv::Mat expected;
+  cv::flip(wide, expected, 1);
+  EXPECT_EQ(cv::norm(out, expected(cv::Rect(12, 4, 40, 40)), cv::NORM_INF), 0);
+}
+
 }  // namespace
 }  // namespace heterodl
