@@ -106,6 +106,17 @@ class GeometricTransform : public Transform {
   virtual void Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const = 0;
 };
 
+// The image (bilinear, antialiased) and its mask, if any (nearest), to
+// `size`.
+void ResizeBoth(cv::Mat& image, cv::Mat* mask, cv::Size size) {
+  cv::Mat resized;
+  ResizeTo(image, size, resized);
+  image = resized;
+  if (mask != nullptr) {
+    ResizeMask(*mask, size);
+  }
+}
+
 // `size` from the middle of `image`, zero-padding (or `fill`) first where
 // it is smaller, as torchvision's CenterCrop.
 void CenterCropTo(cv::Mat& image, cv::Size size, int fill) {
@@ -188,12 +199,7 @@ class Resize final : public GeometricTransform {
 
   void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng&) const override {
     const cv::Size target = Target(image.size());
-    cv::Mat resized;
-    ResizeTo(image, target, resized);
-    image = resized;
-    if (mask != nullptr) {
-      ResizeMask(*mask, target);
-    }
+    ResizeBoth(image, mask, target);
   }
 
   std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng&) const override {
@@ -316,12 +322,7 @@ class RandomResize final : public GeometricTransform {
   void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     const int size = min_size_ + static_cast<int>(rng.Below(max_size_ - min_size_));
     const cv::Size target = ShorterSideTo(image.size(), size);
-    cv::Mat resized;
-    ResizeTo(image, target, resized);
-    image = resized;
-    if (mask != nullptr) {
-      ResizeMask(*mask, target);
-    }
+    ResizeBoth(image, mask, target);
   }
 
   // The largest it can make.
@@ -348,12 +349,7 @@ class ScaleJitter final : public GeometricTransform {
   void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     const double scale = rng.Uniform(scale_.low, scale_.high);
     const cv::Size target = Scaled(image.size(), scale);
-    cv::Mat resized;
-    ResizeTo(image, target, resized);
-    image = resized;
-    if (mask != nullptr) {
-      ResizeMask(*mask, target);
-    }
+    ResizeBoth(image, mask, target);
   }
 
   cv::Size OutputSize(cv::Size input) const override { return Scaled(input, scale_.high); }

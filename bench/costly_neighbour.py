@@ -17,7 +17,6 @@ client, and their ratio. Needs the Python module (PYTHONPATH=build/python).
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,23 +24,12 @@ import time
 
 import heterodl
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "testing"))
+from processes import start_server  # noqa: E402
+
 COSTLY = "resize(2048)|gaussian_blur(171)|center_crop(32)"
 STANDARD = "random_resized_crop(224)|hflip(0.5)"
-
-
-def start_server(binary, dataset, threads, folder):
-    port_file = os.path.join(folder, "port")
-    server = subprocess.Popen([binary, "serve", "--dataset", dataset, "--address", "127.0.0.1:0",
-                               "--port-file", port_file, "--threads", str(threads)],
-                              stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while not os.path.exists(port_file) or os.path.getsize(port_file) == 0:
-        if server.poll() is not None or time.time() > deadline:
-            server.kill()
-            raise RuntimeError(f"{binary} serve did not start")
-        time.sleep(0.05)
-    with open(port_file) as f:
-        return server, f"127.0.0.1:{int(f.read())}"
 
 
 def epoch_seconds(address, batch_size):
@@ -54,7 +42,8 @@ def epoch_seconds(address, batch_size):
 
 def measure(binary, dataset, threads, batch_size):
     with tempfile.TemporaryDirectory(prefix="heterodl-neighbour-") as folder:
-        server, address = start_server(binary, dataset, threads, folder)
+        server, address = start_server(binary, dataset, os.path.join(folder, "port"),
+                                       "--threads", str(threads))
         try:
             epoch_seconds(address, batch_size)  # warm: the page cache, the first connection
             alone, images = epoch_seconds(address, batch_size)
