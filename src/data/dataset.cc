@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -51,6 +52,12 @@ Dataset::Dataset(std::string source, std::string root, std::vector<Sample> sampl
   fingerprint.Add(static_cast<uint64_t>(samples_.size()));
   for (const Sample& sample : samples_) {
     fingerprint.Add(sample.path).Add(static_cast<uint64_t>(sample.label));
+    // Only when there is one: a classification dataset's fingerprint is
+    // what it was before masks existed (checkpoints hold it).
+    if (!sample.mask_path.empty()) {
+      fingerprint.Add(sample.mask_path);
+      has_masks_ = true;
+    }
   }
   fingerprint_ = fingerprint.value();
 }
@@ -89,16 +96,21 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& path, const DatasetLimi
   }
   dataset.root_dir_ = std::make_shared<const UniqueFd>(std::move(root_dir));
   for (size_t index = 0; index < dataset.size(); ++index) {
-    if (absl::Status beneath = dataset.PathBeneathRoot(index).status(); !beneath.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dataset '", path, "' sample ", index, ": ", beneath.message()));
+    const Sample& sample = dataset.sample(index);
+    for (const std::string* file : {&sample.path, &sample.mask_path}) {
+      if (file->empty()) {
+        continue;
+      }
+      if (absl::Status beneath = dataset.PathBeneathRoot(*file).status(); !beneath.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("dataset '", path, "' sample ", index, ": ", beneath.message()));
+      }
     }
   }
   return dataset;
 }
 
-absl::StatusOr<std::string> Dataset::PathBeneathRoot(size_t index) const {
-  const std::string& path = samples_[index].path;
+absl::StatusOr<std::string> Dataset::PathBeneathRoot(const std::string& path) const {
   const fs::path full =
       (!path.empty() && path.front() == '/') ? fs::path(path) : absolute_root_ / path;
   const fs::path beneath = full.lexically_normal().lexically_relative(confined_to_);
@@ -152,6 +164,9 @@ absl::StatusOr<Dataset> Dataset::OpenImageFolder(const std::string& root) {
         absl::StrCat("cannot list dataset folder '", root, "': ", error.message()));
   }
   std::sort(class_names.begin(), class_names.end());
+  if (class_names == std::vector<std::string>{"images", "masks"}) {
+    return OpenSegmentationFolder(root);
+  }
 
   std::vector<Sample> samples;
   for (size_t label = 0; label < class_names.size(); ++label) {
@@ -179,6 +194,42 @@ absl::StatusOr<Dataset> Dataset::OpenImageFolder(const std::string& root) {
   return Dataset(root, root, std::move(samples), std::move(class_names));
 }
 
+absl::StatusOr<Dataset> Dataset::OpenSegmentationFolder(const std::string& root) {
+  // Masks by stem: NAME.png.
+  std::map<std::string, std::string> masks;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(fs::path(root) / "masks", error)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".png") {
+      masks[entry.path().stem().string()] = fs::relative(entry.path(), root).string();
+    }
+  }
+  std::vector<Sample> samples;
+  for (const fs::directory_entry& entry :
+       fs::directory_iterator(fs::path(root) / "images", error)) {
+    if (!entry.is_regular_file() || !HasImageExtension(entry.path())) {
+      continue;
+    }
+    const auto mask = masks.find(entry.path().stem().string());
+    if (mask == masks.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("segmentation folder '", root, "': '", entry.path().filename().string(),
+                       "' has no mask (expected masks/", entry.path().stem().string(), ".png)"));
+    }
+    samples.push_back({fs::relative(entry.path(), root).string(), 0, mask->second});
+  }
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot list segmentation folder '", root, "': ", error.message()));
+  }
+  if (samples.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "segmentation folder '", root, "' holds no images: expected ROOT/images/NAME.jpg"));
+  }
+  std::sort(samples.begin(), samples.end(),
+            [](const Sample& a, const Sample& b) { return a.path < b.path; });
+  return Dataset(root, root, std::move(samples), {});
+}
+
 absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
   // Bounded, and refused unless a regular file: a list is read at start.
   ASSIGN_OR_RETURN(std::string contents, ReadRegularFile(list_path, kMaxListBytes));
@@ -193,11 +244,32 @@ absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
     }
     std::vector<absl::string_view> fields = absl::StrSplit(line, '\t');
     int64_t label = -1;
-    if (fields.size() != 2 || fields[0].empty() || !absl::SimpleAtoi(fields[1], &label) ||
-        label < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("file list '", list_path, "' line ", line_number,
-                       ": expected 'path<TAB>label' with a label >= 0, got '", line, "'"));
+    const bool labelled = fields.size() == 2 && absl::SimpleAtoi(fields[1], &label);
+    if (fields.size() != 2 || fields[0].empty() || fields[1].empty() || (labelled && label < 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "file list '", list_path, "' line ", line_number,
+          ": expected 'path<TAB>label' with a label >= 0 or 'image<TAB>mask', got '", line, "'"));
+    }
+    // A path where a label would be: a segmentation list, all of it. A
+    // number too large for a label is an error, not a path.
+    if (!labelled && fields[1].find_first_not_of("+-0123456789") == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("file list '", list_path, "' line ",
+                                                     line_number, ": label ", fields[1],
+                                                     " is over the largest label, ", kMaxLabel));
+    }
+    if (!labelled) {
+      if (!samples.empty() && samples.front().mask_path.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("file list '", list_path, "' line ",
+                                                       line_number, ": a mask path ('", fields[1],
+                                                       "') in a list of labels"));
+      }
+      samples.push_back({std::string(fields[0]), 0, std::string(fields[1])});
+      continue;
+    }
+    if (!samples.empty() && !samples.front().mask_path.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("file list '", list_path, "' line ",
+                                                     line_number, ": a label (", label,
+                                                     ") in a list of masks"));
     }
     if (label > kMaxLabel) {
       return absl::InvalidArgumentError(absl::StrCat("file list '", list_path, "' line ",
@@ -211,7 +283,7 @@ absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
     return absl::FailedPreconditionError(
         absl::StrCat("file list '", list_path, "' lists no samples"));
   }
-  std::vector<std::string> class_names;
+  std::vector<std::string> class_names;  // none for masks
   for (int64_t label = 0; label <= max_label; ++label) {
     class_names.push_back(absl::StrCat(label));
   }
@@ -246,16 +318,20 @@ Dataset::MissingFiles Dataset::FindMissingFiles(size_t keep) const {
     return missing;
   }
   for (const Sample& sample : samples_) {
-    const fs::path path = !sample.path.empty() && sample.path.front() == '/'
-                              ? fs::path(sample.path)
-                              : fs::path(root_) / sample.path;
-    std::error_code error;
-    if (fs::is_regular_file(path, error)) {
-      continue;
-    }
-    ++missing.count;
-    if (missing.first.size() < keep) {
-      missing.first.push_back(sample.path);
+    for (const std::string* file : {&sample.path, &sample.mask_path}) {
+      if (file->empty() && file == &sample.mask_path) {
+        continue;
+      }
+      const fs::path path =
+          !file->empty() && file->front() == '/' ? fs::path(*file) : fs::path(root_) / *file;
+      std::error_code error;
+      if (fs::is_regular_file(path, error)) {
+        continue;
+      }
+      ++missing.count;
+      if (missing.first.size() < keep) {
+        missing.first.push_back(*file);
+      }
     }
   }
   return missing;
@@ -278,11 +354,26 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
     }
     return shards_->Read(sample);
   }
+  return ReadFile(samples_[index].path);
+}
+
+absl::StatusOr<std::string> Dataset::ReadMask(size_t index) const {
+  if (index >= samples_.size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("sample index ", index, " outside dataset of ", samples_.size()));
+  }
+  if (samples_[index].mask_path.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset '", source_, "' has no mask for sample ", index));
+  }
+  return ReadFile(samples_[index].mask_path);
+}
+
+absl::StatusOr<std::string> Dataset::ReadFile(const std::string& path) const {
   if (root_dir_ != nullptr) {
-    ASSIGN_OR_RETURN(const std::string beneath, PathBeneathRoot(index));
+    ASSIGN_OR_RETURN(const std::string beneath, PathBeneathRoot(path));
     return ReadRegularFileBeneath(root_dir_->get(), beneath, limits_.max_file_bytes);
   }
-  const std::string& path = samples_[index].path;
   if (!path.empty() && path.front() == '/') {
     return ReadRegularFile(path, limits_.max_file_bytes);
   }

@@ -8,7 +8,10 @@
 //   - image folder: ROOT/CLASS/FILE with image extensions; classes sorted by
 //     name get labels 0..C-1, files sorted within a class (ImageNet layout);
 //   - file list: a text file of `path<TAB>label` lines, paths relative to the
-//     list's folder unless absolute;
+//     list's folder unless absolute; or, for segmentation, `image<TAB>mask`
+//     lines (a path where a label would be; every line one or the other);
+//   - segmentation folder: ROOT/images/NAME.* and ROOT/masks/NAME.png (the
+//     same stem), and nothing else in ROOT;
 //   - WebDataset tar shards: a .tar file, or a folder of them (sorted by
 //     name), holding KEY.jpg (or .jpeg/.png/.webp/.bmp) and KEY.cls (the
 //     label as text) per sample. Shards are indexed once with libarchive and
@@ -35,6 +38,9 @@ namespace heterodl {
 struct Sample {
   std::string path;  // relative to Dataset::root(); "SHARD.tar:MEMBER" in tar shards
   int64_t label = 0;
+  // Segmentation datasets: the mask's path, as `path` names the image;
+  // empty in every other.
+  std::string mask_path;
   // In tar shards: which shard, and where the member's bytes lie in it.
   int shard = -1;
   uint64_t offset = 0;
@@ -79,6 +85,8 @@ class Dataset {
   uint64_t fingerprint() const { return fingerprint_; }
   // The path given to Open().
   const std::string& source() const { return source_; }
+  // Whether samples have segmentation masks (Sample::mask_path).
+  bool has_masks() const { return has_masks_; }
 
   // The samples of a file list whose files do not exist (an image folder
   // and tar shards list only what exists): how many, and the first `keep`
@@ -94,6 +102,9 @@ class Dataset {
   // a regular file (a FIFO, a device: never opened in a way that can block)
   // or is over limits.max_file_bytes; OutOfRange for a bad index.
   absl::StatusOr<std::string> ReadSample(size_t index) const;
+  // The same for sample `index`'s mask. FAILED_PRECONDITION when the
+  // dataset has none.
+  absl::StatusOr<std::string> ReadMask(size_t index) const;
 
  private:
   Dataset(std::string source, std::string root, std::vector<Sample> samples,
@@ -101,6 +112,7 @@ class Dataset {
 
   static absl::StatusOr<Dataset> OpenAnyFormat(const std::string& path);
   static absl::StatusOr<Dataset> OpenImageFolder(const std::string& root);
+  static absl::StatusOr<Dataset> OpenSegmentationFolder(const std::string& root);
   static absl::StatusOr<Dataset> OpenFileList(const std::string& list_path);
   static absl::StatusOr<Dataset> OpenTarShards(const std::string& path,
                                                std::vector<std::string> shard_paths);
@@ -111,9 +123,13 @@ class Dataset {
   std::vector<std::string> class_names_;
   uint64_t fingerprint_ = 0;
   bool synthetic_ = false;
-  // The path of sample `index` relative to limits_.root; PERMISSION_DENIED
-  // when it lies outside.
-  absl::StatusOr<std::string> PathBeneathRoot(size_t index) const;
+  bool has_masks_ = false;
+  // `path` (a sample's, as the dataset names it) relative to limits_.root;
+  // PERMISSION_DENIED when it lies outside.
+  absl::StatusOr<std::string> PathBeneathRoot(const std::string& path) const;
+  // Reads the file `path` names (relative to root_ unless absolute), within
+  // the limits.
+  absl::StatusOr<std::string> ReadFile(const std::string& path) const;
 
   DatasetLimits limits_;
   std::filesystem::path confined_to_;         // limits_.root, absolute

@@ -158,8 +158,13 @@ absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
             "tar shard '", path, "': sample '", key, "' has ",
             sample.has_image ? "an image but no .cls label" : "a .cls label but no image"));
       }
-      samples.push_back({absl::StrCat(path.substr(path.rfind('/') + 1), ":", sample.image_member),
-                         sample.label, static_cast<int>(shard), sample.offset, sample.size});
+      Sample indexed;
+      indexed.path = absl::StrCat(path.substr(path.rfind('/') + 1), ":", sample.image_member);
+      indexed.label = sample.label;
+      indexed.shard = static_cast<int>(shard);
+      indexed.offset = sample.offset;
+      indexed.size = sample.size;
+      samples.push_back(std::move(indexed));
     }
   }
   return samples;

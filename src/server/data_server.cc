@@ -62,6 +62,13 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
                           DatasetLimits{options.max_file_bytes, options.dataset_root});
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
+  if (dataset.has_masks()) {
+    // Served as images alone, its masks would be dropped without a word.
+    return absl::UnimplementedError(absl::StrCat(
+        "dataset '", dataset.source(),
+        "' pairs images with segmentation masks; this server reads them but does not yet put "
+        "masks in its batches (docs/pipeline.md, 'Segmentation masks')"));
+  }
   if (const Dataset::MissingFiles missing = dataset.FindMissingFiles(); missing.count > 0) {
     const std::string what = absl::StrCat(
         missing.count, " of the ", dataset.size(), " files ", dataset.source(),

@@ -178,5 +178,81 @@ TEST(DatasetTest, ARootConfinesTheFilesAListMayName) {
   EXPECT_TRUE(Dataset::Open(inside_list)->ReadSample(1).ok());  // no root: followed
 }
 
+TEST(DatasetTest, ASegmentationListPairsImagesWithMasks) {
+  std::filesystem::path root = MakeImageFolder("seg_list", 1, 2);
+  WriteFile(root / "m0.png", "mask 0");
+  WriteFile(root / "m1.png", "mask 1");
+  WriteFile(root / "seg.tsv", "class0/img0.jpg\tm0.png\nclass0/img1.jpg\tm1.png\n");
+  absl::StatusOr<Dataset> dataset = Dataset::Open((root / "seg.tsv").string());
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_TRUE(dataset->has_masks());
+  ASSERT_EQ(dataset->size(), 2u);
+  EXPECT_EQ(dataset->sample(1).mask_path, "m1.png");
+  EXPECT_TRUE(dataset->class_names().empty());
+  EXPECT_EQ(*dataset->ReadMask(1), "mask 1");
+  EXPECT_TRUE(dataset->ReadSample(1).ok());
+  // The masks are part of what the fingerprint says.
+  WriteFile(root / "swapped.tsv", "class0/img0.jpg\tm1.png\nclass0/img1.jpg\tm0.png\n");
+  EXPECT_NE(Dataset::Open((root / "swapped.tsv").string())->fingerprint(), dataset->fingerprint());
+  // A missing mask is reported with the missing images.
+  WriteFile(root / "holes.tsv", "class0/img0.jpg\tgone.png\n");
+  const Dataset::MissingFiles missing =
+      Dataset::Open((root / "holes.tsv").string())->FindMissingFiles();
+  EXPECT_EQ(missing.count, 1u);
+  EXPECT_EQ(missing.first, std::vector<std::string>{"gone.png"});
+  // A classification dataset has none.
+  EXPECT_FALSE(Dataset::Open(root.string())->has_masks());
+  EXPECT_TRUE(absl::IsFailedPrecondition(Dataset::Open(root.string())->ReadMask(0).status()));
+}
+
+TEST(DatasetTest, AListIsAllLabelsOrAllMasks) {
+  std::filesystem::path root = MakeImageFolder("seg_mixed", 1, 2);
+  WriteFile(root / "mixed.tsv", "class0/img0.jpg\tm0.png\nclass0/img1.jpg\t1\n");
+  absl::Status status = Dataset::Open((root / "mixed.tsv").string()).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status));
+  EXPECT_NE(status.message().find("line 2: a label (1) in a list of masks"), std::string::npos)
+      << status;
+  WriteFile(root / "mixed2.tsv", "class0/img0.jpg\t1\nclass0/img1.jpg\tm1.png\n");
+  status = Dataset::Open((root / "mixed2.tsv").string()).status();
+  EXPECT_NE(status.message().find("line 2: a mask path ('m1.png') in a list of labels"),
+            std::string::npos)
+      << status;
+  // A label too large for int64 is still a label, refused, not a path.
+  WriteFile(root / "huge.tsv", "class0/img0.jpg\t99999999999999999999999\n");
+  status = Dataset::Open((root / "huge.tsv").string()).status();
+  EXPECT_NE(status.message().find("over the largest label"), std::string::npos) << status;
+}
+
+TEST(DatasetTest, ASegmentationFolderMatchesImagesAndMasksByStem) {
+  const std::filesystem::path root = std::filesystem::temp_directory_path() / "heterodl_seg_folder";
+  std::filesystem::remove_all(root);
+  WriteFile(root / "images" / "b.jpg", "image b");
+  WriteFile(root / "images" / "a.png", "image a");
+  WriteFile(root / "masks" / "a.png", "mask a");
+  WriteFile(root / "masks" / "b.png", "mask b");
+  absl::StatusOr<Dataset> dataset = Dataset::Open(root.string());
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  ASSERT_EQ(dataset->size(), 2u);
+  EXPECT_TRUE(dataset->has_masks());
+  EXPECT_EQ(dataset->sample(0).path, "images/a.png");  // sorted
+  EXPECT_EQ(*dataset->ReadMask(0), "mask a");
+  EXPECT_EQ(*dataset->ReadMask(1), "mask b");
+  // An image without its mask is named.
+  WriteFile(root / "images" / "c.jpg", "image c");
+  const absl::Status status = Dataset::Open(root.string()).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_NE(status.message().find("'c.jpg' has no mask (expected masks/c.png)"), std::string::npos)
+      << status;
+}
+
+TEST(DatasetTest, ARootConfinesMasksToo) {
+  std::filesystem::path root = MakeImageFolder("seg_confined", 1, 1);
+  WriteFile(root / "seg.tsv", "class0/img0.jpg\t../outside.png\n");
+  const absl::Status status =
+      Dataset::Open((root / "seg.tsv").string(), {uint64_t{1} << 20, root.string()}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("lies outside --dataset-root"), std::string::npos) << status;
+}
+
 }  // namespace
 }  // namespace heterodl

@@ -5,6 +5,8 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <thread>
@@ -538,6 +540,21 @@ TEST_F(DataServerTest, OneHostCannotHoldEveryStream) {
     }
     EXPECT_TRUE(streams[i]->Finish().ok());
   }
+}
+
+TEST_F(DataServerTest, ASegmentationDatasetIsRefusedRatherThanServedWithoutItsMasks) {
+  const std::filesystem::path list =
+      std::filesystem::temp_directory_path() / "heterodl_segmentation_server.tsv";
+  {
+    const std::filesystem::path images = std::filesystem::path(*dataset_) / "class0";
+    std::ofstream out(list);
+    out << (images / "img0.jpg").string() << "\t" << (images / "img1.jpg").string() << "\n";
+  }
+  const absl::Status status = DataServer::Start(RunningServer::Options(list.string())).status();
+  EXPECT_TRUE(absl::IsUnimplemented(status)) << status;
+  EXPECT_NE(status.message().find("does not yet put masks in its batches"), std::string::npos)
+      << status;
+  std::filesystem::remove(list);
 }
 
 TEST_F(DataServerTest, ShutdownRpcStopsTheServer) {
