@@ -377,4 +377,51 @@ absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
   return absl::OkStatus();
 }
 
+absl::StatusOr<cv::Mat> DecodePngMask(absl::string_view data, int64_t max_pixels) {
+  ASSIGN_OR_RETURN(const PngHeader header, ReadPngHeader(data, max_pixels));
+  if (!HasEnd(data)) {
+    return absl::InvalidArgumentError("truncated PNG mask: no IEND chunk at its end");
+  }
+  // The colour type and depth, from IHDR (bytes 24 and 25), so the pixel
+  // memory is allocated before setjmp.
+  const int depth = static_cast<uint8_t>(data[24]);
+  const int color_type = static_cast<uint8_t>(data[25]);
+  if (color_type != PNG_COLOR_TYPE_GRAY && color_type != PNG_COLOR_TYPE_PALETTE) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a mask PNG holds class ids: 8- or 16-bit gray or a palette, not colour type ",
+                     color_type));
+  }
+  cv::Mat ids(header.height, header.width, depth == 16 ? CV_16UC1 : CV_8UC1);
+  std::vector<png_bytep> pointers(static_cast<size_t>(header.height));
+  for (int y = 0; y < header.height; ++y) {
+    pointers[y] = ids.ptr(y);
+  }
+  Source source(std::vector<absl::string_view>{data});
+  Reader reader(source);
+  if (!reader.ok()) {
+    return absl::ResourceExhaustedError("cannot create a PNG decoder");
+  }
+  if (setjmp(png_jmpbuf(reader.png()))) {
+    return Corrupt(source, "corrupt PNG mask");
+  }
+  png_read_info(reader.png(), reader.info());
+  if (depth < 8) {
+    png_set_packing(reader.png());  // one id a byte, unscaled
+  }
+  if (depth == 16) {
+    png_set_swap(reader.png());  // PNG's big-endian samples to this host's order
+  }
+  const int passes = png_set_interlace_handling(reader.png());
+  png_read_update_info(reader.png(), reader.info());
+  if (png_get_rowbytes(reader.png(), reader.info()) != ids.step[0]) {
+    return absl::InternalError("PNG mask rows are not one id a pixel after conversion");
+  }
+  for (int pass = 0; pass < passes; ++pass) {
+    for (int y = 0; y < header.height; ++y) {
+      png_read_row(reader.png(), pointers[y], nullptr);
+    }
+  }
+  return ids;
+}
+
 }  // namespace heterodl

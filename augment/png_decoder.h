@@ -68,6 +68,14 @@ absl::StatusOr<PngHeader> ReadPngHeader(absl::string_view data, int64_t max_pixe
 absl::Status DecodePngRegion(absl::string_view data, const PngHeader& header,
                              const cv::Rect& region, cv::Mat& out);
 
+// Decodes a segmentation mask: one class id per pixel, as the file stores
+// it. 8-bit gray (and 1, 2, 4-bit gray, unscaled) and palette images give
+// CV_8UC1 (a palette's indices, not its colours: PIL's mode "P", as
+// torchvision's segmentation references read VOC); 16-bit gray gives
+// CV_16UC1. InvalidArgument for a colour or alpha image (not class ids),
+// corrupt or truncated data, or dimensions over `max_pixels`.
+absl::StatusOr<cv::Mat> DecodePngMask(absl::string_view data, int64_t max_pixels);
+
 }  // namespace heterodl
 
 #endif  // HETERODL_AUGMENT_PNG_DECODER_H_

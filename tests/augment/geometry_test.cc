@@ -1,6 +1,8 @@
 // Rectangular sizes and the segmentation recipe's operations (random_crop,
 // random_resize, scale_jitter), with torchvision v2's semantics. Compared
 // with torchvision itself in tests/python/transforms_test.py.
+#include <png.h>
+
 #include <memory>
 #include <set>
 #include <string>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "augment/pipeline.h"
+#include "augment/png_decoder.h"
 #include "augment/transforms.h"
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
@@ -293,6 +296,71 @@ TEST(MaskTest, SixteenBitIdsMoveToo) {
   cv::Mat expected;
   cv::flip(wide, expected, 1);
   EXPECT_EQ(cv::norm(out, expected(cv::Rect(12, 4, 40, 40)), cv::NORM_INF), 0);
+}
+
+// A palette PNG of `ids` (each < 2^bit_depth), as VOC's masks are stored.
+std::string PalettePng(const cv::Mat& ids, int bit_depth) {
+  std::string bytes;
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  png_set_write_fn(
+      png, &bytes,
+      [](png_structp p, png_bytep data, png_size_t length) {
+        static_cast<std::string*>(png_get_io_ptr(p))->append(reinterpret_cast<char*>(data), length);
+      },
+      nullptr);
+  png_set_IHDR(png, info, ids.cols, ids.rows, bit_depth, PNG_COLOR_TYPE_PALETTE, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  std::vector<png_color> palette(size_t{1} << bit_depth);
+  for (size_t i = 0; i < palette.size(); ++i) {  // colours unlike the ids
+    palette[i] = {static_cast<png_byte>(255 - i), static_cast<png_byte>(i * 7), 9};
+  }
+  png_set_PLTE(png, info, palette.data(), static_cast<int>(palette.size()));
+  png_write_info(png, info);
+  png_set_packing(png);
+  for (int y = 0; y < ids.rows; ++y) {
+    png_write_row(png, ids.ptr(y));
+  }
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return bytes;
+}
+
+TEST(MaskTest, PngMasksDecodeToTheirClassIds) {
+  const cv::Mat ids = PaintScene(37, 23).mask;  // 0..3
+  std::vector<uint8_t> encoded;
+  ASSERT_TRUE(cv::imencode(".png", ids, encoded));
+  absl::StatusOr<cv::Mat> gray =
+      DecodePngMask({reinterpret_cast<const char*>(encoded.data()), encoded.size()}, 1 << 20);
+  ASSERT_TRUE(gray.ok()) << gray.status();
+  EXPECT_EQ(cv::norm(*gray, ids, cv::NORM_INF), 0);
+  // A palette's indices, not its colours; packed 4-bit ones too.
+  for (const int depth : {8, 4, 2}) {
+    absl::StatusOr<cv::Mat> palette = DecodePngMask(PalettePng(ids, depth), 1 << 20);
+    ASSERT_TRUE(palette.ok()) << depth << ": " << palette.status();
+    EXPECT_EQ(palette->type(), CV_8UC1);
+    EXPECT_EQ(cv::norm(*palette, ids, cv::NORM_INF), 0) << depth;
+  }
+  // 16-bit ids, in this host's byte order.
+  cv::Mat wide;
+  ids.convertTo(wide, CV_16UC1, 1000);
+  ASSERT_TRUE(cv::imencode(".png", wide, encoded));
+  absl::StatusOr<cv::Mat> sixteen =
+      DecodePngMask({reinterpret_cast<const char*>(encoded.data()), encoded.size()}, 1 << 20);
+  ASSERT_TRUE(sixteen.ok()) << sixteen.status();
+  EXPECT_EQ(sixteen->type(), CV_16UC1);
+  EXPECT_EQ(cv::norm(*sixteen, wide, cv::NORM_INF), 0);
+}
+
+TEST(MaskTest, WhatIsNoMaskIsRefused) {
+  const std::string colour = Png(Coordinates(8, 8));
+  const absl::Status rgb = DecodePngMask(colour, 1 << 20).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(rgb)) << rgb;
+  EXPECT_NE(rgb.message().find("not colour type 2"), std::string::npos) << rgb;
+  const std::string mask = PalettePng(PaintScene(16, 16).mask, 8);
+  EXPECT_FALSE(DecodePngMask(mask.substr(0, mask.size() / 2), 1 << 20).ok());
+  EXPECT_FALSE(DecodePngMask(mask, 100).ok());  // over the pixel limit
+  EXPECT_FALSE(DecodePngMask("not a png", 1 << 20).ok());
 }
 
 }  // namespace
