@@ -347,11 +347,7 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
   }
   if (shards_ != nullptr) {
     const Sample& sample = samples_[index];
-    if (sample.size > limits_.max_file_bytes) {
-      return absl::FailedPreconditionError(absl::StrCat("'", sample.path, "' holds ", sample.size,
-                                                        " bytes, more than the limit of ",
-                                                        limits_.max_file_bytes, "; not read"));
-    }
+    RETURN_IF_ERROR(MemberWithinLimit(sample.path, sample.size));
     return shards_->Read(sample);
   }
   return ReadFile(samples_[index].path);
@@ -366,7 +362,21 @@ absl::StatusOr<std::string> Dataset::ReadMask(size_t index) const {
     return absl::FailedPreconditionError(
         absl::StrCat("dataset '", source_, "' has no mask for sample ", index));
   }
+  if (shards_ != nullptr) {
+    const Sample& sample = samples_[index];
+    RETURN_IF_ERROR(MemberWithinLimit(sample.mask_path, sample.mask_size));
+    return shards_->ReadMask(sample);
+  }
   return ReadFile(samples_[index].mask_path);
+}
+
+absl::Status Dataset::MemberWithinLimit(const std::string& name, uint64_t size) const {
+  if (size <= limits_.max_file_bytes) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat("'", name, "' holds ", size,
+                                                    " bytes, more than the limit of ",
+                                                    limits_.max_file_bytes, "; not read"));
 }
 
 absl::StatusOr<std::string> Dataset::ReadFile(const std::string& path) const {

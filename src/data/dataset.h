@@ -14,9 +14,9 @@
 //     same stem), and nothing else in ROOT;
 //   - WebDataset tar shards: a .tar file, or a folder of them (sorted by
 //     name), holding KEY.jpg (or .jpeg/.png/.webp/.bmp) and KEY.cls (the
-//     label as text) per sample. Shards are indexed once with libarchive and
-//     samples read at their offsets, so the epoch plan's random order costs
-//     one read per sample. Shards must be uncompressed tar.
+//     label as text) per sample, or KEY.mask.png (segmentation). Shards are indexed once with
+//     libarchive and samples read at their offsets, so the epoch plan's random order costs one read
+//     per sample. Shards must be uncompressed tar.
 // Sample order is a pure function of the files present, so every data server
 // that sees the same files computes the same dataset and fingerprint.
 #ifndef HETERODL_SRC_DATA_DATASET_H_
@@ -41,10 +41,13 @@ struct Sample {
   // Segmentation datasets: the mask's path, as `path` names the image;
   // empty in every other.
   std::string mask_path;
-  // In tar shards: which shard, and where the member's bytes lie in it.
+  // In tar shards: which shard, and where the member's bytes lie in it
+  // (the image's, and the mask's when there is one).
   int shard = -1;
   uint64_t offset = 0;
   uint64_t size = 0;
+  uint64_t mask_offset = 0;
+  uint64_t mask_size = 0;
 };
 
 class TarShards;  // open shard files of a tar-shard dataset
@@ -130,6 +133,9 @@ class Dataset {
   // Reads the file `path` names (relative to root_ unless absolute), within
   // the limits.
   absl::StatusOr<std::string> ReadFile(const std::string& path) const;
+  // A tar member of `size` bytes named `name`: FAILED_PRECONDITION over
+  // limits_.max_file_bytes.
+  absl::Status MemberWithinLimit(const std::string& name, uint64_t size) const;
 
   DatasetLimits limits_;
   std::filesystem::path confined_to_;         // limits_.root, absolute

@@ -47,6 +47,10 @@ struct PendingSample {
   uint64_t size = 0;
   bool has_label = false;
   int64_t label = 0;
+  bool has_mask = false;
+  std::string mask_member;
+  uint64_t mask_offset = 0;
+  uint64_t mask_size = 0;
 };
 
 }  // namespace
@@ -118,7 +122,8 @@ absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
       std::string key, extension;
       SplitMember(member, &key, &extension);
       const bool image = IsImageExtension(extension);
-      if (!image && extension != "cls") {
+      const bool mask = extension == "mask.png";
+      if (!image && !mask && extension != "cls") {
         continue;  // other WebDataset fields
       }
       auto [it, is_new] = pending.try_emplace(key);
@@ -126,7 +131,12 @@ absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
         keys.push_back(key);
       }
       PendingSample& sample = it->second;
-      if (image) {
+      if (mask) {
+        sample.has_mask = true;
+        sample.mask_member = member;
+        sample.mask_offset = static_cast<uint64_t>(archive_filter_bytes(reader.get(), 0));
+        sample.mask_size = static_cast<uint64_t>(archive_entry_size(entry));
+      } else if (image) {
         // The data starts where the format reader stopped consuming: after
         // this member's header blocks (pax and GNU long-name ones included).
         sample.has_image = true;
@@ -151,19 +161,33 @@ absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
         sample.has_label = true;
       }
     }
+    const std::string shard_name = path.substr(path.rfind('/') + 1);
     for (const std::string& key : keys) {
       const PendingSample& sample = pending[key];
-      if (!sample.has_image || !sample.has_label) {
+      if (!sample.has_image || !(sample.has_label || sample.has_mask)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "tar shard '", path, "': sample '", key, "' has ",
-            sample.has_image ? "an image but no .cls label" : "a .cls label but no image"));
+            sample.has_image ? "an image but no .cls label or .mask.png" : "no image"));
+      }
+      // Every sample of every shard, as the first: labelled or masked.
+      const bool masked = samples.empty() ? sample.has_mask : !samples.front().mask_path.empty();
+      if (sample.has_mask != masked) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tar shard '", path, "': sample '", key, "' has ",
+            sample.has_mask ? "a mask where the first sample has none" : "no .mask.png",
+            " (segmentation shards pair every image with its mask)"));
       }
       Sample indexed;
-      indexed.path = absl::StrCat(path.substr(path.rfind('/') + 1), ":", sample.image_member);
+      indexed.path = absl::StrCat(shard_name, ":", sample.image_member);
       indexed.label = sample.label;
       indexed.shard = static_cast<int>(shard);
       indexed.offset = sample.offset;
       indexed.size = sample.size;
+      if (sample.has_mask) {
+        indexed.mask_path = absl::StrCat(shard_name, ":", sample.mask_member);
+        indexed.mask_offset = sample.mask_offset;
+        indexed.mask_size = sample.mask_size;
+      }
       samples.push_back(std::move(indexed));
     }
   }
@@ -171,20 +195,29 @@ absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
 }
 
 absl::StatusOr<std::string> TarShards::Read(const Sample& sample) const {
-  if (sample.shard < 0 || static_cast<size_t>(sample.shard) >= fds_.size()) {
+  return ReadRange(sample.shard, sample.offset, sample.size, sample.path);
+}
+
+absl::StatusOr<std::string> TarShards::ReadMask(const Sample& sample) const {
+  return ReadRange(sample.shard, sample.mask_offset, sample.mask_size, sample.mask_path);
+}
+
+absl::StatusOr<std::string> TarShards::ReadRange(int shard, uint64_t offset, uint64_t size,
+                                                 const std::string& name) const {
+  if (shard < 0 || static_cast<size_t>(shard) >= fds_.size()) {
     return absl::InternalError("sample of no shard");
   }
-  std::string bytes(sample.size, '\0');
+  std::string bytes(size, '\0');
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pread(fds_[sample.shard], bytes.data() + done, bytes.size() - done,
-                              static_cast<off_t>(sample.offset + done));
+    const ssize_t n = ::pread(fds_[shard], bytes.data() + done, bytes.size() - done,
+                              static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) {
       continue;
     }
     if (n <= 0) {
       return absl::UnavailableError(
-          absl::StrCat("cannot read '", sample.path, "' from '", paths_[sample.shard], "': ",
+          absl::StrCat("cannot read '", name, "' from '", paths_[shard], "': ",
                        n == 0 ? "shard is shorter than its index (changed since opened?)"
                               : std::strerror(errno)));
     }

@@ -22,17 +22,23 @@ class TarShards {
   const std::vector<std::string>& paths() const { return paths_; }
 
   // The samples of all shards, in shard order then member order: one per
-  // key with an image member and a .cls member. Errors name the shard and
-  // the member or key: compressed or corrupt tar, a key without a label or
-  // without an image, an unreadable label.
+  // key with an image member and a .cls member, or (segmentation) an image
+  // and a .mask.png member. Errors name the shard and the member or key:
+  // compressed or corrupt tar, a key without a label or mask or without an
+  // image, an unreadable label, shards mixing labels and masks.
   absl::StatusOr<std::vector<Sample>> Index() const;
 
-  // `sample`'s bytes (pread at its offset).
+  // `sample`'s image bytes, or its mask's (pread at their offsets).
   absl::StatusOr<std::string> Read(const Sample& sample) const;
+  absl::StatusOr<std::string> ReadMask(const Sample& sample) const;
 
  private:
   TarShards(std::vector<std::string> paths, std::vector<int> fds)
       : paths_(std::move(paths)), fds_(std::move(fds)) {}
+
+  // `size` bytes at `offset` of shard `shard`, which hold `name`.
+  absl::StatusOr<std::string> ReadRange(int shard, uint64_t offset, uint64_t size,
+                                        const std::string& name) const;
 
   std::vector<std::string> paths_;
   std::vector<int> fds_;

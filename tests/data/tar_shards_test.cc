@@ -145,5 +145,30 @@ TEST_F(TarShardsTest, AMemberOverTheFileLimitIsABadSampleNotAnAllocation) {
   EXPECT_EQ(*small, small_jpeg);
 }
 
+TEST_F(TarShardsTest, SegmentationShardsPairEveryImageWithItsMask) {
+  const std::filesystem::path dir = testing::MakeTempDir("mask_shards");
+  const std::string shard = (dir / "seg.tar").string();
+  WriteShard(shard, {{"a.jpg", Jpeg(0)},
+                     {"a.mask.png", "mask a"},
+                     {"b.mask.png", std::string(3000, 'm')},
+                     {"b.jpg", Jpeg(1)}});
+  absl::StatusOr<Dataset> dataset = Dataset::Open(shard, {2048, ""});
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_TRUE(dataset->has_masks());
+  ASSERT_EQ(dataset->size(), 2u);
+  EXPECT_EQ(dataset->sample(0).mask_path, "seg.tar:a.mask.png");
+  EXPECT_EQ(*dataset->ReadMask(0), "mask a");
+  EXPECT_EQ(*dataset->ReadSample(0), Jpeg(0));
+  // A mask member over the file limit is refused, as an image is.
+  const absl::Status big = dataset->ReadMask(1).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(big)) << big;
+  // Labelled and masked samples do not mix.
+  const std::string mixed = (dir / "mixed.tar").string();
+  WriteShard(mixed, {{"a.jpg", Jpeg(0)}, {"a.mask.png", "m"}, {"c.jpg", Jpeg(2)}, {"c.cls", "1"}});
+  const absl::Status status = Dataset::Open(mixed).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("sample 'c' has no .mask.png"), std::string::npos) << status;
+}
+
 }  // namespace
 }  // namespace heterodl
