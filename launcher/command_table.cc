@@ -102,8 +102,9 @@ const std::vector<CommandInfo>& Commands() {
        RunClusterCommand},
       {"dataset",
        "sample DIR",
-       "write the built-in sample dataset (photos under classes) to an empty DIR",
-       {"images", "seed", "formats", "overwrite"},
+       "write the built-in sample dataset (photos under classes, or with --task segmentation "
+       "images and masks) to an empty DIR",
+       {"images", "seed", "formats", "task", "overwrite"},
        "heterodl dataset sample data/mixed --images 2000 --formats mixed",
        RunDatasetCommand},
       {"status", "HOST:PORT...",

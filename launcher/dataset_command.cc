@@ -11,7 +11,8 @@ int RunDatasetCommand(const CommandContext& context) {
   const std::vector<std::string>& arguments = context.arguments;
   if (arguments.size() != 2 || arguments[0] != "sample") {
     LogError(
-        "usage: heterodl dataset sample DIR [--images N] [--seed S] [--formats F] [--overwrite]");
+        "usage: heterodl dataset sample DIR [--images N] [--seed S] [--formats F] "
+        "[--task classification|segmentation] [--overwrite]");
     return kExitUsage;
   }
   SampleDatasetOptions options;
@@ -26,6 +27,12 @@ int RunDatasetCommand(const CommandContext& context) {
     return kExitUsage;
   }
   options.formats = *std::move(formats);
+  absl::StatusOr<SampleTask> task = ParseSampleTask(absl::GetFlag(FLAGS_task));
+  if (!task.ok()) {
+    LogError("%s", task.status().message());
+    return kExitUsage;
+  }
+  options.task = *task;
   absl::Status status = WriteSampleDataset(options);
   if (!status.ok()) {
     LogError("%s", status.ToString());

@@ -95,6 +95,7 @@ ABSL_DECLARE_FLAG(std::string, gpu_instance);
 ABSL_DECLARE_FLAG(std::vector<std::string>, data_instance);
 ABSL_DECLARE_FLAG(int32_t, images);
 ABSL_DECLARE_FLAG(std::string, formats);
+ABSL_DECLARE_FLAG(std::string, task);
 ABSL_DECLARE_FLAG(bool, overwrite);
 ABSL_DECLARE_FLAG(std::string, log_level);
 

@@ -76,6 +76,9 @@ std::string Stamp(const SampleDatasetOptions& options, const std::vector<fs::pat
   for (const fs::path& photo : photos) {
     fingerprint.Add(photo.string());
   }
+  if (options.task == SampleTask::kSegmentation) {
+    fingerprint.Add(std::string("segmentation"));
+  }
   // All-JPEG sets keep the stamp they had before formats existed.
   if (!AllJpeg(options.formats)) {
     for (const SampleFormatShare& share : options.formats) {
@@ -232,6 +235,57 @@ absl::StatusOr<std::vector<SampleFormatShare>> ParseSampleFormats(absl::string_v
   return shares;
 }
 
+absl::StatusOr<SampleTask> ParseSampleTask(absl::string_view text) {
+  if (text == "classification") {
+    return SampleTask::kClassification;
+  }
+  if (text == "segmentation") {
+    return SampleTask::kSegmentation;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--task '", text, "': expected classification or segmentation"));
+}
+
+namespace {
+
+absl::string_view ExtensionOf(SampleFormat format) {
+  return format == SampleFormat::kPng ? "png" : format == SampleFormat::kWebp ? "webp" : "jpg";
+}
+
+// Draws one to three shapes on `image` and their class ids on `mask`, the
+// same pixels in both (no antialiasing, so every edge pixel is one class).
+void DrawShapes(cv::Mat& image, cv::Mat& mask, CounterRng& rng) {
+  const int shapes = 1 + static_cast<int>(rng.Below(3));
+  for (int s = 0; s < shapes; ++s) {
+    const int id = 1 + static_cast<int>(rng.Below(3));
+    const cv::Scalar colour(static_cast<double>(rng.Below(256)),
+                            static_cast<double>(rng.Below(256)),
+                            static_cast<double>(rng.Below(256)));
+    const cv::Point center(static_cast<int>(rng.Below(image.cols)),
+                           static_cast<int>(rng.Below(image.rows)));
+    const int extent =
+        std::max(8, static_cast<int>(std::min(image.cols, image.rows) * rng.Uniform(0.1, 0.35)));
+    for (auto [target, fill] : {std::pair<cv::Mat*, cv::Scalar>{&image, colour},
+                                std::pair<cv::Mat*, cv::Scalar>{&mask, cv::Scalar(id)}}) {
+      if (id == 1) {
+        cv::rectangle(*target,
+                      cv::Rect(center.x - extent, center.y - extent / 2, 2 * extent, extent), fill,
+                      cv::FILLED, cv::LINE_8);
+      } else if (id == 2) {
+        cv::ellipse(*target, center, {extent, extent * 2 / 3}, 0, 0, 360, fill, cv::FILLED,
+                    cv::LINE_8);
+      } else {
+        const std::vector<cv::Point> triangle = {{center.x, center.y - extent},
+                                                 {center.x - extent, center.y + extent},
+                                                 {center.x + extent, center.y + extent}};
+        cv::fillPoly(*target, std::vector<std::vector<cv::Point>>{triangle}, fill, cv::LINE_8);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
   if (options.num_images <= 0) {
     return absl::InvalidArgumentError("--images must be > 0");
@@ -285,6 +339,35 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
     return absl::FailedPreconditionError(
         absl::StrCat("no readable source photos under '", options.source_dir, "'"));
   }
+  if (options.task == SampleTask::kSegmentation) {
+    for (const char* folder : {"images", "masks"}) {
+      fs::create_directories(root / folder, error);
+      if (error) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot create '", (root / folder).string(), "': ", error.message()));
+      }
+    }
+    for (int i = 0; i < options.num_images; ++i) {
+      CounterRng rng(options.seed, {kStreamSampleDataset, static_cast<uint32_t>(i), 1});
+      cv::Mat image = CutImage(photos[i % photos.size()].pixels, rng);
+      cv::Mat mask(image.size(), CV_8UC1, cv::Scalar(0));
+      DrawShapes(image, mask, rng);
+      const std::string name = absl::StrFormat("%06d", i);
+      const SampleFormat format = FormatOf(i, options.formats);
+      ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, EncodeAs(image, format, rng));
+      RETURN_IF_ERROR(
+          WriteBytes(root / "images" / absl::StrCat(name, ".", ExtensionOf(format)), bytes));
+      std::vector<uint8_t> mask_bytes;
+      if (!cv::imencode(".png", mask, mask_bytes)) {
+        return absl::InternalError("cannot encode a sample mask");
+      }
+      RETURN_IF_ERROR(WriteBytes(root / "masks" / (name + ".png"), mask_bytes));
+    }
+    std::ofstream(marker) << stamp << "\n";
+    LogInfo("wrote %d images with segmentation masks (4 classes) to %s", options.num_images,
+            options.output_dir);
+    return absl::OkStatus();
+  }
   // A class per image at most: no empty class folders.
   if (photos.size() > static_cast<size_t>(options.num_images)) {
     photos.resize(options.num_images);
@@ -302,12 +385,10 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
     cv::Mat image = CutImage(photo.pixels, rng);
     const SampleFormat format = FormatOf(i, options.formats);
     ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, EncodeAs(image, format, rng));
-    const absl::string_view extension = format == SampleFormat::kPng    ? "png"
-                                        : format == SampleFormat::kWebp ? "webp"
-                                                                        : "jpg";
-    RETURN_IF_ERROR(WriteBytes(
-        root / photo.class_name / absl::StrFormat("%s_%06d.%s", photo.class_name, i, extension),
-        bytes));
+    RETURN_IF_ERROR(
+        WriteBytes(root / photo.class_name /
+                       absl::StrFormat("%s_%06d.%s", photo.class_name, i, ExtensionOf(format)),
+                   bytes));
   }
   std::ofstream(marker) << stamp << "\n";
   LogInfo("wrote %d images in %d classes to %s", options.num_images,

@@ -52,8 +52,21 @@ struct SampleFormatShare {
 // grayscale, progressive, png, webp. InvalidArgument naming the problem.
 absl::StatusOr<std::vector<SampleFormatShare>> ParseSampleFormats(absl::string_view text);
 
+// What the sample is for.
+enum class SampleTask {
+  kClassification,  // OUT/CLASS/IMAGE: one class per source photo
+  // OUT/images/NAME.jpg + OUT/masks/NAME.png: a photo crop (class 0) with
+  // one to three shapes drawn on it, each a class (1 rectangle, 2 ellipse,
+  // 3 triangle) in a random colour; the mask holds the ids, 8-bit gray.
+  kSegmentation,
+};
+
+// Parses --task: "classification" or "segmentation".
+absl::StatusOr<SampleTask> ParseSampleTask(absl::string_view text);
+
 struct SampleDatasetOptions {
   std::string output_dir;
+  SampleTask task = SampleTask::kClassification;
   int num_images = 512;
   uint64_t seed = 0;
   // Folder searched (recursively) for source photos (*.jpg).

@@ -2,13 +2,16 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 
 #include "augment/image_format.h"
+#include "augment/png_decoder.h"
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "src/common/read_file.h"
+#include "src/data/dataset.h"
 #include "tests/testing/status_testing.h"
 #include "tests/testing/test_images.h"
 
@@ -82,6 +85,38 @@ TEST(SampleDatasetTest, MixedFormatsHoldExactlyTheirShares) {
   ASSERT_OK(WriteSampleDataset(options));
   options.formats = {{SampleFormat::kPng, 100}};
   EXPECT_TRUE(absl::IsAlreadyExists(WriteSampleDataset(options)));
+}
+
+TEST(SampleDatasetTest, ASegmentationSampleIsImagesWithTheirMasks) {
+  SampleDatasetOptions options;
+  options.source_dir = MakeSourcePhotos().string();
+  options.output_dir = (testing::MakeTempDir("sample-segmentation") / "out").string();
+  options.num_images = 12;
+  options.task = SampleTask::kSegmentation;
+  ASSERT_OK(WriteSampleDataset(options));
+  // A dataset heterodl reads as one: images paired with masks by stem.
+  ASSERT_OK_AND_ASSIGN(const Dataset dataset, Dataset::Open(options.output_dir));
+  ASSERT_EQ(dataset.size(), 12u);
+  ASSERT_TRUE(dataset.has_masks());
+  std::set<int> classes;
+  for (size_t i = 0; i < dataset.size(); ++i) {
+    ASSERT_OK_AND_ASSIGN(const std::string mask_bytes, dataset.ReadMask(i));
+    ASSERT_OK_AND_ASSIGN(const cv::Mat mask, DecodePngMask(mask_bytes, 1 << 24));
+    ASSERT_OK_AND_ASSIGN(const std::string image_bytes, dataset.ReadSample(i));
+    const cv::Mat image = cv::imdecode(std::vector<uint8_t>(image_bytes.begin(), image_bytes.end()),
+                                       cv::IMREAD_COLOR);
+    EXPECT_EQ(mask.size(), image.size()) << i;
+    for (int y = 0; y < mask.rows; ++y) {
+      for (int x = 0; x < mask.cols; ++x) {
+        classes.insert(mask.at<uint8_t>(y, x));
+      }
+    }
+  }
+  EXPECT_EQ(classes, (std::set<int>{0, 1, 2, 3}));  // background and the three shapes
+  ASSERT_OK(WriteSampleDataset(options));           // up to date
+  options.task = SampleTask::kClassification;       // another dataset
+  EXPECT_TRUE(absl::IsAlreadyExists(WriteSampleDataset(options)));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseSampleTask("detection").status()));
 }
 
 }  // namespace
