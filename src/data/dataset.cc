@@ -319,8 +319,8 @@ Dataset::MissingFiles Dataset::FindMissingFiles(size_t keep) const {
   }
   for (const Sample& sample : samples_) {
     for (const std::string* file : {&sample.path, &sample.mask_path}) {
-      if (file->empty() && file == &sample.mask_path) {
-        continue;
+      if (file->empty()) {
+        continue;  // no mask
       }
       const fs::path path =
           !file->empty() && file->front() == '/' ? fs::path(*file) : fs::path(root_) / *file;

@@ -89,23 +89,22 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   RETURN_IF_ERROR(CheckPipelineCost(pipeline, options.max_sample_pixel_operations));
   RequestLimits limits;
   limits.max_sample_pixel_operations = options.max_sample_pixel_operations;
-  limits.memory_budget_bytes =
-      options.max_memory_bytes > 0 ? options.max_memory_bytes : DefaultMemoryBudgetBytes();
+  limits.memory_budget_bytes = options.max_memory_bytes;  // 0: the service's default
   const int threads = options.threads > 0
                           ? options.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  LogInfo(
-      "dataset %s: %d samples, %d classes, fingerprint %s; pipeline %s; %d threads; %d MiB for "
-      "batches",
-      dataset.source(), dataset.size(), dataset.class_names().size(),
-      FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads,
-      limits.memory_budget_bytes >> 20);
+  LogInfo("dataset %s: %d samples, %d classes, fingerprint %s; pipeline %s; %d threads",
+          dataset.source(), dataset.size(), dataset.class_names().size(),
+          FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads);
   ASSIGN_OR_RETURN(PixelChannels pixel_channels, ListenForPixelChannels(options));
   auto service = std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads,
                                                 limits, pipeline_options, options.worker_nice,
                                                 pixel_channels.shared_regions != nullptr
                                                     ? pixel_channels.shared_regions->allocator()
                                                     : HostAllocator{});
+  // As the service sized it.
+  LogInfo("%d MiB for batches of all streams (--max-memory-mb)",
+          service->MemoryStats().capacity >> 20);
   auto server = std::make_unique<GrpcDataServer>(options, std::move(pixel_channels.listener),
                                                  std::move(service));
   RETURN_IF_ERROR(server->Listen());
