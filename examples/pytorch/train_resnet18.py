@@ -136,6 +136,12 @@ def main():
     if rank == 0 and not args.keep_servers:
         loader.shutdown_servers()
     if distributed:
+        # DDP's reducer holds the process group: dropped first, it leaves the
+        # group's end to destroy_process_group, which waits for Gloo's worker
+        # threads without holding the GIL. The other order can hang at exit: a
+        # worker thread still releasing a finished collective's tensors needs
+        # the GIL the reducer's destructor holds (pytorch/pytorch#56297).
+        del model, optimizer
         dist.destroy_process_group()
 
 
