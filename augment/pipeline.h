@@ -98,6 +98,9 @@ struct PipelineOptions {
   // default): decoded as libjpeg fills it, as PIL and torchvision.io do, and
   // reported through PipelineTimings::decode_warning.
   bool strict_decode = false;
+  // What padding and uncovered rotation corners fill a segmentation mask
+  // with (SegmentationMask::ignore_index), for the server's batches of masks.
+  int mask_ignore_index = 255;
 };
 
 // The input a pipeline's cost is estimated on: the dataset's images are not
@@ -160,6 +163,7 @@ class Pipeline {
   // The cost of one sample (see PipelineCost).
   PipelineCost EstimateCost() const;
 
+  const PipelineOptions& options() const { return options_; }
   int output_height() const { return output_height_; }
   int output_width() const { return output_width_; }
   size_t output_bytes() const { return static_cast<size_t>(output_height_) * output_width_ * 3; }

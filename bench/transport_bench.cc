@@ -100,7 +100,7 @@ absl::StatusOr<Measurement> MeasureLoader(const std::string& address, int batch_
       RETURN_IF_ERROR(loader->SetEpoch(++epoch));
       continue;
     }
-    bytes += static_cast<double>(batch->images.size());
+    bytes += static_cast<double>(batch->payload.size());
     ++batches;
   }
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);

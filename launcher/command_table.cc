@@ -68,6 +68,7 @@ const std::vector<CommandInfo>& Commands() {
         "max_file_mb",
         "dataset_root",
         "strict_decode",
+        "ignore_index",
         "strict_dataset",
         "max_streams",
         "max_streams_per_host",

@@ -36,6 +36,10 @@ ABSL_FLAG(bool, strict_decode, false,
           "serve: replace samples whose JPEG data is damaged but decodable (a scan that ends "
           "early) instead of decoding them as libjpeg fills them, as PIL and torchvision do; "
           "either way they are counted (docs/pipeline.md, 'Damaged images')");
+ABSL_FLAG(int32_t, ignore_index, 255,
+          "serve: the class id a segmentation dataset's masks get where padding or a rotation's "
+          "corners leave no pixel, and in a sample no replacement could fill: a loss told "
+          "ignore_index skips them (0-255 for 8-bit masks, up to 65535 for 16-bit ones)");
 ABSL_FLAG(bool, strict_dataset, false,
           "serve: refuse to start when the dataset's file list names files that do not exist "
           "(default: report them and replace their samples)");

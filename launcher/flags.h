@@ -28,6 +28,7 @@ ABSL_DECLARE_FLAG(int64_t, max_pixels);
 ABSL_DECLARE_FLAG(int64_t, max_file_mb);
 ABSL_DECLARE_FLAG(std::string, dataset_root);
 ABSL_DECLARE_FLAG(bool, strict_decode);
+ABSL_DECLARE_FLAG(int32_t, ignore_index);
 ABSL_DECLARE_FLAG(bool, strict_dataset);
 ABSL_DECLARE_FLAG(int64_t, synthetic);
 ABSL_DECLARE_FLAG(std::string, auth_token_file);

@@ -51,6 +51,7 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   }
   options.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   options.strict_decode = absl::GetFlag(FLAGS_strict_decode);
+  options.mask_ignore_index = absl::GetFlag(FLAGS_ignore_index);
   if (options.max_pixels < 1) {
     return absl::InvalidArgumentError("--max-pixels must be >= 1");
   }

@@ -4,23 +4,36 @@
 #define HETERODL_SRC_CLIENT_BATCH_H_
 
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "src/common/memory/buffer_pool.h"
+#include "src/wire/field_slice.h"
 
 namespace heterodl {
 
-// One batch: images uint8 [size, height, width, channels] (NHWC, RGB).
+// One batch: its fields (the servers' DatasetInfo.fields), always images
+// uint8 [size, height, width, channels] (NHWC, RGB) first; a segmentation
+// dataset's also masks [size, height, width] of class ids (uint8, or int32
+// for 16-bit masks). Fields are views into one payload, no copies:
+//
+//   ASSIGN_OR_RETURN(absl::Span<const int32_t> masks, batch.View<int32_t>("masks"));
 struct Batch {
   uint32_t epoch = 0;
   int64_t index = 0;  // k within the rank's epoch
   int height = 0;
   int width = 0;
   int channels = 0;
-  // size * height * width * channels bytes; returned to the loader's pool
-  // when the Batch is destroyed (it may outlive the loader).
-  PooledBuffer images;
+  // Every field's bytes, where `fields` says (the images at offset 0);
+  // returned to the loader's pool when the Batch is destroyed (it may
+  // outlive the loader).
+  PooledBuffer payload;
+  std::vector<FieldSlice> fields;
   std::vector<int64_t> labels;
   std::vector<int64_t> indices;  // planned dataset indices
   int failed = 0;                // slots filled by replacements
@@ -28,6 +41,37 @@ struct Batch {
   // Batch.decoded_with_warnings).
   int decoded_with_warnings = 0;
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
+
+  // The field called `name`, or null.
+  const FieldSlice* Field(absl::string_view name) const {
+    for (const FieldSlice& field : fields) {
+      if (field.name == name) {
+        return &field;
+      }
+    }
+    return nullptr;
+  }
+  // Field `name`'s elements, in its shape's row-major order. NOT_FOUND
+  // without such a field; INVALID_ARGUMENT when its dtype is not T's.
+  template <typename T>
+  absl::StatusOr<absl::Span<const T>> View(absl::string_view name) const {
+    const FieldSlice* field = Field(name);
+    if (field == nullptr) {
+      return absl::NotFoundError(absl::StrCat("the batch has no field '", name, "'"));
+    }
+    if (field->dtype != ElementTypeOf<T>::kValue) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", name, "' holds ",
+                                                     ElementTypeName(field->dtype), ", not ",
+                                                     ElementTypeName(ElementTypeOf<T>::kValue)));
+    }
+    // Aligned for T: fields start at multiples of kFieldAlignment.
+    return absl::MakeConstSpan(reinterpret_cast<const T*>(payload.data() + field->offset),
+                               field->bytes / sizeof(T));
+  }
+  // The images, size * height * width * channels bytes.
+  absl::Span<const uint8_t> images() const {
+    return {payload.data(), static_cast<size_t>(size()) * height * width * channels};
+  }
 };
 
 // Batch `index` of `epoch` (of the loader's rank). Ordered as a trainer

@@ -192,6 +192,20 @@ absl::StatusOr<v1::DatasetInfo> AgreedDataset(
   return *infos[*first];
 }
 
+// Images uint8 [H, W, 3]: every batch's first field.
+bool IsImagesField(const v1::FieldSpec& images) {
+  return images.name() == "images" && !images.ragged() && images.dtype() == v1::DTYPE_UINT8 &&
+         images.shape_size() == 3 && images.shape(2) == 3;
+}
+
+// Masks uint8 or int32 [H, W] of the images' size: a segmentation batch's.
+bool IsMasksFieldOf(const v1::FieldSpec& masks, const v1::FieldSpec& images) {
+  return masks.name() == "masks" && !masks.ragged() &&
+         (masks.dtype() == v1::DTYPE_UINT8 || masks.dtype() == v1::DTYPE_INT32) &&
+         masks.shape_size() == 2 && masks.shape(0) == images.shape(0) &&
+         masks.shape(1) == images.shape(1);
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> FirstServers(ServerDiscovery& discovery,
@@ -239,14 +253,17 @@ absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
     return absl::FailedPreconditionError(
         absl::StrCat("the data servers' batches: ", checked.message()));
   }
-  if (fields.size() != 1 || fields[0].name() != "images") {
+  const bool known =
+      IsImagesField(fields[0]) &&
+      (fields.size() == 1 || (fields.size() == 2 && IsMasksFieldOf(fields[1], fields[0])));
+  if (!known) {
     std::vector<std::string> names;
     for (const v1::FieldSpec& field : fields) {
       names.push_back(field.name());
     }
-    return absl::UnimplementedError(
-        absl::StrCat("the data servers' batches hold the fields ", absl::StrJoin(names, ", "),
-                     "; this loader takes batches of images alone (a newer heterodl knows more)"));
+    return absl::UnimplementedError(absl::StrCat(
+        "the data servers' batches hold the fields ", absl::StrJoin(names, ", "),
+        "; this loader takes images alone, or images and masks (a newer heterodl knows more)"));
   }
   return fields;
 }

@@ -41,8 +41,8 @@ absl::StatusOr<v1::DatasetInfo> AgreeOnDataset(const std::vector<const ServerCon
 // The fields of the servers' batches (DatasetInfo.fields), checked
 // (FAILED_PRECONDITION saying why not). A server from before the batch
 // contract declares none: its batches are images alone. The loader hands out
-// images alone (Batch): UNIMPLEMENTED naming the fields of a pipeline that
-// makes others.
+// images alone, or images and their masks (Batch): UNIMPLEMENTED naming the
+// fields of a pipeline that makes others.
 absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
     const v1::DatasetInfo& info);
 

@@ -1,6 +1,7 @@
 #include "src/client/grpc_remote_loader.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "src/client/batch_check.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
+#include "src/wire/batch_layout.h"
 
 namespace heterodl {
 namespace {
@@ -32,15 +34,23 @@ FeedOptions FeedOptionsFor(const RemoteLoaderOptions& options) {
   return feed;
 }
 
-Batch ToBatch(DecodedBatch decoded) {
+// REQUIRES: CheckBatchHeader(decoded.header, ..., fields, ...) was OK.
+Batch ToBatch(DecodedBatch decoded,
+              const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
   const v1::Batch& header = decoded.header;
   Batch batch;
+  absl::StatusOr<BatchLayout> layout =
+      LayOutBatch(fields, static_cast<uint32_t>(header.labels_size()), header.ragged_lengths(),
+                  std::numeric_limits<uint64_t>::max());
+  if (layout.ok()) {
+    batch.fields = std::move(layout->fields);
+  }
   batch.epoch = header.id().epoch();
   batch.index = header.id().index();
   batch.height = static_cast<int>(header.height());
   batch.width = static_cast<int>(header.width());
   batch.channels = static_cast<int>(header.channels());
-  batch.images = std::move(decoded.pixels);
+  batch.payload = std::move(decoded.pixels);
   batch.labels.assign(header.labels().begin(), header.labels().end());
   batch.indices.assign(header.indices().begin(), header.indices().end());
   batch.failed = static_cast<int>(header.failed());
@@ -242,7 +252,7 @@ void GrpcRemoteLoader::Received(int connection, DecodedBatch batch) {
   if (samples > 0) {
     LearnBatchBytesLocked(pixel_bytes / samples * options_.batch_size);
   }
-  schedule_.Receive(connection, key, ToBatch(std::move(batch)), timing, now);
+  schedule_.Receive(connection, key, ToBatch(std::move(batch), settings_->fields), timing, now);
   last_receipt_ = now;
   Say(health_.Delivering(connections_[connection]->address()));
   DispatchLocked(connection);

@@ -1,8 +1,12 @@
 #include "src/data/batch_assembler.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "augment/png_decoder.h"
+#include "opencv2/core.hpp"
 #include "src/common/counter_rng.h"
 #include "src/common/log.h"
 
@@ -11,21 +15,75 @@ namespace {
 
 // Replacement candidates tried before a slot is zero-filled.
 constexpr int kReplacementAttempts = 3;
+// Masks MaskIdsOf reads before it settles for 8-bit ids.
+constexpr size_t kMasksProbed = 8;
 
 double SecondsSince(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
 
 }  // namespace
 
-BatchAssembler::BatchAssembler(const Dataset& dataset, const Pipeline& pipeline)
-    : dataset_(dataset), pipeline_(pipeline) {}
+MaskIds MaskIdsOf(const Dataset& dataset, int64_t max_pixels) {
+  if (!dataset.has_masks()) {
+    return MaskIds::kNone;
+  }
+  for (size_t index = 0; index < std::min(dataset.size(), kMasksProbed); ++index) {
+    const absl::StatusOr<std::string> bytes = dataset.ReadMask(index);
+    if (!bytes.ok()) {
+      continue;
+    }
+    const absl::StatusOr<cv::Mat> ids = DecodePngMask(*bytes, max_pixels);
+    if (ids.ok()) {
+      return ids->depth() == CV_16U ? MaskIds::kInt32 : MaskIds::kUint8;
+    }
+  }
+  return MaskIds::kUint8;
+}
+
+BatchAssembler::BatchAssembler(const Dataset& dataset, const Pipeline& pipeline, MaskIds mask_ids)
+    : dataset_(dataset), pipeline_(pipeline), mask_ids_(mask_ids) {}
+
+size_t BatchAssembler::mask_bytes() const {
+  const size_t pixels = static_cast<size_t>(pipeline_.output_height()) * pipeline_.output_width();
+  switch (mask_ids_) {
+    case MaskIds::kUint8:
+      return pixels;
+    case MaskIds::kInt32:
+      return pixels * sizeof(int32_t);
+    case MaskIds::kNone:
+      break;
+  }
+  return 0;
+}
 
 bool BatchAssembler::FirstReport(bool failure, int64_t index) const {
   absl::MutexLock lock(&mu_);
   return (failure ? reported_failures_ : reported_warnings_).insert(index).second;
 }
 
+absl::StatusOr<cv::Mat> BatchAssembler::ReadMask(int64_t index, StageSeconds* seconds) const {
+  absl::Time start = absl::Now();
+  absl::StatusOr<std::string> bytes = dataset_.ReadMask(static_cast<size_t>(index));
+  seconds->read += SecondsSince(start);
+  if (!bytes.ok()) {
+    return bytes.status();
+  }
+  start = absl::Now();
+  absl::StatusOr<cv::Mat> ids = DecodePngMask(*bytes, pipeline_.options().max_pixels);
+  seconds->decode += SecondsSince(start);
+  if (!ids.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("its mask: ", ids.status().message()));
+  }
+  if (mask_ids_ == MaskIds::kUint8 && ids->depth() != CV_8U) {
+    return absl::InvalidArgumentError(
+        "its mask has 16-bit class ids, where this dataset's batches hold 8-bit ones (as its "
+        "first mask has)");
+  }
+  return ids;
+}
+
 absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t index,
-                                        uint8_t* out, StageSeconds* seconds, bool* warned) const {
+                                        uint8_t* image, uint8_t* mask, StageSeconds* seconds,
+                                        bool* warned) const {
   if (request.abandoned != nullptr && request.abandoned->load(std::memory_order_relaxed)) {
     return absl::CancelledError("abandoned: no stream wants this sample any more");
   }
@@ -33,10 +91,32 @@ absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t
   absl::StatusOr<std::string> bytes = dataset_.ReadSample(static_cast<size_t>(index));
   seconds->read += SecondsSince(start);
   absl::Status status = bytes.status();
+  // With masks: the sample's ids, and where the pipeline leaves them moved
+  // (the batch itself for 8-bit ids; widened to int32 after).
+  absl::StatusOr<cv::Mat> ids;
+  cv::Mat moved;
+  SegmentationMask segmentation;
+  if (status.ok() && mask_ids_ != MaskIds::kNone) {
+    ids = ReadMask(index, seconds);
+    status = ids.status();
+    if (status.ok()) {
+      const int bytes_per_id = static_cast<int>(ids->elemSize());
+      if (mask_ids_ == MaskIds::kInt32) {
+        moved.create(pipeline_.output_height(), pipeline_.output_width(), ids->type());
+      }
+      segmentation = {ids->data,
+                      ids->cols,
+                      ids->rows,
+                      bytes_per_id,
+                      pipeline_.options().mask_ignore_index,
+                      mask_ids_ == MaskIds::kInt32 ? moved.data : mask};
+    }
+  }
   if (status.ok()) {
     PipelineTimings timings;
-    status = pipeline_.Run(*bytes, {request.seed, request.epoch, static_cast<uint64_t>(index)}, out,
-                           &timings, request.abandoned);
+    status = pipeline_.Run(*bytes, {request.seed, request.epoch, static_cast<uint64_t>(index)},
+                           image, &timings, request.abandoned,
+                           mask_ids_ != MaskIds::kNone ? &segmentation : nullptr);
     if (absl::IsCancelled(status)) {
       return status;  // not the sample's fault: neither logged nor counted
     }
@@ -50,6 +130,9 @@ absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t
           index, dataset_.sample(static_cast<size_t>(index)).path, timings.decode_warning);
     }
   }
+  if (status.ok() && mask_ids_ == MaskIds::kInt32) {
+    moved.convertTo(cv::Mat(moved.rows, moved.cols, CV_32SC1, mask), CV_32S);
+  }
   if (!status.ok() && FirstReport(/*failure=*/true, index)) {
     LogWarning("sample %d (%s) failed and is replaced: %s", index,
                dataset_.sample(static_cast<size_t>(index)).path, status.ToString());
@@ -57,32 +140,34 @@ absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t
   return status;
 }
 
-std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request, uint8_t* pixels,
+std::vector<SlotResult> BatchAssembler::Assemble(const BatchRequestSpec& request,
+                                                 const BatchDestination& destination,
                                                  StageSeconds* seconds) const {
   if (dataset_.synthetic()) {
-    std::memset(pixels, kSyntheticPixel, request.indices.size() * sample_bytes());
+    std::memset(destination.images, kSyntheticPixel, request.indices.size() * image_bytes());
     return SyntheticSlots(request.indices);
   }
   std::vector<SlotResult> slots;
   slots.reserve(request.indices.size());
   for (size_t slot = 0; slot < request.indices.size(); ++slot) {
-    slots.push_back(AssembleSlot(request, slot, pixels, seconds));
+    slots.push_back(AssembleSlot(request, slot, destination, seconds));
   }
   return slots;
 }
 
 SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t slot,
-                                        uint8_t* pixels, StageSeconds* seconds) const {
-  const size_t bytes_per_sample = sample_bytes();
+                                        const BatchDestination& destination,
+                                        StageSeconds* seconds) const {
   const int64_t index = request.indices[slot];
-  uint8_t* out = pixels + slot * bytes_per_sample;
+  uint8_t* image = destination.images + slot * image_bytes();
+  uint8_t* mask = mask_ids_ == MaskIds::kNone ? nullptr : destination.masks + slot * mask_bytes();
   SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk};
   if (dataset_.synthetic()) {
-    std::memset(out, kSyntheticPixel, bytes_per_sample);
+    std::memset(image, kSyntheticPixel, image_bytes());
     return result;
   }
   const absl::Status loaded =
-      LoadSample(request, index, out, seconds, &result.decoded_with_warning);
+      LoadSample(request, index, image, mask, seconds, &result.decoded_with_warning);
   if (loaded.ok()) {
     return result;
   }
@@ -98,7 +183,7 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
       continue;
     }
     const absl::Status replaced =
-        LoadSample(request, candidate, out, seconds, &result.decoded_with_warning);
+        LoadSample(request, candidate, image, mask, seconds, &result.decoded_with_warning);
     if (absl::IsCancelled(replaced)) {
       result.outcome = SampleOutcome::kAbandoned;
       return result;
@@ -109,7 +194,15 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
       return result;
     }
   }
-  std::memset(out, 0, bytes_per_sample);
+  std::memset(image, 0, image_bytes());
+  // A loss ignores the zero image's pixels rather than learning them as a
+  // class.
+  const int ignore = pipeline_.options().mask_ignore_index;
+  if (mask_ids_ == MaskIds::kUint8) {
+    std::memset(mask, ignore, mask_bytes());
+  } else if (mask_ids_ == MaskIds::kInt32) {
+    std::fill_n(reinterpret_cast<int32_t*>(mask), mask_bytes() / sizeof(int32_t), ignore);
+  }
   return result;
 }
 

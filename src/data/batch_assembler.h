@@ -1,14 +1,18 @@
-// BatchAssembler: reads, decodes and augments the samples of one batch into a
-// caller-provided uint8 NHWC buffer.
+// BatchAssembler: reads, decodes and augments the samples of one batch into
+// caller-provided buffers, one per field: images uint8 NHWC and, for a
+// segmentation dataset, masks of class ids [N, H, W].
 //
 //   BatchAssembler assembler(dataset, pipeline);
-//   std::vector<uint8_t> pixels(indices.size() * assembler.sample_bytes());
-//   std::vector<SlotResult> slots =
-//       assembler.Assemble({seed, epoch, indices}, pixels.data(), &times);
+//   std::vector<uint8_t> images(indices.size() * assembler.image_bytes());
+//   std::vector<uint8_t> masks(indices.size() * assembler.mask_bytes());
+//   std::vector<SlotResult> slots = assembler.Assemble(
+//       {seed, epoch, indices}, {images.data(), masks.data()}, &times);
 //
 // A sample that cannot be read or decoded never fails the batch: its slot is
 // filled by a replacement sample picked deterministically from (seed, epoch,
-// index), or with zeros if no replacement decodes either, and the slot says so.
+// index), or with zeros (its mask with the ignore index) if no replacement
+// decodes either, and the slot says so. A mask that cannot be read, is not
+// class ids or is not its image's size fails its sample the same way.
 // Thread-safe: many workers may assemble batches at once.
 #ifndef HETERODL_SRC_DATA_BATCH_ASSEMBLER_H_
 #define HETERODL_SRC_DATA_BATCH_ASSEMBLER_H_
@@ -23,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "augment/pipeline.h"
+#include "opencv2/core/mat.hpp"
 #include "src/data/dataset.h"
 
 namespace heterodl {
@@ -57,25 +62,50 @@ struct BatchRequestSpec {
   const std::atomic<bool>* abandoned = nullptr;
 };
 
+// How a segmentation dataset's class ids are put in batches: its masks are
+// 8-bit (gray, packed or palette PNGs: uint8 batches) or 16-bit (int32
+// batches, as torch has no uint16 to hand a loss).
+enum class MaskIds { kNone, kUint8, kInt32 };
+
+// The ids a dataset's masks need: kNone without masks; else as its first
+// mask that decodes (of the first few), kUint8 when none does (its samples
+// fail as they are built). `max_pixels`: as PipelineOptions'.
+MaskIds MaskIdsOf(const Dataset& dataset, int64_t max_pixels);
+
+// Where one batch's fields go.
+struct BatchDestination {
+  uint8_t* images = nullptr;  // samples x image_bytes()
+  uint8_t* masks = nullptr;   // samples x mask_bytes(); with masks only
+};
+
 class BatchAssembler {
  public:
-  // `dataset` and `pipeline` must outlive the assembler.
-  BatchAssembler(const Dataset& dataset, const Pipeline& pipeline);
+  // `dataset` and `pipeline` must outlive the assembler. A segmentation
+  // dataset's masks are moved with their images (Pipeline::Run), as `mask_ids`
+  // (MaskIdsOf(dataset) when it has masks), and padding fills them with the
+  // pipeline's mask_ignore_index.
+  BatchAssembler(const Dataset& dataset, const Pipeline& pipeline, MaskIds mask_ids);
 
-  size_t sample_bytes() const { return pipeline_.output_bytes(); }
+  // Bytes of one sample's image, and of its mask (0 without masks).
+  size_t image_bytes() const { return pipeline_.output_bytes(); }
+  size_t mask_bytes() const;
+  // Of all its fields together.
+  size_t sample_bytes() const { return image_bytes() + mask_bytes(); }
+  MaskIds mask_ids() const { return mask_ids_; }
   const Pipeline& pipeline() const { return pipeline_; }
 
-  // Writes indices.size() * sample_bytes() bytes to `pixels`.
+  // Writes indices.size() samples to `destination`.
   // REQUIRES: every index < dataset size (validated by the caller).
-  std::vector<SlotResult> Assemble(const BatchRequestSpec& request, uint8_t* pixels,
+  std::vector<SlotResult> Assemble(const BatchRequestSpec& request,
+                                   const BatchDestination& destination,
                                    StageSeconds* seconds) const;
 
-  // One slot of Assemble: writes sample_bytes() bytes to `pixels` + slot *
-  // sample_bytes(). Slots of one batch may be assembled concurrently, on
-  // different threads, with different `seconds`.
+  // One slot of Assemble: writes sample `slot` of `destination`. Slots of
+  // one batch may be assembled concurrently, on different threads, with
+  // different `seconds`.
   // REQUIRES: slot < request.indices.size(); the index < dataset size.
-  SlotResult AssembleSlot(const BatchRequestSpec& request, size_t slot, uint8_t* pixels,
-                          StageSeconds* seconds) const;
+  SlotResult AssembleSlot(const BatchRequestSpec& request, size_t slot,
+                          const BatchDestination& destination, StageSeconds* seconds) const;
 
   // The slots of a batch of a synthetic dataset, whose pixels are all
   // kSyntheticPixel: such batches differ only in their slots, so a server can
@@ -88,16 +118,21 @@ class BatchAssembler {
   int64_t distinct_failed_samples() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // Reads and augments one sample into `out`; sets `*warned` when it was
-  // decoded around damage. Logs the first failure or warning of each sample.
-  absl::Status LoadSample(const BatchRequestSpec& request, int64_t index, uint8_t* out,
-                          StageSeconds* seconds, bool* warned) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads and augments one sample into `image` (and its mask into `mask`,
+  // with masks); sets `*warned` when it was decoded around damage. Logs the
+  // first failure or warning of each sample.
+  absl::Status LoadSample(const BatchRequestSpec& request, int64_t index, uint8_t* image,
+                          uint8_t* mask, StageSeconds* seconds, bool* warned) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sample `index`'s mask, decoded, for Pipeline::Run to move into `out`.
+  absl::StatusOr<cv::Mat> ReadMask(int64_t index, StageSeconds* seconds) const;
   // True the first time sample `index` fails (or, with `failure` false, is
   // decoded with a warning): each is logged once.
   bool FirstReport(bool failure, int64_t index) const ABSL_LOCKS_EXCLUDED(mu_);
 
   const Dataset& dataset_;
   const Pipeline& pipeline_;
+  const MaskIds mask_ids_;
   mutable absl::Mutex mu_;
   mutable absl::flat_hash_set<int64_t> reported_failures_ ABSL_GUARDED_BY(mu_);
   mutable absl::flat_hash_set<int64_t> reported_warnings_ ABSL_GUARDED_BY(mu_);

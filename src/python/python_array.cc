@@ -20,7 +20,29 @@ struct ArrayObject {
 
 ArrayObject* AsArray(PyObject* self) { return reinterpret_cast<ArrayObject*>(self); }
 
-Py_ssize_t ItemSize(ElementType type) { return type == ElementType::kUInt8 ? 1 : 8; }
+// How each element type reads in the buffer protocol, DLPack and NumPy.
+struct ElementTraits {
+  Py_ssize_t bytes;
+  const char* format;  // struct module's
+  DLDataType dlpack;
+  const char* name;
+};
+
+ElementTraits TraitsOf(ElementType type) {
+  switch (type) {
+    case ElementType::kUInt8:
+      return {1, "B", {kDLUInt, 8, 1}, "uint8"};
+    case ElementType::kInt32:
+      return {4, "i", {kDLInt, 32, 1}, "int32"};
+    case ElementType::kInt64:
+      return {8, "q", {kDLInt, 64, 1}, "int64"};
+    case ElementType::kFloat32:
+      return {4, "f", {kDLFloat, 32, 1}, "float32"};
+  }
+  return {1, "B", {kDLUInt, 8, 1}, "uint8"};
+}
+
+Py_ssize_t ItemSize(ElementType type) { return TraitsOf(type).bytes; }
 
 Py_ssize_t Elements(const ArrayView& view) {
   Py_ssize_t count = 1;
@@ -50,7 +72,7 @@ int GetBuffer(PyObject* self, Py_buffer* buffer, int flags) {
   buffer->readonly = 0;  // the trainer may normalise in place
   buffer->format = nullptr;
   if ((flags & PyBUF_FORMAT) == PyBUF_FORMAT) {
-    buffer->format = const_cast<char*>(view.type == ElementType::kUInt8 ? "B" : "q");
+    buffer->format = const_cast<char*>(TraitsOf(view.type).format);
   }
   buffer->ndim = static_cast<int>(view.shape.size());
   buffer->shape = nullptr;
@@ -135,8 +157,7 @@ PyObject* ExportDlpack(PyObject* self, PyObject* args, PyObject* kwargs) {
   tensor.data = view.data;
   tensor.device = {kDLCPU, 0};
   tensor.ndim = static_cast<int32_t>(exported->shape.size());
-  tensor.dtype =
-      view.type == ElementType::kUInt8 ? DLDataType{kDLUInt, 8, 1} : DLDataType{kDLInt, 64, 1};
+  tensor.dtype = TraitsOf(view.type).dlpack;
   tensor.shape = exported->shape.data();
   tensor.strides = nullptr;  // C-contiguous
   tensor.byte_offset = 0;
@@ -173,7 +194,7 @@ PyObject* Shape(PyObject* self, void* /*closure*/) {
 }
 
 PyObject* DType(PyObject* self, void* /*closure*/) {
-  return PyUnicode_FromString(AsArray(self)->view->type == ElementType::kUInt8 ? "uint8" : "int64");
+  return PyUnicode_FromString(TraitsOf(AsArray(self)->view->type).name);
 }
 
 Py_ssize_t Length(PyObject* self) {
@@ -186,9 +207,8 @@ PyObject* Repr(PyObject* self) {
   if (shape == nullptr) {
     return nullptr;
   }
-  PyObject* text =
-      PyUnicode_FromFormat("heterodl.Array(shape=%R, dtype=%s)", shape,
-                           AsArray(self)->view->type == ElementType::kUInt8 ? "uint8" : "int64");
+  PyObject* text = PyUnicode_FromFormat("heterodl.Array(shape=%R, dtype=%s)", shape,
+                                        TraitsOf(AsArray(self)->view->type).name);
   Py_DECREF(shape);
   return text;
 }

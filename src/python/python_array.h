@@ -14,10 +14,9 @@
 #include <vector>
 
 #include "src/python/python_api.h"  // first: Python.h wants to be
+#include "src/wire/field_slice.h"
 
 namespace heterodl {
-
-enum class ElementType { kUInt8, kInt64 };
 
 // What an Array shows: `shape` elements of `type` at `data`, C-contiguous,
 // kept alive by `owner`.

@@ -148,10 +148,32 @@ PyObject* SetEpoch(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// (images, labels, indices, failed, epoch, index, decoded_with_warnings);
-// the Arrays share one
-// reference to the batch, which goes back to the loader's pool when the last
-// of them (or of what was imported from them) is freed.
+// {name: Array} of the batch's fields other than images (the tuple's first).
+PyObject* OtherFields(PyTypeObject* array_type, const std::shared_ptr<Batch>& batch) {
+  PyObject* fields = PyDict_New();
+  if (fields == nullptr) {
+    return nullptr;
+  }
+  for (const FieldSlice& field : batch->fields) {
+    if (field.name == "images") {
+      continue;
+    }
+    PyObject* array = NewArray(
+        array_type, {batch, batch->payload.data() + field.offset, field.dtype, field.shape});
+    if (array == nullptr || PyDict_SetItemString(fields, field.name.c_str(), array) != 0) {
+      Py_XDECREF(array);
+      Py_DECREF(fields);
+      return nullptr;
+    }
+    Py_DECREF(array);
+  }
+  return fields;
+}
+
+// (images, labels, indices, failed, epoch, index, decoded_with_warnings,
+// {other field: Array}); the Arrays share one reference to the batch, which
+// goes back to the loader's pool when the last of them (or of what was
+// imported from them) is freed.
 PyObject* ToPython(PyObject* self, Batch&& received) {
   auto* state = static_cast<ModuleState*>(PyType_GetModuleState(Py_TYPE(self)));
   if (state == nullptr) {
@@ -161,21 +183,23 @@ PyObject* ToPython(PyObject* self, Batch&& received) {
   auto* array_type = reinterpret_cast<PyTypeObject*>(state->array_type);
   const int64_t size = batch->size();
   PyObject* images = NewArray(array_type, {batch,
-                                           batch->images.data(),
+                                           batch->payload.data(),
                                            ElementType::kUInt8,
                                            {size, batch->height, batch->width, batch->channels}});
   PyObject* labels =
       NewArray(array_type, {batch, batch->labels.data(), ElementType::kInt64, {size}});
   PyObject* indices =
       NewArray(array_type, {batch, batch->indices.data(), ElementType::kInt64, {size}});
-  if (images == nullptr || labels == nullptr || indices == nullptr) {
+  PyObject* others = OtherFields(array_type, batch);
+  if (images == nullptr || labels == nullptr || indices == nullptr || others == nullptr) {
     Py_XDECREF(images);
     Py_XDECREF(labels);
     Py_XDECREF(indices);
+    Py_XDECREF(others);
     return nullptr;
   }
-  return Py_BuildValue("(NNNiILi)", images, labels, indices, batch->failed, batch->epoch,
-                       static_cast<long long>(batch->index), batch->decoded_with_warnings);
+  return Py_BuildValue("(NNNiILiN)", images, labels, indices, batch->failed, batch->epoch,
+                       static_cast<long long>(batch->index), batch->decoded_with_warnings, others);
 }
 
 PyObject* Next(PyObject* self, PyObject* /*unused*/) {
@@ -284,8 +308,8 @@ PyMethodDef kMethods[] = {
     {"set_epoch", SetEpoch, METH_VARARGS,
      "set_epoch(epoch, next_batch=0): what the next batches are; fetching starts now"},
     {"next", Next, METH_NOARGS,
-     "(images, labels, indices, failed, epoch, index, decoded_with_warnings), or None at the "
-     "end of the epoch"},
+     "(images, labels, indices, failed, epoch, index, decoded_with_warnings, {field: Array}), "
+     "or None at the end of the epoch"},
     {"position", Position, METH_NOARGS, "(epoch, next batch)"},
     {"stats", Stats, METH_NOARGS, "requested, received, delivered, dropped, reassigned, ..."},
     {"class_names", ClassNames, METH_NOARGS, "the dataset's class names"},

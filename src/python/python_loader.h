@@ -11,8 +11,10 @@
 //          pin_memory, tls_ca, tls_cert, tls_key, tls_server_name,
 //          pixel_channel, pin_device=0)
 //   .set_epoch(epoch, next_batch=0)  -> None, the loader starts fetching
-//   .next() -> (images, labels, indices, failed, epoch, index) | None at the
-//              end of the epoch; the first three are Arrays
+//   .next() -> (images, labels, indices, failed, epoch, index,
+//               decoded_with_warnings, {other field: Array}) | None at the
+//              end of the epoch; the first three are Arrays, and the
+//              dict holds the batch's other fields (masks)
 //   .position() -> (epoch, next_batch);  .stats() -> dict;  len(loader)
 //   .class_names() -> list[str];  .num_samples() -> int
 #ifndef HETERODL_SRC_PYTHON_PYTHON_LOADER_H_

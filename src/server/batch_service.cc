@@ -1,5 +1,7 @@
 #include "src/server/batch_service.h"
 
+#include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/base/call_once.h"
@@ -36,6 +38,13 @@ v1::SampleStatus ToProto(SampleOutcome outcome) {
   return v1::SAMPLE_ZERO_FILLED;
 }
 
+// The bytes of a batch of `samples` of the stream's, its fields laid out.
+uint64_t PayloadBytes(const StreamPlan& stream, uint32_t samples) {
+  const absl::StatusOr<BatchLayout> layout =
+      LayOutBatch(stream.fields, samples, {}, std::numeric_limits<uint64_t>::max());
+  return layout.ok() ? layout->payload_bytes : samples * stream.assembler->sample_bytes();
+}
+
 }  // namespace
 
 absl::Status CheckPipelineCost(const Pipeline& pipeline, double limit) {
@@ -52,12 +61,31 @@ absl::Status CheckPipelineCost(const Pipeline& pipeline, double limit) {
       kCostReferenceHeight, cost.costliest_pixel_operations / 1e6));
 }
 
+google::protobuf::RepeatedPtrField<v1::FieldSpec> FieldsOf(const BatchAssembler& assembler) {
+  const auto height = static_cast<uint32_t>(assembler.pipeline().output_height());
+  const auto width = static_cast<uint32_t>(assembler.pipeline().output_width());
+  google::protobuf::RepeatedPtrField<v1::FieldSpec> fields;
+  *fields.Add() = ImagesField(height, width);
+  switch (assembler.mask_ids()) {
+    case MaskIds::kUint8:
+      *fields.Add() = MasksField(height, width, v1::DTYPE_UINT8);
+      break;
+    case MaskIds::kInt32:
+      *fields.Add() = MasksField(height, width, v1::DTYPE_INT32);
+      break;
+    case MaskIds::kNone:
+      break;
+  }
+  return fields;
+}
+
 BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
                            RequestLimits limits, PipelineOptions pipeline_options, int worker_nice,
                            HostAllocator buffer_allocator)
     : dataset_(std::move(dataset)),
+      mask_ids_(MaskIdsOf(dataset_, pipeline_options.max_pixels)),
       default_pipeline_(std::move(default_pipeline)),
-      default_assembler_(dataset_, default_pipeline_),
+      default_assembler_(dataset_, default_pipeline_, mask_ids_),
       limits_(limits),
       pipeline_options_(pipeline_options),
       start_time_(absl::Now()),
@@ -86,7 +114,7 @@ absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) 
   info.set_default_pipeline(default_pipeline_.CanonicalSpec());
   info.set_height(assembler->pipeline().output_height());
   info.set_width(assembler->pipeline().output_width());
-  *info.add_fields() = ImagesField(info.height(), info.width());
+  *info.mutable_fields() = FieldsOf(*assembler);
   return info;
 }
 
@@ -113,7 +141,7 @@ absl::StatusOr<std::shared_ptr<const BatchAssembler>> BatchService::AssemblerFor
       pipelines_refused_costly_.fetch_add(1, std::memory_order_relaxed);
       return within;
     }
-    auto built = std::make_shared<const CompiledPipeline>(dataset_, std::move(parsed));
+    auto built = std::make_shared<const CompiledPipeline>(dataset_, std::move(parsed), mask_ids_);
     absl::MutexLock lock(&mu_);
     compiled = pipelines_.Put(pipeline, std::move(built), 2 * pipeline.size() + 4096);
   }
@@ -146,12 +174,14 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
   RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
 
   ASSIGN_OR_RETURN(stream->assembler, AssemblerFor(config.pipeline()));
-  const uint64_t batch_bytes =
-      static_cast<uint64_t>(config.batch_size()) * stream->assembler->sample_bytes();
-  if (batch_bytes > limits_.max_batch_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a batch would be ", batch_bytes, " bytes, over the limit of ", limits_.max_batch_bytes));
+  stream->fields = FieldsOf(*stream->assembler);
+  const absl::StatusOr<BatchLayout> layout =
+      LayOutBatch(stream->fields, config.batch_size(), {}, limits_.max_batch_bytes);
+  if (!layout.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a batch of ", config.batch_size(), " samples: ", layout.status().message()));
   }
+  const uint64_t batch_bytes = layout->payload_bytes;
   if (!dataset_.synthetic()) {
     RETURN_IF_ERROR(memory_->Fits(batch_bytes));
   }
@@ -249,7 +279,8 @@ struct BatchService::BatchJob {
   absl::Time started;
   std::vector<int64_t> indices;
   OutgoingPixels pixels;
-  uint8_t* writable = nullptr;  // into `pixels`, null for a shared synthetic batch
+  // Into `pixels`; null for a shared synthetic batch.
+  BatchDestination destination;
 
   absl::Mutex mu;
   std::vector<SlotResult> slots ABSL_GUARDED_BY(mu);
@@ -266,9 +297,8 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
   const absl::StatusOr<int64_t> samples = SamplesInBatch(stream->params, id.index());
   const int items = dataset_.synthetic() ? 1 : static_cast<int>(samples.value_or(1));
   const SamplePool::QueueId queue = stream->work_queue;
-  const uint64_t bytes = dataset_.synthetic() ? 0
-                                              : static_cast<uint64_t>(samples.value_or(0)) *
-                                                    stream->assembler->sample_bytes();
+  const uint64_t bytes =
+      dataset_.synthetic() ? 0 : PayloadBytes(*stream, static_cast<uint32_t>(samples.value_or(0)));
   const StreamPlan* key = stream.get();
   job->stream = std::move(stream);
   // Runs now, or once other batches' pixels are sent; with an empty grant
@@ -315,8 +345,10 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     job.pixels = OutgoingPixels::Share(SyntheticPixels(assembler, job.indices));
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(PooledBuffer pixels,
-                   buffers_->Get(job.indices.size() * assembler.sample_bytes()));
+  ASSIGN_OR_RETURN(const BatchLayout layout,
+                   LayOutBatch(job.stream->fields, static_cast<uint32_t>(job.indices.size()), {},
+                               limits_.max_batch_bytes));
+  ASSIGN_OR_RETURN(PooledBuffer pixels, buffers_->Get(layout.payload_bytes));
   // The reservation lasts as long as the pixels: until the last send is done.
   struct BatchMemory {
     PooledBuffer buffer;
@@ -324,8 +356,19 @@ absl::Status BatchService::Prepare(BatchJob& job) {
   };
   auto memory =
       std::make_shared<BatchMemory>(BatchMemory{std::move(pixels), std::move(job.memory)});
-  job.writable = memory->buffer.data();
-  job.pixels = OutgoingPixels{memory, memory->buffer.data(), memory->buffer.size()};
+  uint8_t* payload = memory->buffer.data();
+  job.destination.images = payload + layout.fields[0].offset;
+  if (assembler.mask_ids() != MaskIds::kNone) {
+    job.destination.masks = payload + layout.fields[1].offset;
+  }
+  // The gaps that align fields would carry a pooled buffer's earlier bytes
+  // (another client's pixels): zeros instead.
+  uint64_t end = 0;
+  for (const FieldSlice& field : layout.fields) {
+    std::memset(payload + end, 0, field.offset - end);
+    end = field.offset + field.bytes;
+  }
+  job.pixels = OutgoingPixels{memory, payload, layout.payload_bytes};
   return absl::OkStatus();
 }
 
@@ -340,7 +383,7 @@ void BatchService::BuildSample(BatchJob& job, int slot) {
   StageSeconds seconds;
   const SlotResult result = assembler.AssembleSlot(
       {job.stream->params.seed, job.id.epoch(), job.indices, job.stream->abandoned.get()},
-      static_cast<size_t>(slot), job.writable, &seconds);
+      static_cast<size_t>(slot), job.destination, &seconds);
   absl::MutexLock lock(&job.mu);
   job.slots[static_cast<size_t>(slot)] = result;
   job.seconds.read += seconds.read;
@@ -401,7 +444,7 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
 
 std::shared_ptr<const std::vector<uint8_t>> BatchService::SyntheticPixels(
     const BatchAssembler& assembler, absl::Span<const int64_t> indices) {
-  const size_t bytes = indices.size() * assembler.sample_bytes();
+  const size_t bytes = indices.size() * assembler.image_bytes();
   absl::MutexLock lock(&mu_);
   // Bounded: a client cycling through batch sizes must not grow it forever
   // (batches being sent keep their own reference).
@@ -412,7 +455,7 @@ std::shared_ptr<const std::vector<uint8_t>> BatchService::SyntheticPixels(
   if (pixels == nullptr) {
     auto built = std::make_shared<std::vector<uint8_t>>(bytes);
     StageSeconds unused;
-    assembler.Assemble({0, 0, indices}, built->data(), &unused);
+    assembler.Assemble({0, 0, indices}, {built->data()}, &unused);
     pixels = std::move(built);
   }
   return pixels;

@@ -67,6 +67,9 @@ struct StreamPlan {
   // Shared with the service's cache of pipelines, which keeps it while
   // there is room; the stream keeps it as long as it lives.
   std::shared_ptr<const BatchAssembler> assembler;
+  // What its batches hold (DatasetInfo.fields): images, and masks for a
+  // segmentation dataset.
+  google::protobuf::RepeatedPtrField<v1::FieldSpec> fields;
   // Its client's queue on the pool, and what drops this stream's builds.
   std::string client_id;
   SamplePool::QueueId work_queue = 0;
@@ -80,8 +83,11 @@ struct StreamPlan {
   std::shared_ptr<std::atomic<bool>> abandoned = std::make_shared<std::atomic<bool>>(false);
 };
 
-// A built batch: the message fields, and the pixels (sent without a copy,
-// see src/wire/batch_codec.h).
+// The fields of `assembler`'s batches, as DatasetInfo.fields declares them.
+google::protobuf::RepeatedPtrField<v1::FieldSpec> FieldsOf(const BatchAssembler& assembler);
+
+// A built batch: the message fields, and its payload, every field's bytes
+// (sent without a copy, see src/wire/batch_codec.h).
 struct BuiltBatch {
   v1::Batch header;  // `images` empty
   OutgoingPixels pixels;
@@ -149,8 +155,8 @@ class BatchService {
 
   // A named pipeline, parsed, with its assembler (which refers to it).
   struct CompiledPipeline {
-    CompiledPipeline(const Dataset& dataset, Pipeline parsed)
-        : pipeline(std::move(parsed)), assembler(dataset, pipeline) {}
+    CompiledPipeline(const Dataset& dataset, Pipeline parsed, MaskIds mask_ids)
+        : pipeline(std::move(parsed)), assembler(dataset, pipeline, mask_ids) {}
     const Pipeline pipeline;
     const BatchAssembler assembler;
   };
@@ -174,6 +180,8 @@ class BatchService {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const Dataset dataset_;
+  // How its masks' ids go in batches (MaskIdsOf).
+  const MaskIds mask_ids_;
   const Pipeline default_pipeline_;
   const BatchAssembler default_assembler_;
   const RequestLimits limits_;

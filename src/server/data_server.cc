@@ -13,6 +13,7 @@
 #include "src/common/memory/shared_regions.h"
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
+#include "src/data/batch_assembler.h"
 #include "src/server/batch_service.h"
 #include "src/server/grpc_data_server.h"
 #include "src/server/pixel_channel_listener.h"
@@ -63,11 +64,17 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
   if (dataset.has_masks()) {
-    // Served as images alone, its masks would be dropped without a word.
-    return absl::UnimplementedError(absl::StrCat(
-        "dataset '", dataset.source(),
-        "' pairs images with segmentation masks; this server reads them but does not yet put "
-        "masks in its batches (docs/pipeline.md, 'Segmentation masks')"));
+    const MaskIds mask_ids = MaskIdsOf(dataset, options.max_pixels);
+    const int most = mask_ids == MaskIds::kInt32 ? 65535 : 255;
+    if (options.mask_ignore_index < 0 || options.mask_ignore_index > most) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ignore-index ", options.mask_ignore_index, " does not fit dataset '",
+                       dataset.source(), "''s masks, ", mask_ids == MaskIds::kInt32 ? "16" : "8",
+                       "-bit class ids (0-", most, ")"));
+    }
+    LogInfo("segmentation masks: %s class ids in batches, %d where no image pixel maps",
+            mask_ids == MaskIds::kInt32 ? "16-bit, as int32" : "8-bit, as uint8",
+            options.mask_ignore_index);
   }
   if (const Dataset::MissingFiles missing = dataset.FindMissingFiles(); missing.count > 0) {
     const std::string what = absl::StrCat(
@@ -82,6 +89,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   PipelineOptions pipeline_options;
   pipeline_options.max_pixels = options.max_pixels;
   pipeline_options.strict_decode = options.strict_decode;
+  pipeline_options.mask_ignore_index = options.mask_ignore_index;
   ASSIGN_OR_RETURN(
       Pipeline pipeline,
       Pipeline::Parse(options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline,

@@ -43,6 +43,10 @@ struct DataServerOptions {
   // Replace samples whose JPEG data is damaged but decodable instead of
   // decoding them as libjpeg fills them (PipelineOptions::strict_decode).
   bool strict_decode = false;
+  // A segmentation dataset's masks: the class id of pixels no image pixel
+  // maps to (PipelineOptions::mask_ignore_index); 0-255 for 8-bit masks,
+  // 0-65535 for 16-bit ones, else Start refuses.
+  int mask_ignore_index = 255;
   // A file list naming files that do not exist: false logs how many (and the
   // first few) and serves, replacing their samples as any unreadable one;
   // true refuses to start (FAILED_PRECONDITION).

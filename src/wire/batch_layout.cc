@@ -54,6 +54,19 @@ std::string DTypeName(v1::DType dtype) {
   }
 }
 
+ElementType ElementTypeOfDType(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_INT32:
+      return ElementType::kInt32;
+    case v1::DTYPE_INT64:
+      return ElementType::kInt64;
+    case v1::DTYPE_FLOAT32:
+      return ElementType::kFloat32;
+    default:
+      return ElementType::kUInt8;
+  }
+}
+
 absl::Status CheckFieldSpecs(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
   if (fields.empty() || fields.size() > kMaxFields) {
     return absl::InvalidArgumentError(
@@ -101,7 +114,7 @@ absl::StatusOr<BatchLayout> LayOutBatch(
   for (const v1::FieldSpec& spec : fields) {
     FieldSlice slice;
     slice.name = spec.name();
-    slice.dtype = spec.dtype();
+    slice.dtype = ElementTypeOfDType(spec.dtype());
     slice.ragged = spec.ragged();
     uint64_t rows = samples;
     if (spec.ragged()) {
@@ -163,6 +176,15 @@ v1::FieldSpec ImagesField(uint32_t height, uint32_t width) {
   field.add_shape(height);
   field.add_shape(width);
   field.add_shape(3);
+  return field;
+}
+
+v1::FieldSpec MasksField(uint32_t height, uint32_t width, v1::DType dtype) {
+  v1::FieldSpec field;
+  field.set_name("masks");
+  field.set_dtype(dtype);
+  field.add_shape(height);
+  field.add_shape(width);
   return field;
 }
 

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "heterodl/data_service.pb.h"
+#include "src/wire/field_slice.h"
 
 namespace heterodl {
 
@@ -45,19 +46,8 @@ uint64_t DTypeBytes(v1::DType dtype);
 // "uint8", "int32", "int64", "float32" (NumPy's names).
 std::string DTypeName(v1::DType dtype);
 
-// Where one field of a batch lies in its payload.
-struct FieldSlice {
-  std::string name;
-  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
-  // The field's array: [samples, *spec.shape] when dense, [elements of all
-  // samples, *spec.shape] when ragged.
-  std::vector<int64_t> shape;
-  uint64_t offset = 0;  // from the payload's start, a multiple of kFieldAlignment
-  uint64_t bytes = 0;
-  // Ragged fields: how many elements each sample has, in sample order.
-  bool ragged = false;
-  std::vector<uint32_t> lengths;
-};
+// The element type of a known `dtype` (CheckFieldSpecs: every field's is).
+ElementType ElementTypeOfDType(v1::DType dtype);
 
 struct BatchLayout {
   std::vector<FieldSlice> fields;  // in DatasetInfo.fields' order
@@ -82,6 +72,9 @@ absl::StatusOr<BatchLayout> LayOutBatch(
 // The one field of a classification pipeline's batches: images uint8
 // [height, width, 3].
 v1::FieldSpec ImagesField(uint32_t height, uint32_t width);
+// A segmentation pipeline's second field: masks of class ids, `dtype`
+// (uint8 or int32) [height, width].
+v1::FieldSpec MasksField(uint32_t height, uint32_t width, v1::DType dtype);
 
 }  // namespace heterodl
 

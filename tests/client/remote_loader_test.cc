@@ -34,7 +34,7 @@ TEST_F(RemoteLoaderTest, EverySampleReachesExactlyOneRankInOrder) {
     for (size_t k = 0; k < batches.size(); ++k) {
       EXPECT_EQ(batches[k].index, static_cast<int64_t>(k));
       EXPECT_EQ(batches[k].height, 32);
-      EXPECT_EQ(batches[k].images.size(), static_cast<size_t>(batches[k].size()) * 32 * 32 * 3);
+      EXPECT_EQ(batches[k].payload.size(), static_cast<size_t>(batches[k].size()) * 32 * 32 * 3);
       seen.insert(batches[k].indices.begin(), batches[k].indices.end());
     }
     EXPECT_EQ(batches.back().size(), 6);
@@ -69,7 +69,7 @@ TEST_F(RemoteLoaderTest, AnyServerBuildsTheSameBatchBitForBit) {
   std::vector<Batch> batches_b = ReadEpoch(**from_b, 2);
   ASSERT_EQ(batches_a.size(), batches_b.size());
   for (size_t k = 0; k < batches_a.size(); ++k) {
-    EXPECT_EQ(batches_a[k].images.view(), batches_b[k].images.view()) << k;
+    EXPECT_EQ(batches_a[k].payload.view(), batches_b[k].payload.view()) << k;
     EXPECT_EQ(batches_a[k].labels, batches_b[k].labels);
     EXPECT_EQ(batches_a[k].indices, batches_b[k].indices);
   }
@@ -84,7 +84,7 @@ TEST_F(RemoteLoaderTest, ResumesAtAGivenBatch) {
   absl::StatusOr<std::optional<Batch>> resumed = (*loader)->Next();
   ASSERT_TRUE(resumed.ok() && resumed->has_value());
   EXPECT_EQ((*resumed)->index, 5);
-  EXPECT_EQ((*resumed)->images.view(), all[5].images.view());
+  EXPECT_EQ((*resumed)->payload.view(), all[5].payload.view());
   EXPECT_EQ((*loader)->position().next_batch, 6);
 }
 
@@ -102,7 +102,7 @@ TEST_F(RemoteLoaderTest, BatchesFetchedAheadAreKeptAtTheBoundaryAndDroppedElsewh
   ASSERT_EQ(next.size(), expected.size());
   for (size_t k = 0; k < next.size(); ++k) {
     EXPECT_EQ(next[k].indices, expected[k].indices);
-    EXPECT_EQ(next[k].images.view(), expected[k].images.view());
+    EXPECT_EQ(next[k].payload.view(), expected[k].payload.view());
   }
   EXPECT_EQ((*loader)->stats().dropped, 0);
   // Epoch 2 arrives ahead too; the trainer resumes elsewhere instead.

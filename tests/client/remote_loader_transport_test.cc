@@ -18,6 +18,7 @@
 #include "src/client/remote_loader.h"
 #include "src/client/server_status.h"
 #include "tests/testing/served_dataset.h"
+#include "tests/testing/test_images.h"
 
 namespace heterodl {
 namespace {
@@ -170,7 +171,7 @@ TEST_F(PixelTransportTest, PixelChannelsAndGrpcCarryTheSameBatches) {
   for (size_t k = 0; k < a.size(); ++k) {
     EXPECT_EQ(a[k].indices, b[k].indices);
     EXPECT_EQ(a[k].labels, b[k].labels);
-    EXPECT_EQ(a[k].images.view(), b[k].images.view()) << "batch " << k;
+    EXPECT_EQ(a[k].payload.view(), b[k].payload.view()) << "batch " << k;
   }
 }
 
@@ -204,11 +205,51 @@ TEST_F(PixelTransportTest, ASameHostLoaderCopiesFromSharedMemoryTheSameBatches) 
     ASSERT_FALSE(a.empty());
     for (size_t k = 0; k < a.size(); ++k) {
       EXPECT_EQ(a[k].indices, b[k].indices);
-      EXPECT_EQ(a[k].images.view(), b[k].images.view()) << "epoch " << epoch << " batch " << k;
-      EXPECT_EQ(a[k].images.view(), c[k].images.view()) << "epoch " << epoch << " batch " << k;
+      EXPECT_EQ(a[k].payload.view(), b[k].payload.view()) << "epoch " << epoch << " batch " << k;
+      EXPECT_EQ(a[k].payload.view(), c[k].payload.view()) << "epoch " << epoch << " batch " << k;
     }
   }
   EXPECT_GT((*shared)->stats().same_host_streams, 0);
+}
+
+TEST_F(PixelTransportTest, SegmentationBatchesCarryTheirMasksEveryWayAndFromAnyServer) {
+  const std::filesystem::path root = testing::MakePaintedSegmentationFolder("served-masks", 30, 8);
+  RunningServer first(root.string());
+  RunningServer second(root.string());
+  RemoteLoaderOptions options = LoaderOptions({first.address()}, 0, 1);
+  options.pipeline = "random_resized_crop(40x48)|hflip(0.5)|rotation(20)";
+  auto shared = RemoteLoader::Connect(options);
+  options.same_host_pixels = false;
+  auto tcp = RemoteLoader::Connect(options);
+  options.pixel_channel = false;
+  options.servers.fixed = {second.address()};
+  auto grpc_only = RemoteLoader::Connect(options);
+  ASSERT_TRUE(shared.ok() && tcp.ok() && grpc_only.ok());
+  const std::vector<Batch> a = ReadEpoch(**shared, 1);
+  const std::vector<Batch> b = ReadEpoch(**tcp, 1);
+  const std::vector<Batch> c = ReadEpoch(**grpc_only, 1);
+  ASSERT_EQ(a.size(), 5u);  // 30 samples in batches of 7
+  ASSERT_EQ(b.size(), a.size());
+  ASSERT_EQ(c.size(), a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].payload.view(), b[k].payload.view()) << "batch " << k;
+    EXPECT_EQ(a[k].payload.view(), c[k].payload.view()) << "batch " << k;
+    ASSERT_EQ(a[k].fields.size(), 2u);
+    EXPECT_EQ(a[k].fields[0].name, "images");
+    const absl::StatusOr<absl::Span<const uint8_t>> masks = a[k].View<uint8_t>("masks");
+    ASSERT_TRUE(masks.ok()) << masks.status();
+    ASSERT_EQ(masks->size(), static_cast<size_t>(a[k].size()) * 40 * 48);
+    EXPECT_TRUE(absl::IsInvalidArgument(a[k].View<int32_t>("masks").status()));
+    EXPECT_TRUE(absl::IsNotFound(a[k].View<float>("boxes").status()));
+    for (int64_t slot = 0; slot < a[k].size(); ++slot) {
+      int64_t judged = 0;
+      const int64_t off =
+          testing::PixelsOffTheirClass(a[k].images().data() + slot * 40 * 48 * 3,
+                                       masks->data() + slot * 40 * 48, 40, 48, 1, 1, 255, &judged);
+      EXPECT_LE(off, judged / 100) << "batch " << k << ", sample " << slot;
+      EXPECT_GT(judged, 40 * 48 / 2);
+    }
+  }
 }
 
 TEST_F(PixelTransportTest, AServerWithoutSameHostPixelsServesOnItsPixelPort) {

@@ -73,11 +73,11 @@ TEST_F(TarShardsTest, FolderOfShardsInShardAndMemberOrder) {
   absl::StatusOr<Dataset> single = Dataset::Open((dir / "train-000001.tar").string());
   ASSERT_TRUE(single.ok()) << single.status();
   absl::StatusOr<Pipeline> pipeline = Pipeline::Parse("center_crop(16)");
-  BatchAssembler assembler(*single, *pipeline);
-  std::vector<uint8_t> pixels(2 * assembler.sample_bytes());
+  BatchAssembler assembler(*single, *pipeline, MaskIds::kNone);
+  std::vector<uint8_t> pixels(2 * assembler.image_bytes());
   StageSeconds seconds;
   const std::vector<int64_t> indices = {0, 1};
-  std::vector<SlotResult> slots = assembler.Assemble({0, 0, indices}, pixels.data(), &seconds);
+  std::vector<SlotResult> slots = assembler.Assemble({0, 0, indices}, {pixels.data()}, &seconds);
   EXPECT_EQ(slots[0].outcome, SampleOutcome::kOk);
   EXPECT_EQ(slots[1].outcome, SampleOutcome::kOk);
 }

@@ -25,6 +25,7 @@
 #include "src/wire/pixel_channel.h"
 #include "tests/testing/served_dataset.h"
 #include "tests/testing/status_testing.h"
+#include "tests/testing/test_images.h"
 
 namespace heterodl {
 namespace {
@@ -542,19 +543,31 @@ TEST_F(DataServerTest, OneHostCannotHoldEveryStream) {
   }
 }
 
-TEST_F(DataServerTest, ASegmentationDatasetIsRefusedRatherThanServedWithoutItsMasks) {
-  const std::filesystem::path list =
-      std::filesystem::temp_directory_path() / "heterodl_segmentation_server.tsv";
-  {
-    const std::filesystem::path images = std::filesystem::path(*dataset_) / "class0";
-    std::ofstream out(list);
-    out << (images / "img0.jpg").string() << "\t" << (images / "img1.jpg").string() << "\n";
+TEST_F(DataServerTest, ASegmentationServerDeclaresItsMasksAndRefusesAnIgnoreIndexTheyCannotHold) {
+  const std::filesystem::path root =
+      testing::MakePaintedSegmentationFolder("declared-masks", 4, 2, /*sixteen_bit=*/true);
+  DataServerOptions options = RunningServer::Options(root.string());
+  options.pipeline = "resize(24x40)";
+  options.mask_ignore_index = 70000;  // over 16 bits
+  absl::Status status = DataServer::Start(options).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("--ignore-index 70000"), std::string::npos) << status;
+  options.mask_ignore_index = 65535;
+  RunningServer server(options);
+  absl::StatusOr<std::unique_ptr<RemoteLoader>> loader =
+      RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const std::vector<Batch> batches = ReadEpoch(**loader, 0);
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].fields.size(), 2u);
+  EXPECT_EQ(batches[0].fields[1].name, "masks");
+  EXPECT_EQ(batches[0].fields[1].dtype, ElementType::kInt32);
+  EXPECT_EQ(batches[0].fields[1].shape, (std::vector<int64_t>{4, 24, 40}));
+  const absl::StatusOr<absl::Span<const int32_t>> masks = batches[0].View<int32_t>("masks");
+  ASSERT_TRUE(masks.ok()) << masks.status();
+  for (const int32_t id : *masks) {
+    ASSERT_EQ(id % testing::kSixteenBitIdScale, 0) << id;
   }
-  const absl::Status status = DataServer::Start(RunningServer::Options(list.string())).status();
-  EXPECT_TRUE(absl::IsUnimplemented(status)) << status;
-  EXPECT_NE(status.message().find("does not yet put masks in its batches"), std::string::npos)
-      << status;
-  std::filesystem::remove(list);
 }
 
 TEST_F(DataServerTest, ShutdownRpcStopsTheServer) {

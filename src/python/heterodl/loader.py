@@ -95,8 +95,15 @@ class Batch:
     as torch tensors, NumPy arrays or heterodl.Array (DLPack) objects, after
     the loader's `format`; none is a copy of the received memory.
 
+    `fields` holds every field the servers' pipeline makes, by name: always
+    "images"; for a segmentation dataset also "masks", the class ids of each
+    image's pixels, [B, H, W], uint8 (int32 when the dataset's masks are
+    16-bit), moved with their images by every geometric operation (`masks`
+    is a shortcut, None without).
+
     A batch unpacks as (images, labels), like a DataLoader's batch of an
-    ImageFolder: `for images, labels in loader:`. len(batch) is B."""
+    ImageFolder: `for images, labels in loader:`; a segmentation batch as
+    (images, masks). len(batch) is B."""
 
     images: Any
     labels: Any
@@ -107,8 +114,15 @@ class Batch:
     # Slots whose image was decoded around damaged data (kept, as PIL and
     # torchvision keep it; a server run with --strict-decode replaces them).
     decoded_with_warnings: int = 0
+    fields: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def masks(self) -> Any:
+        return self.fields.get("masks")
 
     def __iter__(self) -> Iterator[Any]:
+        if "masks" in self.fields:
+            return iter((self.images, self.fields["masks"]))
         return iter((self.images, self.labels))
 
     def __len__(self) -> int:
@@ -240,11 +254,14 @@ class _EpochIterator:
         received = self._loader.next()
         if received is None:
             raise StopIteration
-        images, labels, indices, failed, epoch, index, warned = received
+        images, labels, indices, failed, epoch, index, warned, others = received
         if guard is not None:
-            guard.delivered((images, labels, indices))
-        return Batch(self._import(images), self._import(labels), self._import(indices), failed,
-                     epoch, index, warned)
+            guard.delivered((images, labels, indices, others))
+        imported = self._import(images)
+        fields = {"images": imported}
+        fields.update((name, self._import(array)) for name, array in others.items())
+        return Batch(imported, self._import(labels), self._import(indices), failed, epoch, index,
+                     warned, fields)
 
 
 def _default_format() -> str:
