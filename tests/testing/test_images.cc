@@ -68,7 +68,7 @@ std::filesystem::path MakeImageFolder(const std::string& name, int classes, int 
 
 std::filesystem::path MakePaintedSegmentationFolder(const std::string& name, int count,
                                                     uint64_t seed, bool sixteen_bit) {
-  const std::filesystem::path root = MakeTempDir(name);
+  std::filesystem::path root = MakeTempDir(name);
   std::filesystem::create_directories(root / "images");
   std::filesystem::create_directories(root / "masks");
   cv::RNG rng(seed);
@@ -142,8 +142,8 @@ int64_t PixelsOffTheirClass(const uint8_t* image, const void* mask, int height, 
       for (int candidate = 0; candidate < 5; ++candidate) {
         int64_t distance = 0;
         for (int c = 0; c < 3; ++c) {
-          const int reference = candidate < 4 ? kPaintedColours[candidate][c] : 0;
-          distance += (pixel[c] - reference) * (pixel[c] - reference);
+          const int64_t difference = pixel[c] - (candidate < 4 ? kPaintedColours[candidate][c] : 0);
+          distance += difference * difference;
         }
         if (distance < best) {
           best = distance;
