@@ -102,6 +102,35 @@ class ExamplesTest(unittest.TestCase):
             server.kill()
             server.wait()
 
+    def test_the_segmentation_script_trains_on_masks(self):
+        python = install_built_wheel(SOURCE_DIR, "examples")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        script = os.path.join(EXAMPLES, "pytorch", "train_segmentation.py")
+        dataset = os.path.join(self.tmp, "segmentation")
+        subprocess.run([HETERODL, "dataset", "sample", dataset, "--task", "segmentation",
+                        "--images", "12", "--seed", "4"], check=True, timeout=120,
+                       capture_output=True)
+        server, address = start_server(HETERODL, dataset, os.path.join(self.tmp, "port-seg"))
+        try:
+            common = ["--servers", address, "--num-classes", "4", "--crop-size", "64",
+                      "--batch-size", "2", "--eval"]
+            result = subprocess.run([python, script, *common, "--steps", "3", "--keep-servers"],
+                                    env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertIn("step 3 loss", result.stdout)
+            self.assertRegex(result.stdout, r"eval: pixel accuracy [0-9.]+%, mIoU [0-9.]+%")
+            # FCN, data-parallel; at the end rank 0 shuts the server down.
+            result = subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node",
+                                     "2", "--master-port", str(free_port()), script, *common,
+                                     "--steps", "1", "--model", "fcn_resnet50"],
+                                    env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertIn("step 1 loss", result.stdout)
+            self.assertEqual(server.wait(timeout=30), 0)
+        finally:
+            server.kill()
+            server.wait()
+
     # ---- examples/cpp ----
 
     def test_the_cpp_example_builds_against_the_installed_package(self):

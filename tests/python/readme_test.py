@@ -12,6 +12,7 @@ PYTHONPATH=BUILD_DIR/python).
 import os
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -38,8 +39,16 @@ class ReadmeTest(unittest.TestCase):
         dataset = sample_dataset(HETERODL, 24, "heterodl-readme-")
         workdir = tempfile.mkdtemp(prefix="heterodl-readme-run-")
         server, address = start_server(HETERODL, dataset, os.path.join(workdir, "port"))
+        # The segmentation block's: one batch of its 4.
+        segmentation_dataset = os.path.join(workdir, "segmentation")
+        subprocess.run([HETERODL, "dataset", "sample", segmentation_dataset, "--task",
+                        "segmentation", "--images", "4"], check=True, timeout=120,
+                       capture_output=True)
+        segmentation_server, segmentation_address = start_server(
+            HETERODL, segmentation_dataset, os.path.join(workdir, "port-segmentation"))
         saved_directory = os.getcwd()
         os.environ["HETERODL_DATA_SERVERS"] = address
+        os.environ["HETERODL_SEGMENTATION_SERVERS"] = segmentation_address
         namespace = {"__name__": "__readme__"}
         try:
             os.chdir(workdir)  # the blocks write checkpoint.pt where they run
@@ -52,14 +61,19 @@ class ReadmeTest(unittest.TestCase):
             # checkpoint at the end of the last epoch and trained nothing twice.
             self.assertEqual(stats["delivered"], 2)
             self.assertTrue(os.path.exists(os.path.join(workdir, "checkpoint.pt")))
-            # The last block told the server to shut down: it exits at once.
+            # The resuming block told the server to shut down: it exits at once.
             self.assertEqual(server.wait(timeout=30), 0)
+            # The segmentation block trained on its batch of images and masks.
+            self.assertEqual(namespace["segmentation"].stats()["delivered"], 1)
+            self.assertEqual(tuple(namespace["y"].shape), (4, 240, 240))
         finally:
             os.chdir(saved_directory)
             os.environ.pop("HETERODL_DATA_SERVERS", None)
-            if server.poll() is None:
-                server.send_signal(signal.SIGTERM)
-                server.wait(timeout=30)
+            os.environ.pop("HETERODL_SEGMENTATION_SERVERS", None)
+            for process in (server, segmentation_server):
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+                    process.wait(timeout=30)
 
 
 if __name__ == "__main__":
