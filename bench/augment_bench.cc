@@ -19,6 +19,7 @@
 #include "augment/decode.h"
 #include "augment/image_format.h"
 #include "augment/pipeline.h"
+#include "augment/png_decoder.h"
 #include "augment/region_decode.h"
 #include "augment/transforms.h"
 #include "google/protobuf/util/json_util.h"
@@ -36,8 +37,16 @@
 namespace heterodl {
 namespace {
 
-// One image, end to end; returns false on a decode error.
-using Worker = std::function<bool(const std::string& encoded, uint64_t index, uint8_t* out)>;
+// One sample as read from the dataset: an image, and with a segmentation
+// dataset its mask.
+struct EncodedSample {
+  std::string image;
+  std::string mask;  // empty: none
+};
+
+// One sample, end to end; returns false on a decode error. `out` holds the
+// image, then (with a mask) the mask's ids.
+using Worker = std::function<bool(const EncodedSample& sample, uint64_t index, uint8_t* out)>;
 
 void PinToCore(int core) {
   cpu_set_t set;
@@ -48,7 +57,7 @@ void PinToCore(int core) {
 
 // Images per second of `threads` threads, each pinned to its own core,
 // cycling over the files (each thread from a different offset) for `seconds`.
-double MeasureRate(const std::vector<std::string>& files, const Worker& worker, size_t out_bytes,
+double MeasureRate(const std::vector<EncodedSample>& files, const Worker& worker, size_t out_bytes,
                    int threads, double seconds) {
   std::atomic<bool> stop{false};
   std::vector<uint64_t> counts(threads, 0);
@@ -84,9 +93,9 @@ double MeasureRate(const std::vector<std::string>& files, const Worker& worker, 
 // cv::resize with its default (bilinear) and flip, no colour conversion. Only
 // for random_resized_crop specs.
 Worker OpenCvBaseline(int size) {
-  return [size](const std::string& encoded, uint64_t index, uint8_t* out) {
-    const cv::Mat buffer(1, static_cast<int>(encoded.size()), CV_8UC1,
-                         const_cast<char*>(encoded.data()));
+  return [size](const EncodedSample& sample, uint64_t index, uint8_t* out) {
+    const cv::Mat buffer(1, static_cast<int>(sample.image.size()), CV_8UC1,
+                         const_cast<char*>(sample.image.data()));
     cv::Mat image = cv::imdecode(buffer, cv::IMREAD_COLOR);
     if (image.empty()) {
       return false;
@@ -104,16 +113,22 @@ Worker OpenCvBaseline(int size) {
 }
 
 // One peer process (`decoder`: pil or tensor) over the file list: its rate
-// over all files and per group.
+// over all files and per group; with `masks`, over image + mask pairs.
 absl::StatusOr<v1::PeerResult> RunPeer(const AugmentBenchOptions& options,
                                        const std::string& file_list, const std::string& spec,
-                                       const std::string& decoder) {
+                                       const std::string& decoder, bool masks) {
   const std::string out = absl::StrCat(file_list, ".", decoder, ".json");
-  ASSIGN_OR_RETURN(
-      ChildProcess peer,
-      ChildProcess::Spawn({options.python, options.peer_script, "--files", file_list, "--pipeline",
-                           spec, "--seconds", absl::StrCat(options.seconds), "--decoder", decoder,
-                           "--core", "0", "--out", out}));
+  std::vector<std::string> command = {options.python, options.peer_script,
+                                      "--files",      file_list,
+                                      "--pipeline",   spec,
+                                      "--seconds",    absl::StrCat(options.seconds),
+                                      "--decoder",    decoder,
+                                      "--core",       "0",
+                                      "--out",        out};
+  if (masks) {
+    command.emplace_back("--masks");
+  }
+  ASSIGN_OR_RETURN(ChildProcess peer, ChildProcess::Spawn(command));
   const int code = peer.Wait();
   if (code != 0) {
     return absl::UnavailableError(absl::StrCat("the torchvision peer (", options.python, " ",
@@ -160,7 +175,13 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
     }
     absl::StrAppendFormat(&text, "  %s\n", row.decode_path());
   }
-  if (peers) {
+  if (peers && report.masks()) {
+    absl::StrAppend(
+        &text,
+        "  image + mask pairs, decoded and moved together; PIL: PIL.Image.open of "
+        "both + transforms.v2 with tv_tensors.Mask; tensor: torchvision.io.decode_image "
+        "of both + the same\n");
+  } else if (peers) {
     absl::StrAppend(&text,
                     "  PIL: torchvision.transforms over PIL.Image; tensor: "
                     "torchvision.io.decode_image + transforms.v2\n");
@@ -187,11 +208,41 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
   return text;
 }
 
-// One image through `pipeline`, as a server's worker runs it.
+// One sample through `pipeline`, as a server's worker runs it: with a mask,
+// the mask decoded and moved with its image.
 Worker PipelineWorker(const Pipeline& pipeline) {
-  return [&pipeline](const std::string& encoded, uint64_t index, uint8_t* out) {
-    return pipeline.Run(encoded, {0, 0, index}, out).ok();
+  return [&pipeline](const EncodedSample& sample, uint64_t index, uint8_t* out) {
+    if (sample.mask.empty()) {
+      return pipeline.Run(sample.image, {0, 0, index}, out).ok();
+    }
+    const absl::StatusOr<cv::Mat> ids = DecodePngMask(sample.mask, pipeline.options().max_pixels);
+    if (!ids.ok()) {
+      return false;
+    }
+    const SegmentationMask mask{ids->data,
+                                ids->cols,
+                                ids->rows,
+                                static_cast<int>(ids->elemSize()),
+                                pipeline.options().mask_ignore_index,
+                                out + pipeline.output_bytes()};
+    return pipeline.Run(sample.image, {0, 0, index}, out, nullptr, nullptr, &mask).ok();
   };
+}
+
+// What a worker writes per sample: the image, and a 16-bit mask at most.
+size_t OutputBytes(const Pipeline& pipeline, bool masks) {
+  return pipeline.output_bytes() +
+         (masks ? size_t{2} * pipeline.output_height() * pipeline.output_width() : 0);
+}
+
+// Sample `index` of `dataset`, with its mask when it has masks.
+absl::StatusOr<EncodedSample> ReadEncoded(const Dataset& dataset, size_t index) {
+  EncodedSample sample;
+  ASSIGN_OR_RETURN(sample.image, dataset.ReadSample(index));
+  if (dataset.has_masks()) {
+    ASSIGN_OR_RETURN(sample.mask, dataset.ReadMask(index));
+  }
+  return sample;
 }
 
 }  // namespace
@@ -205,13 +256,14 @@ absl::StatusOr<double> MeasureEngineRate(const std::string& dataset_path,
       Pipeline pipeline,
       Pipeline::Parse(pipeline_spec.empty() ? std::string(kDefaultPipeline) : pipeline_spec));
   // Spread over the whole dataset: its first files may be one class's.
-  std::vector<std::string> files;
+  std::vector<EncodedSample> files;
   const size_t count = std::min<size_t>(dataset.size(), static_cast<size_t>(max_files));
   for (size_t i = 0; i < count; ++i) {
-    ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(i * dataset.size() / count));
-    files.push_back(std::move(bytes));
+    ASSIGN_OR_RETURN(EncodedSample sample, ReadEncoded(dataset, i * dataset.size() / count));
+    files.push_back(std::move(sample));
   }
-  return MeasureRate(files, PipelineWorker(pipeline), pipeline.output_bytes(), threads, seconds);
+  return MeasureRate(files, PipelineWorker(pipeline), OutputBytes(pipeline, dataset.has_masks()),
+                     threads, seconds);
 }
 
 namespace {
@@ -219,11 +271,11 @@ namespace {
 // Files of one kind, or all of them ("all").
 struct FileGroup {
   std::string kind;
-  std::vector<std::string> bytes;
+  std::vector<EncodedSample> bytes;
   double mean_width = 0;
   double mean_height = 0;
 
-  void Add(std::string encoded, cv::Size size) {
+  void Add(EncodedSample encoded, cv::Size size) {
     const double n = static_cast<double>(bytes.size());
     mean_width = (mean_width * n + size.width) / (n + 1);
     mean_height = (mean_height * n + size.height) / (n + 1);
@@ -238,6 +290,7 @@ constexpr char kAllFiles[] = "all";
 // paths in a list for the peers, each line naming its kind then.
 struct BenchFiles {
   std::vector<FileGroup> groups;
+  bool masks = false;  // image + mask pairs, the peers' lines "IMAGE<TAB>MASK"
   std::string list_path;
   // Files left out because heterodl's pipeline cannot decode them (the
   // peers are not given them either), and the first one's reason.
@@ -261,6 +314,7 @@ absl::StatusOr<cv::Size> ImageSize(const std::string& bytes) {
 absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pipeline,
                                      const AugmentBenchOptions& options) {
   BenchFiles files;
+  files.masks = dataset.has_masks();
   files.list_path =
       (std::filesystem::temp_directory_path() / absl::StrCat("heterodl-bench-", getpid(), ".txt"))
           .string();
@@ -268,19 +322,18 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
   std::vector<std::pair<std::string, std::string>> kind_and_path;
   // Spread over the whole dataset: its first files may be one class's.
   const size_t count = std::min<size_t>(dataset.size(), static_cast<size_t>(options.max_files));
-  std::vector<uint8_t> scratch(pipeline.output_bytes());  // the decode check's output
+  // The decode check's output.
+  std::vector<uint8_t> scratch(OutputBytes(pipeline, dataset.has_masks()));
+  const Worker check = PipelineWorker(pipeline);
   for (size_t i = 0; i < count; ++i) {
     const size_t sample = i * dataset.size() / count;
-    ASSIGN_OR_RETURN(std::string bytes, dataset.ReadSample(sample));
+    ASSIGN_OR_RETURN(EncodedSample bytes, ReadEncoded(dataset, sample));
     // A file the pipeline cannot decode is timed by nobody: every contender
     // measures the same files (a damaged one in a real collection is left
     // out and counted, not the end of the benchmark).
-    absl::StatusOr<cv::Size> size = ImageSize(bytes);
-    if (size.ok()) {
-      if (absl::Status decoded = pipeline.Run(bytes, {0, 0, sample}, scratch.data());
-          !decoded.ok()) {
-        size = decoded;
-      }
+    absl::StatusOr<cv::Size> size = ImageSize(bytes.image);
+    if (size.ok() && !check(bytes, sample, scratch.data())) {
+      size = absl::InvalidArgumentError("the pipeline cannot decode it (or its mask)");
     }
     if (!size.ok()) {
       if (files.skipped++ == 0) {
@@ -289,7 +342,7 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
       }
       continue;
     }
-    const std::string kind = ImageKindName(bytes);
+    const std::string kind = ImageKindName(bytes.image);
     auto group = std::find_if(files.groups.begin() + 1, files.groups.end(),
                               [&](const FileGroup& g) { return g.kind == kind; });
     if (group == files.groups.end()) {
@@ -297,11 +350,18 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
     }
     group->Add(bytes, *size);
     files.groups.front().Add(std::move(bytes), *size);
-    std::string path = dataset.sample(sample).path;
-    if (path.empty() || path.front() != '/') {
-      path = (std::filesystem::path(options.dataset) / path).string();
+    // The peers' line: the image's path, then its mask's.
+    std::string paths;
+    for (const std::string& path :
+         {dataset.sample(sample).path, dataset.sample(sample).mask_path}) {
+      if (path.empty()) {
+        continue;
+      }
+      absl::StrAppend(
+          &paths, paths.empty() ? "" : "\t",
+          path.front() == '/' ? path : (std::filesystem::path(options.dataset) / path).string());
     }
-    kind_and_path.emplace_back(kind, path);
+    kind_and_path.emplace_back(kind, paths);
   }
   // One kind: "all" is all there is to report.
   if (files.groups.size() == 2) {
@@ -367,7 +427,7 @@ void AddFormatRow(const FileGroup& group, const GroupRates& rates, const Pipelin
   row->set_mean_height(group.mean_height);
   row->set_heterodl_images_per_sec(Median(rates.ours));
   if (group.kind != kAllFiles) {
-    row->set_decode_path(pipeline.DecodePath(group.bytes.front()));
+    row->set_decode_path(pipeline.DecodePath(group.bytes.front().image));
   }
   // Each peer's figures on their own: one may have left this kind out.
   if (Median(rates.pil) > 0) {
@@ -387,7 +447,9 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
                             v1::AugmentBenchReport& report) {
   const Worker ours = PipelineWorker(pipeline);
   const Worker baseline = OpenCvBaseline(pipeline.output_width());
-  const bool has_baseline = HasOpenCvBaseline(pipeline);
+  // The baseline crops images alone.
+  const bool has_baseline = HasOpenCvBaseline(pipeline) && !files.masks;
+  const size_t out_bytes = OutputBytes(pipeline, files.masks);
   PipelineOptions row_inflate_options;
   row_inflate_options.png_inflate_whole = false;
   ASSIGN_OR_RETURN(const Pipeline row_inflate, Pipeline::Parse(spec, row_inflate_options));
@@ -402,13 +464,14 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   for (int round = 0; round < options.rounds; ++round) {
     for (size_t g = 0; g < files.groups.size(); ++g) {
       rates[g].ours.push_back(
-          MeasureRate(files.groups[g].bytes, ours, pipeline.output_bytes(), 1, options.seconds));
+          MeasureRate(files.groups[g].bytes, ours, out_bytes, 1, options.seconds));
     }
     for (PeerRun& peer : peer_runs) {
       if (!peer.error.empty()) {
         continue;
       }
-      absl::StatusOr<v1::PeerResult> result = RunPeer(options, files.list_path, spec, peer.decoder);
+      absl::StatusOr<v1::PeerResult> result =
+          RunPeer(options, files.list_path, spec, peer.decoder, files.masks);
       if (!result.ok()) {
         // One peer that cannot run costs its columns, not the run.
         peer.error = std::string(result.status().message());
@@ -423,12 +486,11 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
       }
     }
     if (has_baseline) {
-      opencv.push_back(
-          MeasureRate(files.all().bytes, baseline, pipeline.output_bytes(), 1, options.seconds));
+      opencv.push_back(MeasureRate(files.all().bytes, baseline, out_bytes, 1, options.seconds));
     }
     if (png != files.groups.end()) {
-      png_row_inflate.push_back(MeasureRate(png->bytes, PipelineWorker(row_inflate),
-                                            row_inflate.output_bytes(), 1, options.seconds));
+      png_row_inflate.push_back(
+          MeasureRate(png->bytes, PipelineWorker(row_inflate), out_bytes, 1, options.seconds));
     }
   }
   for (size_t g = 0; g < files.groups.size(); ++g) {
@@ -461,10 +523,10 @@ void MeasureScaling(const AugmentBenchOptions& options, const Pipeline& pipeline
   const int max_threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   for (int threads = 1; threads <= max_threads; ++threads) {
-    const double rate = threads == 1
-                            ? one_core
-                            : MeasureRate(files.all().bytes, PipelineWorker(pipeline),
-                                          pipeline.output_bytes(), threads, options.seconds);
+    const double rate =
+        threads == 1 ? one_core
+                     : MeasureRate(files.all().bytes, PipelineWorker(pipeline),
+                                   OutputBytes(pipeline, files.masks), threads, options.seconds);
     v1::ThreadScaling* row = report.add_scaling();
     row->set_threads(threads);
     row->set_images_per_sec(rate);
@@ -492,6 +554,7 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
                      " files heterodl cannot decode (first: ", files.first_skipped, ")"));
   }
   report.set_dataset(options.dataset);
+  report.set_masks(files.masks);
   report.set_files(static_cast<uint32_t>(files.all().bytes.size()));
   report.set_mean_width(files.all().mean_width);
   report.set_mean_height(files.all().mean_height);

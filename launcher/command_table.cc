@@ -105,7 +105,7 @@ const std::vector<CommandInfo>& Commands() {
        "sample DIR",
        "write the built-in sample dataset (photos under classes, or with --task segmentation "
        "images and masks) to an empty DIR",
-       {"images", "seed", "formats", "task", "overwrite"},
+       {"images", "seed", "formats", "task", "sample_size", "overwrite"},
        "heterodl dataset sample data/mixed --images 2000 --formats mixed",
        RunDatasetCommand},
       {"status", "HOST:PORT...",

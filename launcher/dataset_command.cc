@@ -1,4 +1,7 @@
 // `heterodl dataset sample DIR`: writes the built-in sample dataset.
+#include <tuple>
+#include <utility>
+
 #include "absl/flags/flag.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
@@ -12,7 +15,7 @@ int RunDatasetCommand(const CommandContext& context) {
   if (arguments.size() != 2 || arguments[0] != "sample") {
     LogError(
         "usage: heterodl dataset sample DIR [--images N] [--seed S] [--formats F] "
-        "[--task classification|segmentation] [--overwrite]");
+        "[--task classification|segmentation] [--sample-size HxW] [--overwrite]");
     return kExitUsage;
   }
   SampleDatasetOptions options;
@@ -33,6 +36,12 @@ int RunDatasetCommand(const CommandContext& context) {
     return kExitUsage;
   }
   options.task = *task;
+  absl::StatusOr<std::pair<int, int>> size = ParseSampleImageSize(absl::GetFlag(FLAGS_sample_size));
+  if (!size.ok()) {
+    LogError("%s", size.status().message());
+    return kExitUsage;
+  }
+  std::tie(options.height, options.width) = *size;
   absl::Status status = WriteSampleDataset(options);
   if (!status.ok()) {
     LogError("%s", status.ToString());

@@ -135,6 +135,7 @@ absl::Status CheckFlagValues() {
   RETURN_IF_ERROR(InRange<int32_t>("images", absl::GetFlag(FLAGS_images), 1, 10'000'000));
   RETURN_IF_ERROR(ParseSampleFormats(absl::GetFlag(FLAGS_formats)).status());
   RETURN_IF_ERROR(ParseSampleTask(absl::GetFlag(FLAGS_task)).status());
+  RETURN_IF_ERROR(ParseSampleImageSize(absl::GetFlag(FLAGS_sample_size)).status());
   return absl::OkStatus();
 }
 

@@ -161,6 +161,9 @@ ABSL_FLAG(std::vector<std::string>, data_instance, {},
           "plan: data instance types to consider (default: every CPU-only type in the table); "
           "bench step: the type each data server is priced as (default ml.c5.9xlarge)");
 ABSL_FLAG(int32_t, images, 512, "dataset sample: number of images");
+ABSL_FLAG(std::string, sample_size, "",
+          "dataset sample: every image exactly HxW pixels (height first, as pipeline sizes: "
+          "1024x2048 for street scenes), a crop of that aspect; default 300-600 px wide");
 ABSL_FLAG(std::string, task, "classification",
           "dataset sample: classification (photos under classes) or segmentation "
           "(images/NAME.jpg + masks/NAME.png: shapes drawn on photos, 4 classes)");

@@ -97,6 +97,7 @@ ABSL_DECLARE_FLAG(std::vector<std::string>, data_instance);
 ABSL_DECLARE_FLAG(int32_t, images);
 ABSL_DECLARE_FLAG(std::string, formats);
 ABSL_DECLARE_FLAG(std::string, task);
+ABSL_DECLARE_FLAG(std::string, sample_size);
 ABSL_DECLARE_FLAG(bool, overwrite);
 ABSL_DECLARE_FLAG(std::string, log_level);
 

@@ -7,10 +7,16 @@ them, on one core:
                     + torchvision.transforms.v2 on uint8 tensors (the faster peer).
 
     python torchvision_augment.py --files LIST --pipeline SPEC --seconds S
-                                  [--decoder pil|tensor] [--out F]
+                                  [--decoder pil|tensor] [--masks] [--out F]
+
+With --masks each sample is an image and its segmentation mask (a PNG of
+class ids), and both decoders feed torchvision.transforms.v2 the pair, the
+mask as a tv_tensors.Mask, as torchvision's segmentation references do: PIL
+opens both (the image converted to RGB), or decode_image reads both.
 
 LIST holds one image path per line, or "GROUP<TAB>PATH" lines: then every
-group is timed on its own for S seconds, and all files together as the total.
+group is timed on its own for S seconds, and all files together as the total
+(with --masks, "[GROUP<TAB>]IMAGE<TAB>MASK").
 The files are read into memory first, so only decode + transforms are timed,
 as on the heterodl side. A file the peer's decoder cannot read (a format it
 lacks, a damaged file it refuses) is left out after one try and counted, so
@@ -29,6 +35,7 @@ import time
 import torch
 from PIL import Image
 from torchvision import transforms as transforms_v1
+from torchvision import tv_tensors
 from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms import v2 as transforms_v2
 
@@ -36,6 +43,14 @@ from torchvision.transforms import v2 as transforms_v2
 def parse_range(text):
     low, high = text.split(":")
     return (float(low), float(high))
+
+
+def parse_size(text):
+    """heterodl's size, N or HxW, as torchvision's: N or (H, W)."""
+    if "x" in text:
+        height, width = text.split("x")
+        return (int(height), int(width))
+    return int(text)
 
 
 def build(spec, transforms):
@@ -52,14 +67,25 @@ def build(spec, transforms):
             continue  # PIL always decodes one way (libjpeg's exact defaults)
         if name == "random_resized_crop":
             ops.append(transforms.RandomResizedCrop(
-                int(positional[0]),
+                parse_size(positional[0]),
                 scale=parse_range(named.get("scale", "0.08:1")),
                 ratio=parse_range(named.get("ratio", "0.75:1.3333333")),
                 antialias=True))
         elif name == "resize":
-            ops.append(transforms.Resize(int(positional[0]), antialias=True))
+            ops.append(transforms.Resize(parse_size(positional[0]), antialias=True))
         elif name == "center_crop":
-            ops.append(transforms.CenterCrop(int(positional[0])))
+            ops.append(transforms.CenterCrop(parse_size(positional[0])))
+        elif name == "random_resize":  # v2 only
+            ops.append(transforms.RandomResize(int(positional[0]), int(positional[1]),
+                                               antialias=True))
+        elif name == "random_crop":
+            fill = int(named.get("fill", 0))
+            if transforms is transforms_v2:  # masks padded with the ignore index
+                fill = {tv_tensors.Mask: 255, "others": fill}
+            ops.append(transforms.RandomCrop(
+                parse_size(positional[0]), padding=int(named["padding"]) if "padding" in named
+                else None, pad_if_needed=named.get("pad_if_needed", "false") == "true",
+                fill=fill))
         elif name == "color_jitter":
             values = [float(v) for v in positional] + [0.0] * (4 - len(positional))
             keys = ["brightness", "contrast", "saturation", "hue"]
@@ -85,8 +111,29 @@ def build(spec, transforms):
     return ops
 
 
-def make_runner(spec, decoder):
-    """One image, encoded bytes to a uint8 CHW tensor, as the peer does it."""
+def make_runner(spec, decoder, masks=False):
+    """One image (with `masks`, an (image, mask) pair), encoded bytes to a
+    uint8 CHW tensor (and its mask), as the peer does it."""
+    if masks:
+        pipeline = transforms_v2.Compose(build(spec, transforms_v2))
+        if decoder == "pil":
+            to_tensor = transforms_v2.PILToTensor()
+
+            def run_pil(blobs):
+                image = Image.open(io.BytesIO(blobs[0])).convert("RGB")
+                mask = tv_tensors.Mask(transforms_v2.functional.pil_to_tensor(
+                    Image.open(io.BytesIO(blobs[1]))))
+                image, mask = pipeline(image, mask)
+                return to_tensor(image), mask
+            return run_pil
+
+        def run_tensor(blobs):
+            image = decode_image(torch.frombuffer(blobs[0], dtype=torch.uint8),
+                                 mode=ImageReadMode.RGB)
+            mask = tv_tensors.Mask(decode_image(torch.frombuffer(blobs[1], dtype=torch.uint8),
+                                                mode=ImageReadMode.UNCHANGED))
+            return pipeline(image, mask)
+        return run_tensor
     if decoder == "pil":
         pipeline = transforms_v1.Compose(build(spec, transforms_v1)
                                          + [transforms_v1.PILToTensor()])
@@ -118,6 +165,8 @@ def main():
     parser.add_argument("--pipeline", required=True)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--decoder", choices=["pil", "tensor"], default="pil")
+    parser.add_argument("--masks", action="store_true",
+                        help="lines name an image and its mask; both go through the transforms")
     parser.add_argument("--core", type=int, default=-1)
     parser.add_argument("--out", default="")
     args = parser.parse_args()
@@ -131,13 +180,22 @@ def main():
             line = line.rstrip("\n")
             if not line:
                 continue
-            group, _, path = line.rpartition("\t")
-            with open(path, "rb") as image:
-                blob = bytearray(image.read())  # writable: torch.frombuffer views it
+            if args.masks:
+                group, _, paths = line.rpartition("\t")
+                group, _, image_path = group.rpartition("\t")
+                paths = [image_path, paths]
+            else:
+                group, _, path = line.rpartition("\t")
+                paths = [path]
+            blobs = []
+            for path in paths:
+                with open(path, "rb") as image:
+                    blobs.append(bytearray(image.read()))  # writable: torch.frombuffer views it
+            blob = tuple(blobs) if args.masks else blobs[0]
             everything.append(blob)
             if group:
                 groups.setdefault(group, []).append(blob)
-    run = make_runner(args.pipeline, args.decoder)
+    run = make_runner(args.pipeline, args.decoder, args.masks)
     refused = {}  # id(blob) -> the decoder's complaint
     for blob in everything:
         try:

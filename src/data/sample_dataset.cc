@@ -79,6 +79,10 @@ std::string Stamp(const SampleDatasetOptions& options, const std::vector<fs::pat
   if (options.task == SampleTask::kSegmentation) {
     fingerprint.Add(std::string("segmentation"));
   }
+  if (options.width > 0 && options.height > 0) {
+    fingerprint.Add(static_cast<uint64_t>(options.width))
+        .Add(static_cast<uint64_t>(options.height));
+  }
   // All-JPEG sets keep the stamp they had before formats existed.
   if (!AllJpeg(options.formats)) {
     for (const SampleFormatShare& share : options.formats) {
@@ -152,9 +156,11 @@ absl::Status WriteBytes(const fs::path& path, const std::vector<uint8_t>& bytes)
 }
 
 // One image: a random crop of 20-100% of the photo's shorter side with an
-// aspect ratio of 4:3 to 3:4, resized to 300-600 px wide.
-cv::Mat CutImage(const cv::Mat& photo, CounterRng& rng) {
-  const double aspect = rng.Uniform(0.75, 1.3334);
+// aspect ratio of 4:3 to 3:4, resized to 300-600 px wide; or, with a `size`,
+// of that aspect, resized to it.
+cv::Mat CutImage(const cv::Mat& photo, CounterRng& rng, cv::Size size) {
+  const double drawn = rng.Uniform(0.75, 1.3334);
+  const double aspect = size.area() > 0 ? static_cast<double>(size.width) / size.height : drawn;
   const int shorter = std::min(photo.cols, photo.rows);
   const double side = shorter * rng.Uniform(0.2, 1.0);
   int crop_w = std::min(photo.cols, static_cast<int>(side * std::sqrt(aspect)));
@@ -163,9 +169,13 @@ cv::Mat CutImage(const cv::Mat& photo, CounterRng& rng) {
   crop_h = std::max(crop_h, 16);
   const int left = static_cast<int>(rng.Below(photo.cols - crop_w + 1));
   const int top = static_cast<int>(rng.Below(photo.rows - crop_h + 1));
-  const int out_w = 300 + static_cast<int>(rng.Below(301));
+  const int drawn_w = 300 + static_cast<int>(rng.Below(301));
+  const int out_w = size.area() > 0 ? size.width : drawn_w;
   const int out_h =
-      std::max(1, static_cast<int>(std::lround(static_cast<double>(out_w) * crop_h / crop_w)));
+      size.area() > 0
+          ? size.height
+          : std::max(1,
+                     static_cast<int>(std::lround(static_cast<double>(out_w) * crop_h / crop_w)));
   cv::Mat image;
   cv::resize(photo(cv::Rect(left, top, crop_w, crop_h)), image, {out_w, out_h}, 0, 0,
              out_w < crop_w ? cv::INTER_AREA : cv::INTER_LINEAR);
@@ -244,6 +254,22 @@ absl::StatusOr<SampleTask> ParseSampleTask(absl::string_view text) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--task '", text, "': expected classification or segmentation"));
+}
+
+absl::StatusOr<std::pair<int, int>> ParseSampleImageSize(absl::string_view text) {
+  if (text.empty()) {
+    return std::pair<int, int>(0, 0);
+  }
+  const std::vector<absl::string_view> sides = absl::StrSplit(text, 'x');
+  int height = 0;
+  int width = 0;
+  if (sides.size() != 2 || !absl::SimpleAtoi(sides[0], &height) ||
+      !absl::SimpleAtoi(sides[1], &width) || height < 16 || width < 16 || height > 16384 ||
+      width > 16384) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sample-size '", text, "': expected HxW, each side 16 to 16384 (e.g. 1024x2048)"));
+  }
+  return std::pair<int, int>(height, width);
 }
 
 namespace {
@@ -349,7 +375,8 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
     }
     for (int i = 0; i < options.num_images; ++i) {
       CounterRng rng(options.seed, {kStreamSampleDataset, static_cast<uint32_t>(i), 1});
-      cv::Mat image = CutImage(photos[i % photos.size()].pixels, rng);
+      cv::Mat image =
+          CutImage(photos[i % photos.size()].pixels, rng, {options.width, options.height});
       cv::Mat mask(image.size(), CV_8UC1, cv::Scalar(0));
       DrawShapes(image, mask, rng);
       const std::string name = absl::StrFormat("%06d", i);
@@ -382,7 +409,7 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
   for (int i = 0; i < options.num_images; ++i) {
     const SourcePhoto& photo = photos[i % photos.size()];
     CounterRng rng(options.seed, {kStreamSampleDataset, static_cast<uint32_t>(i), 0});
-    cv::Mat image = CutImage(photo.pixels, rng);
+    cv::Mat image = CutImage(photo.pixels, rng, {options.width, options.height});
     const SampleFormat format = FormatOf(i, options.formats);
     ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, EncodeAs(image, format, rng));
     RETURN_IF_ERROR(

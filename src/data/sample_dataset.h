@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -64,6 +65,10 @@ enum class SampleTask {
 // Parses --task: "classification" or "segmentation".
 absl::StatusOr<SampleTask> ParseSampleTask(absl::string_view text);
 
+// Parses --sample-size: "" (0x0: sizes vary) or HxW, each side 16 to 16384;
+// returns {height, width}.
+absl::StatusOr<std::pair<int, int>> ParseSampleImageSize(absl::string_view text);
+
 struct SampleDatasetOptions {
   std::string output_dir;
   SampleTask task = SampleTask::kClassification;
@@ -74,6 +79,11 @@ struct SampleDatasetOptions {
   // Shares of the images per format, interleaved over the images (every 100
   // consecutive images hold exactly these percentages).
   std::vector<SampleFormatShare> formats = {{SampleFormat::kJpeg, 100}};
+  // Both > 0: every image exactly this size (a crop of the photo's aspect,
+  // resized), as street scenes of 2048x1024 for a segmentation benchmark;
+  // else 300-600 px wide, of the crop's aspect.
+  int width = 0;
+  int height = 0;
   // Replace whatever output_dir holds. Without it, anything there but this
   // very dataset (same options) is refused: a dataset is not silently lost.
   bool overwrite = false;

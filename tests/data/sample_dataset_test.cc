@@ -119,5 +119,34 @@ TEST(SampleDatasetTest, ASegmentationSampleIsImagesWithTheirMasks) {
   EXPECT_TRUE(absl::IsInvalidArgument(ParseSampleTask("detection").status()));
 }
 
+TEST(SampleDatasetTest, ASampleSizeMakesEveryImageAndMaskThatSize) {
+  ASSERT_OK_AND_ASSIGN(const auto street, ParseSampleImageSize("96x192"));
+  EXPECT_EQ(street, std::make_pair(96, 192));  // height first, as pipeline sizes
+  ASSERT_OK_AND_ASSIGN(const auto varied, ParseSampleImageSize(""));
+  EXPECT_EQ(varied, std::make_pair(0, 0));
+  for (const char* bad : {"96", "96x", "x96", "8x96", "96x99999", "axb", "96x192x3"}) {
+    const absl::Status status = ParseSampleImageSize(bad).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << bad;
+    EXPECT_NE(status.message().find("--sample-size"), std::string::npos) << status;
+  }
+  SampleDatasetOptions options;
+  options.source_dir = MakeSourcePhotos().string();
+  options.output_dir = (testing::MakeTempDir("sample-sized") / "out").string();
+  options.num_images = 5;
+  options.task = SampleTask::kSegmentation;
+  options.height = street.first;
+  options.width = street.second;
+  ASSERT_OK(WriteSampleDataset(options));
+  ASSERT_OK_AND_ASSIGN(const Dataset dataset, Dataset::Open(options.output_dir));
+  for (size_t i = 0; i < dataset.size(); ++i) {
+    ASSERT_OK_AND_ASSIGN(const std::string mask_bytes, dataset.ReadMask(i));
+    ASSERT_OK_AND_ASSIGN(const cv::Mat mask, DecodePngMask(mask_bytes, 1 << 24));
+    EXPECT_EQ(mask.size(), cv::Size(192, 96)) << i;
+  }
+  // Another size is another dataset.
+  options.width = 200;
+  EXPECT_TRUE(absl::IsAlreadyExists(WriteSampleDataset(options)));
+}
+
 }  // namespace
 }  // namespace heterodl

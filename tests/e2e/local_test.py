@@ -312,6 +312,30 @@ class LocalRunTest(unittest.TestCase):
                                report["heterodl_images_per_sec_per_core"]
                                / report["tensor_images_per_sec_per_core"], places=3)
 
+    def test_augment_benchmark_times_image_and_mask_pairs_on_both_sides(self):
+        # Street-scene-shaped pairs (--sample-size HxW), the segmentation
+        # recipe: both peers run transforms.v2 on the image with its Mask.
+        pairs = os.path.join(tempfile.mkdtemp(prefix="heterodl-seg-bench-"), "data")
+        subprocess.run([HETERODL, "dataset", "sample", pairs, "--task", "segmentation",
+                        "--images", "6", "--sample-size", "256x512"], check=True, timeout=120,
+                       capture_output=True)
+        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", pairs, "--json",
+                                 "--pipeline", "random_resize(128,512)|"
+                                 "random_crop(128x256,pad_if_needed=true)|hflip(0.5)|"
+                                 "color_jitter(0.4,0.4,0.4)",
+                                 "--seconds", "0.2", "--rounds", "1", "--threads", "1"],
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        self.assertTrue(report["masks"])
+        self.assertEqual(report["files"], 6)
+        self.assertEqual((report["mean_width"], report["mean_height"]), (512, 256))
+        for key in ("heterodl_images_per_sec_per_core", "torchvision_images_per_sec_per_core",
+                    "tensor_images_per_sec_per_core"):
+            self.assertGreater(report[key], 0, key)
+        self.assertEqual(report["opencv_images_per_sec_per_core"], 0)  # it crops images alone
+        self.assertEqual(report["peer_notes"], [])  # both peers took every pair
+
     def test_augment_benchmark_reports_each_format_against_both_peers(self):
         mixed = sample_dataset(HETERODL, 100, formats="mixed")
         result = subprocess.run([HETERODL, "bench", "augment", "--dataset", mixed, "--json",
