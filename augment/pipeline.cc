@@ -1,6 +1,7 @@
 #include "augment/pipeline.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -71,7 +72,7 @@ absl::StatusOr<Pipeline> Pipeline::Parse(absl::string_view spec, const PipelineO
 
 absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& rng,
                                         cv::Mat& destination, cv::Mat& image, std::string* warning,
-                                        cv::Mat* mask) const {
+                                        cv::Mat* mask, MovingBoxes* boxes) const {
   const JpegDamage damage = options_.strict_decode ? JpegDamage::kRefuse : JpegDamage::kDecode;
   if (options_.region_decode) {
     ASSIGN_OR_RETURN(const std::optional<ImageHeader> header, ReadHeader(encoded, options_));
@@ -93,6 +94,9 @@ absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& r
         cv::Mat region = (*mask)(request->region);
         ResizeMask(region, request->output);
         *mask = region.clone();
+      }
+      if (boxes != nullptr) {
+        boxes->Move(RegionAffine(*request), request->output);
       }
       // A decoder that scales to the output writes straight into the
       // caller's buffer.
@@ -122,7 +126,7 @@ absl::StatusOr<size_t> Pipeline::Decode(absl::string_view encoded, CounterRng& r
 
 absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint8_t* out,
                            PipelineTimings* timings, const std::atomic<bool>* abandoned,
-                           const SegmentationMask* mask) const {
+                           const SegmentationMask* mask, SampleBoxes* boxes) const {
   const auto check_abandoned = [abandoned] {
     return abandoned != nullptr && abandoned->load(std::memory_order_relaxed)
                ? absl::CancelledError("abandoned: no stream wants this sample any more")
@@ -146,18 +150,28 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
   }
   const absl::Time start = absl::Now();
   std::string warning;
+  std::optional<MovingBoxes> moving;
+  if (boxes != nullptr) {
+    moving.emplace(boxes->boxes);
+  }
+  MovingBoxes* moving_boxes = moving ? &*moving : nullptr;
   ASSIGN_OR_RETURN(const size_t applied, Decode(encoded, rng, destination, image, &warning,
-                                                mask != nullptr ? &ids : nullptr));
+                                                mask != nullptr ? &ids : nullptr, moving_boxes));
   const absl::Time decoded = absl::Now();
   for (size_t i = applied; i < transforms_.size(); ++i) {
     RETURN_IF_ERROR(check_abandoned());
     RETURN_IF_ERROR(CheckOutputPixels(*transforms_[i], image.size(),
                                       transforms_[i]->OutputSize(image.size()), options_));
-    if (mask != nullptr) {
-      transforms_[i]->ApplyWithMask(image, ids, mask->ignore_index, rng);
+    if (mask != nullptr || moving_boxes != nullptr) {
+      transforms_[i]->ApplyWithTargets(image, mask != nullptr ? &ids : nullptr,
+                                       mask != nullptr ? mask->ignore_index : 0, moving_boxes, rng);
     } else {
       transforms_[i]->Apply(image, rng);
     }
+  }
+  if (moving_boxes != nullptr) {
+    moving_boxes->Kept(options_.min_box_size, options_.min_box_visibility, &boxes->kept,
+                       &boxes->kept_indices);
   }
   if (mask != nullptr) {
     if (ids.size() != destination.size()) {

@@ -38,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "augment/boxes.h"
 #include "src/common/counter_rng.h"
 
 namespace cv {
@@ -72,6 +73,18 @@ struct SegmentationMask {
   uint8_t* out = nullptr;
 };
 
+// A sample's detection boxes. Run() moves `boxes` (xyxy in the pixels of
+// the image as decoded) with the image through every geometric operation,
+// clipping them to it after each (augment/boxes.h); then keeps those
+// PipelineOptions::min_box_size wide and high and at least
+// min_box_visibility visible, in output pixels, in `kept`, and which input
+// box each one is in `kept_indices`.
+struct SampleBoxes {
+  std::vector<Box> boxes;
+  std::vector<Box> kept;
+  std::vector<int> kept_indices;
+};
+
 // Where a Run() spent its time. "decode" includes the first crop or resize
 // when the JPEG region path runs it fused with decoding.
 struct PipelineTimings {
@@ -101,6 +114,11 @@ struct PipelineOptions {
   // What padding and uncovered rotation corners fill a segmentation mask
   // with (SegmentationMask::ignore_index), for the server's batches of masks.
   int mask_ignore_index = 255;
+  // Detection boxes narrower or lower than this after the operations are
+  // dropped (torchvision's SanitizeBoundingBoxes' min_size), as are those
+  // of which less than this fraction is left in the image (0: any part).
+  double min_box_size = 1.0;
+  double min_box_visibility = 0.0;
 };
 
 // The input a pipeline's cost is estimated on: the dataset's images are not
@@ -156,9 +174,10 @@ class Pipeline {
   // image (nearest-neighbour; padding and uncovered corners are
   // mask->ignore_index) and photometric ones leave it alone; a mask whose
   // size is not the image's is INVALID_ARGUMENT (a bad sample).
+  // With `boxes`, geometric operations move them too (SampleBoxes).
   absl::Status Run(absl::string_view encoded, const SampleKey& key, uint8_t* out,
                    PipelineTimings* timings = nullptr, const std::atomic<bool>* abandoned = nullptr,
-                   const SegmentationMask* mask = nullptr) const;
+                   const SegmentationMask* mask = nullptr, SampleBoxes* boxes = nullptr) const;
 
   // The cost of one sample (see PipelineCost).
   PipelineCost EstimateCost() const;
@@ -182,7 +201,8 @@ class Pipeline {
   // none) must have the decoded image's size; a transform run fused moves it
   // too.
   absl::StatusOr<size_t> Decode(absl::string_view encoded, CounterRng& rng, cv::Mat& destination,
-                                cv::Mat& image, std::string* warning, cv::Mat* mask) const;
+                                cv::Mat& image, std::string* warning, cv::Mat* mask,
+                                MovingBoxes* boxes) const;
 
   PipelineOptions options_;
   // decode(exact): libjpeg's accurate IDCT and fancy upsampling, as PIL

@@ -93,38 +93,51 @@ std::string SizeSpec(cv::Size size) {
                                    : absl::StrCat(size.height, "x", size.width);
 }
 
-// An operation that moves pixels: it moves a mask with the image.
+// An operation that moves pixels: it moves a mask and boxes with the image.
 class GeometricTransform : public Transform {
  public:
   void Apply(cv::Mat& image, CounterRng& rng) const final { Move(image, nullptr, 0, rng); }
-  void ApplyWithMask(cv::Mat& image, cv::Mat& mask, int ignore_index, CounterRng& rng) const final {
-    Move(image, mask.empty() ? nullptr : &mask, ignore_index, rng);
+  void ApplyWithTargets(cv::Mat& image, cv::Mat* mask, int ignore_index, MovingBoxes* boxes,
+                        CounterRng& rng) const final {
+    const Affine moved =
+        Move(image, mask != nullptr && !mask->empty() ? mask : nullptr, ignore_index, rng);
+    if (boxes != nullptr) {
+      boxes->Move(moved, image.size());
+    }
   }
 
  protected:
-  // Transforms `image`, and `*mask` the same way when not null.
-  virtual void Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const = 0;
+  // Transforms `image`, and `*mask` the same way when not null; returns the
+  // map of coordinates it applied (input pixels to output pixels).
+  virtual Affine Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const = 0;
 };
 
 // The image (bilinear, antialiased) and its mask, if any (nearest), to
 // `size`.
-void ResizeBoth(cv::Mat& image, cv::Mat* mask, cv::Size size) {
+Affine ResizeBoth(cv::Mat& image, cv::Mat* mask, cv::Size size) {
+  const Affine scaled = ScalingAffine(image.size(), size);
   cv::Mat resized;
   ResizeTo(image, size, resized);
   image = resized;
   if (mask != nullptr) {
     ResizeMask(*mask, size);
   }
+  return scaled;
 }
 
 // `size` from the middle of `image`, zero-padding (or `fill`) first where
-// it is smaller, as torchvision's CenterCrop.
-void CenterCropTo(cv::Mat& image, cv::Size size, int fill) {
+// it is smaller, as torchvision's CenterCrop; returns the shift of its
+// coordinates.
+Affine CenterCropTo(cv::Mat& image, cv::Size size, int fill) {
+  int pad_left = 0;
+  int pad_top = 0;
   if (image.cols < size.width || image.rows < size.height) {
     const int pad_x = std::max(0, size.width - image.cols);
     const int pad_y = std::max(0, size.height - image.rows);
+    pad_left = pad_x / 2;
+    pad_top = pad_y / 2;
     cv::Mat padded;
-    cv::copyMakeBorder(image, padded, pad_y / 2, pad_y - pad_y / 2, pad_x / 2, pad_x - pad_x / 2,
+    cv::copyMakeBorder(image, padded, pad_top, pad_y - pad_top, pad_left, pad_x - pad_left,
                        cv::BORDER_CONSTANT, cv::Scalar::all(fill));
     image = padded;
   }
@@ -133,6 +146,7 @@ void CenterCropTo(cv::Mat& image, cv::Size size, int fill) {
   const int top = static_cast<int>(std::nearbyint((image.rows - size.height) / 2.0));
   const int left = static_cast<int>(std::nearbyint((image.cols - size.width) / 2.0));
   image = image(cv::Rect({left, top}, size)).clone();
+  return TranslationAffine(pad_left - left, pad_top - top);
 }
 
 class RandomResizedCrop final : public GeometricTransform {
@@ -140,7 +154,7 @@ class RandomResizedCrop final : public GeometricTransform {
   RandomResizedCrop(cv::Size size, Range scale, Range ratio)
       : size_(size), scale_(scale), ratio_(ratio) {}
 
-  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
+  Affine Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     cv::Rect crop = PickCrop(image.cols, image.rows, rng);
     cv::Mat resized;
     ResizeTo(image(crop), size_, resized);
@@ -150,6 +164,7 @@ class RandomResizedCrop final : public GeometricTransform {
       ResizeMask(region, size_);
       *mask = region.clone();
     }
+    return RegionAffine({crop, size_});
   }
 
   std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng& rng) const override {
@@ -197,9 +212,9 @@ class Resize final : public GeometricTransform {
   explicit Resize(int size) : size_(size), exact_(0, 0) {}
   explicit Resize(cv::Size exact) : size_(0), exact_(exact) {}
 
-  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng&) const override {
+  Affine Move(cv::Mat& image, cv::Mat* mask, int, CounterRng&) const override {
     const cv::Size target = Target(image.size());
-    ResizeBoth(image, mask, target);
+    return ResizeBoth(image, mask, target);
   }
 
   std::optional<RegionRequest> PlanRegion(cv::Size image_size, CounterRng&) const override {
@@ -233,11 +248,11 @@ class CenterCrop final : public GeometricTransform {
  public:
   explicit CenterCrop(cv::Size size) : size_(size) {}
 
-  void Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng&) const override {
-    CenterCropTo(image, size_, 0);
+  Affine Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng&) const override {
     if (mask != nullptr) {
       CenterCropTo(*mask, size_, ignore_index);
     }
+    return CenterCropTo(image, size_, 0);
   }
 
   cv::Size FixedOutputSize() const override { return size_; }
@@ -260,7 +275,7 @@ class RandomCrop final : public GeometricTransform {
   RandomCrop(cv::Size size, int padding, bool pad_if_needed, int fill)
       : size_(size), padding_(padding), pad_if_needed_(pad_if_needed), fill_(fill) {}
 
-  void Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const override {
+  Affine Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const override {
     int pad_x = padding_;
     int pad_y = padding_;
     if (pad_if_needed_) {
@@ -279,14 +294,14 @@ class RandomCrop final : public GeometricTransform {
     if (mask != nullptr) {
       pad(*mask, ignore_index);
     }
+    const Affine padded = TranslationAffine(pad_x, pad_y);
     if (image.cols < size_.width || image.rows < size_.height) {
       // Smaller than the crop without pad_if_needed (torchvision raises):
       // centred, zero-padded, as center_crop does.
-      CenterCropTo(image, size_, 0);
       if (mask != nullptr) {
         CenterCropTo(*mask, size_, ignore_index);
       }
-      return;
+      return ThenAffine(padded, CenterCropTo(image, size_, 0));
     }
     // As torchvision draws them: the top, then the left.
     const int top = static_cast<int>(rng.Below(image.rows - size_.height + 1));
@@ -295,6 +310,7 @@ class RandomCrop final : public GeometricTransform {
     if (mask != nullptr) {
       *mask = (*mask)(cv::Rect({left, top}, size_)).clone();
     }
+    return TranslationAffine(pad_x - left, pad_y - top);
   }
 
   cv::Size FixedOutputSize() const override { return size_; }
@@ -319,10 +335,10 @@ class RandomResize final : public GeometricTransform {
  public:
   RandomResize(int min_size, int max_size) : min_size_(min_size), max_size_(max_size) {}
 
-  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
+  Affine Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     const int size = min_size_ + static_cast<int>(rng.Below(max_size_ - min_size_));
     const cv::Size target = ShorterSideTo(image.size(), size);
-    ResizeBoth(image, mask, target);
+    return ResizeBoth(image, mask, target);
   }
 
   // The largest it can make.
@@ -346,10 +362,10 @@ class ScaleJitter final : public GeometricTransform {
  public:
   ScaleJitter(cv::Size target, Range scale) : target_(target), scale_(scale) {}
 
-  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
+  Affine Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     const double scale = rng.Uniform(scale_.low, scale_.high);
     const cv::Size target = Scaled(image.size(), scale);
-    ResizeBoth(image, mask, target);
+    return ResizeBoth(image, mask, target);
   }
 
   cv::Size OutputSize(cv::Size input) const override { return Scaled(input, scale_.high); }
@@ -377,14 +393,16 @@ class HorizontalFlip final : public GeometricTransform {
  public:
   explicit HorizontalFlip(double probability) : probability_(probability) {}
 
-  void Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
+  Affine Move(cv::Mat& image, cv::Mat* mask, int, CounterRng& rng) const override {
     // Always draw, so later operations see the same numbers whatever p is.
-    if (rng.NextDouble() < probability_) {
-      cv::flip(image, image, 1);
-      if (mask != nullptr) {
-        cv::flip(*mask, *mask, 1);
-      }
+    if (rng.NextDouble() >= probability_) {
+      return IdentityAffine();
     }
+    cv::flip(image, image, 1);
+    if (mask != nullptr) {
+      cv::flip(*mask, *mask, 1);
+    }
+    return {-1, 0, static_cast<double>(image.cols), 0, 1, 0};
   }
 
   double Cost(cv::Size input) const override { return Area(input); }
@@ -515,13 +533,18 @@ class RandomRotation final : public GeometricTransform {
  public:
   explicit RandomRotation(Range degrees) : degrees_(degrees) {}
 
-  void Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const override {
+  Affine Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const override {
     const double angle = rng.Uniform(degrees_.low, degrees_.high);
     if (angle == 0) {
-      return;
+      return IdentityAffine();
     }
+    // About the middle of the centre pixels, in pixel indices; the same
+    // rotation about (width / 2, height / 2) in the continuous coordinates
+    // of boxes (a pixel's centre is its index + 0.5).
     const cv::Point2f center(image.cols * 0.5f - 0.5f, image.rows * 0.5f - 0.5f);
     const cv::Mat rotation = cv::getRotationMatrix2D(center, angle, 1.0);
+    const Affine for_boxes =
+        cv::getRotationMatrix2D(cv::Point2f(image.cols * 0.5f, image.rows * 0.5f), angle, 1.0);
     const auto rotate = [&](cv::Mat& pixels, int fill) {
       cv::Mat rotated;
       cv::warpAffine(pixels, rotated, rotation, pixels.size(), cv::INTER_NEAREST,
@@ -532,6 +555,7 @@ class RandomRotation final : public GeometricTransform {
     if (mask != nullptr) {
       rotate(*mask, ignore_index);
     }
+    return for_boxes;
   }
 
   double Cost(cv::Size input) const override { return 2 * Area(input); }
@@ -545,6 +569,11 @@ class RandomRotation final : public GeometricTransform {
 };
 
 }  // namespace
+
+Affine RegionAffine(const RegionRequest& request) {
+  return ThenAffine(TranslationAffine(-request.region.x, -request.region.y),
+                    ScalingAffine(request.region.size(), request.output));
+}
 
 std::unique_ptr<Transform> MakeColorJitter(double brightness, double contrast, double saturation,
                                            double hue) {

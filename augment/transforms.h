@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "augment/boxes.h"
 #include "opencv2/core/mat.hpp"
 #include "src/common/counter_rng.h"
 
@@ -22,6 +23,10 @@ struct RegionRequest {
   cv::Rect region;
   cv::Size output;
 };
+
+// The map of coordinates of a region step: `request.region` cut out, then
+// scaled to `request.output`.
+Affine RegionAffine(const RegionRequest& request);
 
 class Transform {
  public:
@@ -43,13 +48,15 @@ class Transform {
   // Transforms `image` (8-bit BGR) in place or by replacing it. Draws its
   // randomness from `rng`, in a fixed order, so results are reproducible.
   virtual void Apply(cv::Mat& image, CounterRng& rng) const = 0;
-  // The same, with the image's segmentation `mask` (class ids, 8 or 16
-  // bits, the image's size): a geometric operation moves it exactly as the
-  // image, with nearest-neighbour sampling, and fills what it pads or
-  // uncovers with `ignore_index`; a photometric one (the default) leaves it
-  // alone. Draws what Apply() draws, so the image is the same either way.
-  virtual void ApplyWithMask(cv::Mat& image, cv::Mat& mask, int ignore_index,
-                             CounterRng& rng) const {
+  // The same, with what moves with the image (each may be null): its
+  // segmentation `mask` (class ids, 8 or 16 bits, the image's size) and its
+  // detection `boxes`. A geometric operation moves the mask exactly as the
+  // image, with nearest-neighbour sampling, filling what it pads or uncovers
+  // with `ignore_index`, and the boxes by the same map of coordinates; a
+  // photometric one (the default) leaves both alone. Draws what Apply()
+  // draws, so the image is the same either way.
+  virtual void ApplyWithTargets(cv::Mat& image, cv::Mat* mask, int ignore_index, MovingBoxes* boxes,
+                                CounterRng& rng) const {
     Apply(image, rng);
   }
   // Output size when it is fixed regardless of the input, else {0, 0}.

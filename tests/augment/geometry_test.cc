@@ -3,13 +3,16 @@
 // with torchvision itself in tests/python/transforms_test.py.
 #include <png.h>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "augment/pipeline.h"
 #include "augment/png_decoder.h"
 #include "augment/transforms.h"
@@ -262,6 +265,122 @@ TEST(MaskTest, EveryGeometricOperationMovesTheMaskWithTheImage) {
           << spec << " sample " << index << ": " << on_their_colour << " of " << pixels;
     }
   }
+}
+
+// The scene's red rectangle and green disc as detection boxes (xyxy, the
+// image spanning [0, width]), as PaintScene draws them.
+std::vector<Box> SceneBoxes(int width, int height) {
+  const cv::Rect rectangle(width / 10, height / 8, width / 3, height / 3);
+  const int radius = height / 4;
+  const cv::Point centre(width * 2 / 3, height / 2);
+  return {{static_cast<float>(rectangle.x), static_cast<float>(rectangle.y),
+           static_cast<float>(rectangle.br().x), static_cast<float>(rectangle.br().y)},
+          {static_cast<float>(centre.x - radius), static_cast<float>(centre.y - radius),
+           static_cast<float>(centre.x + radius + 1), static_cast<float>(centre.y + radius + 1)}};
+}
+
+// The bounding rectangle of the pixels of class `id` in `mask`, as a box.
+std::optional<Box> PixelsBox(const cv::Mat& mask, uint8_t id) {
+  cv::Mat of_class = mask == id;
+  if (cv::countNonZero(of_class) == 0) {
+    return std::nullopt;
+  }
+  const cv::Rect rect = cv::boundingRect(of_class);
+  return Box{static_cast<float>(rect.x), static_cast<float>(rect.y),
+             static_cast<float>(rect.br().x), static_cast<float>(rect.br().y)};
+}
+
+TEST(BoxTest, BoxesFollowTheirShapesThroughEveryGeometricOperation) {
+  const Scene scene = PaintScene(160, 120);
+  for (const char* spec : {
+           "random_resized_crop(48x64)",
+           "resize(40x50)|hflip(1)",
+           "random_resize(100,200)|random_crop(96x128,pad_if_needed=true)",
+           "scale_jitter(60x80,scale_range=0.5:2)|center_crop(70)",
+           "resize(64)|random_crop(72,padding=4)|hflip(0.5)",
+           "center_crop(140x180)",
+       }) {
+    absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(spec);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    for (uint64_t index = 0; index < 8; ++index) {
+      cv::Mat image(pipeline->output_height(), pipeline->output_width(), CV_8UC3);
+      cv::Mat mask(pipeline->output_height(), pipeline->output_width(), CV_8UC1);
+      SegmentationMask ids{scene.mask.data, scene.mask.cols, scene.mask.rows, 1, 255, mask.data};
+      SampleBoxes boxes{SceneBoxes(160, 120)};
+      ASSERT_TRUE(
+          pipeline->Run(Png(scene.image), {7, 0, index}, image.data, nullptr, nullptr, &ids, &boxes)
+              .ok());
+      // The image is the one a run without targets makes.
+      EXPECT_TRUE(Same(image, RunOn(spec, scene.image, index))) << spec;
+      // Each shape still in the image has its box, around the same pixels
+      // (the mask's, nearest-sampled: within a pixel and a half of the box's
+      // scaled edges); a shape cropped away has none.
+      for (uint8_t id = 1; id <= 2; ++id) {
+        const std::optional<Box> pixels = PixelsBox(mask, id);
+        const auto kept = std::find(boxes.kept_indices.begin(), boxes.kept_indices.end(), id - 1);
+        if (!pixels) {
+          EXPECT_EQ(kept, boxes.kept_indices.end()) << spec << " sample " << index;
+          continue;
+        }
+        ASSERT_NE(kept, boxes.kept_indices.end())
+            << spec << " sample " << index << " class " << int{id};
+        const Box& box = boxes.kept[kept - boxes.kept_indices.begin()];
+        const std::string where = absl::StrCat(spec, " sample ", index, " class ", id);
+        // Every pixel of the shape inside its box.
+        EXPECT_LE(box.x1, pixels->x1 + 1.5) << where;
+        EXPECT_LE(box.y1, pixels->y1 + 1.5) << where;
+        EXPECT_GE(box.x2, pixels->x2 - 1.5) << where;
+        EXPECT_GE(box.y2, pixels->y2 - 1.5) << where;
+        if (id == 1) {
+          // A rectangle cut by the image's edge is still a rectangle: its box
+          // is its pixels' (a disc cut is less than its clipped box).
+          for (const auto& [ours, theirs] :
+               {std::pair(box.x1, pixels->x1), std::pair(box.y1, pixels->y1),
+                std::pair(box.x2, pixels->x2), std::pair(box.y2, pixels->y2)}) {
+            EXPECT_NEAR(ours, theirs, 1.5) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(BoxTest, ARotationGivesTheHullOfTheRotatedCornersAndCroppedAwayBoxesAreDropped) {
+  const Scene scene = PaintScene(160, 120);
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Parse("rotation(90:90)|center_crop(120x160)");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  cv::Mat image(120, 160, CV_8UC3);
+  // A box in the middle, and one that the rotation takes out of the image.
+  SampleBoxes boxes{{{70, 50, 90, 70}, {0, 0, 10, 10}}};
+  ASSERT_TRUE(
+      pipeline->Run(Png(scene.image), {1, 0, 0}, image.data, nullptr, nullptr, nullptr, &boxes)
+          .ok());
+  ASSERT_EQ(boxes.kept_indices, std::vector<int>{0});
+  // A quarter turn about the middle (80, 60): 20x20 stays 20x20, centred.
+  EXPECT_NEAR(boxes.kept[0].x1, 70, 1e-3);
+  EXPECT_NEAR(boxes.kept[0].y1, 50, 1e-3);
+  EXPECT_NEAR(boxes.kept[0].x2, 90, 1e-3);
+  EXPECT_NEAR(boxes.kept[0].y2, 70, 1e-3);
+  // Half a box left in the image: kept by default, dropped when at least
+  // 60% must be visible.
+  PipelineOptions options;
+  options.min_box_visibility = 0.6;
+  absl::StatusOr<Pipeline> strict = Pipeline::Parse("center_crop(120x100)", options);
+  ASSERT_TRUE(strict.ok());
+  absl::StatusOr<Pipeline> lenient = Pipeline::Parse("center_crop(120x100)");
+  ASSERT_TRUE(lenient.ok());
+  cv::Mat cropped(120, 100, CV_8UC3);
+  SampleBoxes half{{{20, 10, 40, 30}}};  // the crop keeps x from 30
+  ASSERT_TRUE(
+      lenient->Run(Png(scene.image), {1, 0, 0}, cropped.data, nullptr, nullptr, nullptr, &half)
+          .ok());
+  ASSERT_EQ(half.kept.size(), 1u);
+  EXPECT_NEAR(half.kept[0].x1, 0, 1e-3);
+  EXPECT_NEAR(half.kept[0].x2, 10, 1e-3);
+  ASSERT_TRUE(
+      strict->Run(Png(scene.image), {1, 0, 0}, cropped.data, nullptr, nullptr, nullptr, &half)
+          .ok());
+  EXPECT_TRUE(half.kept.empty());
 }
 
 TEST(MaskTest, PhotometricOperationsLeaveTheMaskAlone) {
