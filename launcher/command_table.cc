@@ -67,6 +67,7 @@ const std::vector<CommandInfo>& Commands() {
         "max_pixels",
         "max_file_mb",
         "dataset_root",
+        "image_root",
         "strict_decode",
         "ignore_index",
         "strict_dataset",
@@ -104,7 +105,7 @@ const std::vector<CommandInfo>& Commands() {
       {"dataset",
        "sample DIR",
        "write the built-in sample dataset (photos under classes, or with --task segmentation "
-       "images and masks) to an empty DIR",
+       "images and masks, with --task detection images and COCO boxes) to an empty DIR",
        {"images", "seed", "formats", "task", "sample_size", "overwrite"},
        "heterodl dataset sample data/mixed --images 2000 --formats mixed",
        RunDatasetCommand},

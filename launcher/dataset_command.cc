@@ -15,7 +15,7 @@ int RunDatasetCommand(const CommandContext& context) {
   if (arguments.size() != 2 || arguments[0] != "sample") {
     LogError(
         "usage: heterodl dataset sample DIR [--images N] [--seed S] [--formats F] "
-        "[--task classification|segmentation] [--sample-size HxW] [--overwrite]");
+        "[--task classification|segmentation|detection] [--sample-size HxW] [--overwrite]");
     return kExitUsage;
   }
   SampleDatasetOptions options;

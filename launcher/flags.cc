@@ -28,6 +28,9 @@ ABSL_FLAG(int64_t, max_pixels, 100'000'000,
 ABSL_FLAG(int64_t, max_file_mb, 256,
           "serve: a sample file (or tar member) larger than this many MiB is a bad sample, "
           "refused before it is read; files that are not regular (a FIFO, a device) are too");
+ABSL_FLAG(std::string, image_root, "",
+          "serve: where a COCO annotations file's images are (--dataset annotations.json); "
+          "default: the file's folder");
 ABSL_FLAG(std::string, dataset_root, "",
           "serve: every sample file must lie beneath this directory: a file list naming a path "
           "outside it (../, an absolute path) is refused at start, a symlink leading out is a bad "
@@ -165,8 +168,9 @@ ABSL_FLAG(std::string, sample_size, "",
           "dataset sample: every image exactly HxW pixels (height first, as pipeline sizes: "
           "1024x2048 for street scenes), a crop of that aspect; default 300-600 px wide");
 ABSL_FLAG(std::string, task, "classification",
-          "dataset sample: classification (photos under classes) or segmentation "
-          "(images/NAME.jpg + masks/NAME.png: shapes drawn on photos, 4 classes)");
+          "dataset sample: classification (photos under classes), segmentation "
+          "(images/NAME.jpg + masks/NAME.png: shapes drawn on photos, 4 classes) or detection "
+          "(the same images + annotations.json, COCO instances: each shape's box, 3 categories)");
 ABSL_FLAG(std::string, formats, "jpeg",
           "dataset sample: how images are encoded: jpeg, grayscale, progressive, png, webp, "
           "'mixed', or shares like jpeg=60,png=40");

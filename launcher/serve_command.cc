@@ -57,6 +57,7 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   }
   options.max_file_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_file_mb)) << 20;
   options.dataset_root = absl::GetFlag(FLAGS_dataset_root);
+  options.image_root = absl::GetFlag(FLAGS_image_root);
   options.strict_dataset = absl::GetFlag(FLAGS_strict_dataset);
   ASSIGN_OR_RETURN(options.auth_token, AuthTokenFromFlags());
   options.tls = TlsFromFlags();

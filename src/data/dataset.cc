@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "src/common/fingerprint.h"
 #include "src/common/status_macros.h"
+#include "src/data/coco_instances.h"
 #include "src/data/tar_shards.h"
 
 namespace heterodl {
@@ -58,6 +60,17 @@ Dataset::Dataset(std::string source, std::string root, std::vector<Sample> sampl
       fingerprint.Add(sample.mask_path);
       has_masks_ = true;
     }
+    if (sample.detection) {
+      has_boxes_ = true;
+      fingerprint.Add(static_cast<uint64_t>(sample.boxes.size()));
+      for (size_t i = 0; i < sample.boxes.size(); ++i) {
+        const Box& box = sample.boxes[i];
+        for (const float edge : {box.x1, box.y1, box.x2, box.y2}) {
+          fingerprint.Add(static_cast<uint64_t>(std::lround(edge * 64)));
+        }
+        fingerprint.Add(static_cast<uint64_t>(sample.box_labels[i])).Add(sample.crowd[i]);
+      }
+    }
   }
   fingerprint_ = fingerprint.value();
 }
@@ -80,7 +93,7 @@ Dataset Dataset::Synthetic(size_t num_samples, int num_classes) {
 }
 
 absl::StatusOr<Dataset> Dataset::Open(const std::string& path, const DatasetLimits& limits) {
-  ASSIGN_OR_RETURN(Dataset dataset, OpenAnyFormat(path));
+  ASSIGN_OR_RETURN(Dataset dataset, OpenAnyFormat(path, limits));
   dataset.limits_ = limits;
   if (limits.root.empty() || dataset.shards_ != nullptr) {
     return dataset;  // shards are opened by the operator's own path
@@ -121,7 +134,8 @@ absl::StatusOr<std::string> Dataset::PathBeneathRoot(const std::string& path) co
   return beneath.string();
 }
 
-absl::StatusOr<Dataset> Dataset::OpenAnyFormat(const std::string& path) {
+absl::StatusOr<Dataset> Dataset::OpenAnyFormat(const std::string& path,
+                                               const DatasetLimits& limits) {
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
   if (error || !fs::exists(status)) {
@@ -148,7 +162,21 @@ absl::StatusOr<Dataset> Dataset::OpenAnyFormat(const std::string& path) {
   if (fs::path(path).extension() == ".tar") {
     return OpenTarShards(path, {path});
   }
+  if (fs::path(path).extension() == ".json") {
+    return OpenCoco(path, limits.image_root);
+  }
   return OpenFileList(path);
+}
+
+absl::StatusOr<Dataset> Dataset::OpenCoco(const std::string& json_path,
+                                          const std::string& image_root) {
+  ASSIGN_OR_RETURN(CocoSamples coco, ReadCocoInstances(json_path));
+  const std::string root =
+      image_root.empty() ? fs::path(json_path).parent_path().string() : image_root;
+  if (!fs::is_directory(root.empty() ? "." : root)) {
+    return absl::NotFoundError(absl::StrCat("COCO images: '", root, "' is not a folder"));
+  }
+  return Dataset(json_path, root, std::move(coco.samples), std::move(coco.class_names));
 }
 
 absl::StatusOr<Dataset> Dataset::OpenImageFolder(const std::string& root) {

@@ -12,6 +12,9 @@
 //     lines (a path where a label would be; every line one or the other);
 //   - segmentation folder: ROOT/images/NAME.* and ROOT/masks/NAME.png (the
 //     same stem), and nothing else in ROOT;
+//   - COCO instances JSON (`annotations.json`, by its extension): detection
+//     samples, one per image (src/data/coco_instances.h), images under
+//     DatasetLimits::image_root;
 //   - WebDataset tar shards: a .tar file, or a folder of them (sorted by
 //     name), holding KEY.jpg (or .jpeg/.png/.webp/.bmp) and KEY.cls (the
 //     label as text) per sample, or KEY.mask.png (segmentation). Shards are indexed once with
@@ -30,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "augment/boxes.h"
 #include "src/common/net/unique_fd.h"
 #include "src/common/read_file.h"
 
@@ -48,6 +52,13 @@ struct Sample {
   uint64_t size = 0;
   uint64_t mask_offset = 0;
   uint64_t mask_size = 0;
+  // Detection datasets (every sample, even one without objects): its
+  // objects' boxes, xyxy in the image's pixels, their category ids and
+  // whether each is a crowd region.
+  bool detection = false;
+  std::vector<Box> boxes;
+  std::vector<int64_t> box_labels;
+  std::vector<uint8_t> crowd;
 };
 
 class TarShards;  // open shard files of a tar-shard dataset
@@ -66,6 +77,9 @@ struct DatasetLimits {
   // absolute path elsewhere) is refused at start; a symlink leading out is
   // a bad sample, refused as it is opened (openat2, RESOLVE_BENEATH).
   std::string root;
+  // A COCO annotations file's images: file names are relative to this
+  // folder (serve --image-root); empty: the file's own folder.
+  std::string image_root;
 };
 
 class Dataset {
@@ -90,6 +104,8 @@ class Dataset {
   const std::string& source() const { return source_; }
   // Whether samples have segmentation masks (Sample::mask_path).
   bool has_masks() const { return has_masks_; }
+  // Whether samples are detection samples (Sample::boxes).
+  bool has_boxes() const { return has_boxes_; }
 
   // The samples of a file list whose files do not exist (an image folder
   // and tar shards list only what exists): how many, and the first `keep`
@@ -113,10 +129,13 @@ class Dataset {
   Dataset(std::string source, std::string root, std::vector<Sample> samples,
           std::vector<std::string> class_names);
 
-  static absl::StatusOr<Dataset> OpenAnyFormat(const std::string& path);
+  static absl::StatusOr<Dataset> OpenAnyFormat(const std::string& path,
+                                               const DatasetLimits& limits);
   static absl::StatusOr<Dataset> OpenImageFolder(const std::string& root);
   static absl::StatusOr<Dataset> OpenSegmentationFolder(const std::string& root);
   static absl::StatusOr<Dataset> OpenFileList(const std::string& list_path);
+  static absl::StatusOr<Dataset> OpenCoco(const std::string& json_path,
+                                          const std::string& image_root);
   static absl::StatusOr<Dataset> OpenTarShards(const std::string& path,
                                                std::vector<std::string> shard_paths);
 
@@ -127,6 +146,7 @@ class Dataset {
   uint64_t fingerprint_ = 0;
   bool synthetic_ = false;
   bool has_masks_ = false;
+  bool has_boxes_ = false;
   // `path` (a sample's, as the dataset names it) relative to limits_.root;
   // PERMISSION_DENIED when it lies outside.
   absl::StatusOr<std::string> PathBeneathRoot(const std::string& path) const;

@@ -14,6 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "google/protobuf/util/json_util.h"
+#include "heterodl/coco.pb.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
@@ -78,6 +80,9 @@ std::string Stamp(const SampleDatasetOptions& options, const std::vector<fs::pat
   }
   if (options.task == SampleTask::kSegmentation) {
     fingerprint.Add(std::string("segmentation"));
+  }
+  if (options.task == SampleTask::kDetection) {
+    fingerprint.Add(std::string("detection"));
   }
   if (options.width > 0 && options.height > 0) {
     fingerprint.Add(static_cast<uint64_t>(options.width))
@@ -252,8 +257,11 @@ absl::StatusOr<SampleTask> ParseSampleTask(absl::string_view text) {
   if (text == "segmentation") {
     return SampleTask::kSegmentation;
   }
+  if (text == "detection") {
+    return SampleTask::kDetection;
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("--task '", text, "': expected classification or segmentation"));
+      absl::StrCat("--task '", text, "': expected classification, segmentation or detection"));
 }
 
 absl::StatusOr<std::pair<int, int>> ParseSampleImageSize(absl::string_view text) {
@@ -280,7 +288,17 @@ absl::string_view ExtensionOf(SampleFormat format) {
 
 // Draws one to three shapes on `image` and their class ids on `mask`, the
 // same pixels in both (no antialiasing, so every edge pixel is one class).
-void DrawShapes(cv::Mat& image, cv::Mat& mask, CounterRng& rng) {
+// One shape's object: its category (the mask's id) and box, xywh in pixels,
+// clipped to the image.
+struct ShapeObject {
+  int category;
+  cv::Rect2d box;
+};
+
+// Draws one to three shapes on `image` and their ids on `mask`; their
+// objects in `objects` (optional).
+void DrawShapes(cv::Mat& image, cv::Mat& mask, CounterRng& rng,
+                std::vector<ShapeObject>* objects = nullptr) {
   const int shapes = 1 + static_cast<int>(rng.Below(3));
   for (int s = 0; s < shapes; ++s) {
     const int id = 1 + static_cast<int>(rng.Below(3));
@@ -291,6 +309,17 @@ void DrawShapes(cv::Mat& image, cv::Mat& mask, CounterRng& rng) {
                            static_cast<int>(rng.Below(image.rows)));
     const int extent =
         std::max(8, static_cast<int>(std::min(image.cols, image.rows) * rng.Uniform(0.1, 0.35)));
+    // What the shape covers of the image, as drawn below (the extent's
+    // last pixel included).
+    const cv::Rect outline =
+        id == 1   ? cv::Rect(center.x - extent, center.y - extent / 2, 2 * extent, extent)
+        : id == 2 ? cv::Rect(center.x - extent, center.y - extent * 2 / 3, 2 * extent + 1,
+                             extent * 2 / 3 * 2 + 1)
+                  : cv::Rect(center.x - extent, center.y - extent, 2 * extent + 1, 2 * extent + 1);
+    const cv::Rect visible = outline & cv::Rect(0, 0, image.cols, image.rows);
+    if (objects != nullptr && visible.area() > 0) {
+      objects->push_back({id, cv::Rect2d(visible)});
+    }
     for (auto [target, fill] : {std::pair<cv::Mat*, cv::Scalar>{&image, colour},
                                 std::pair<cv::Mat*, cv::Scalar>{&mask, cv::Scalar(id)}}) {
       if (id == 1) {
@@ -364,6 +393,64 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
   if (photos.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("no readable source photos under '", options.source_dir, "'"));
+  }
+  if (options.task == SampleTask::kDetection) {
+    fs::create_directories(root / "images", error);
+    if (error) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create '", (root / "images").string(), "': ", error.message()));
+    }
+    // The annotations as COCO writes them, through protobuf's JSON printer.
+    v1::CocoInstances coco;
+    for (const auto& [id, name] :
+         {std::pair<int, const char*>{1, "rectangle"}, std::pair<int, const char*>{2, "ellipse"},
+          std::pair<int, const char*>{3, "triangle"}}) {
+      v1::CocoCategory* category = coco.add_categories();
+      category->set_id(id);
+      category->set_name(name);
+    }
+    for (int i = 0; i < options.num_images; ++i) {
+      // The segmentation sample's draws: the same images, shapes and all.
+      CounterRng rng(options.seed, {kStreamSampleDataset, static_cast<uint32_t>(i), 1});
+      cv::Mat image =
+          CutImage(photos[i % photos.size()].pixels, rng, {options.width, options.height});
+      cv::Mat mask(image.size(), CV_8UC1, cv::Scalar(0));
+      std::vector<ShapeObject> objects;
+      DrawShapes(image, mask, rng, &objects);
+      const std::string name = absl::StrFormat("%06d", i);
+      const SampleFormat format = FormatOf(i, options.formats);
+      ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, EncodeAs(image, format, rng));
+      const std::string file_name = absl::StrCat("images/", name, ".", ExtensionOf(format));
+      RETURN_IF_ERROR(WriteBytes(root / file_name, bytes));
+      v1::CocoImage* entry = coco.add_images();
+      entry->set_id(i + 1);
+      entry->set_file_name(file_name);
+      entry->set_width(image.cols);
+      entry->set_height(image.rows);
+      for (const ShapeObject& object : objects) {
+        v1::CocoAnnotation* annotation = coco.add_annotations();
+        annotation->set_id(coco.annotations_size());
+        annotation->set_image_id(i + 1);
+        annotation->set_category_id(object.category);
+        for (const double value :
+             {object.box.x, object.box.y, object.box.width, object.box.height}) {
+          annotation->add_bbox(value);
+        }
+      }
+    }
+    google::protobuf::util::JsonPrintOptions print;
+    print.preserve_proto_field_names = true;  // COCO's names: file_name, image_id
+    std::string json;
+    if (!google::protobuf::util::MessageToJsonString(coco, &json, print).ok()) {
+      return absl::InternalError("cannot write the sample's COCO annotations");
+    }
+    RETURN_IF_ERROR(
+        WriteBytes(root / "annotations.json", std::vector<uint8_t>(json.begin(), json.end())));
+    std::ofstream(marker) << stamp << "\n";
+    LogInfo("wrote %d images with %d objects (3 categories) to %s; serve --dataset %s",
+            options.num_images, coco.annotations_size(), options.output_dir,
+            (root / "annotations.json").string());
+    return absl::OkStatus();
   }
   if (options.task == SampleTask::kSegmentation) {
     for (const char* folder : {"images", "masks"}) {

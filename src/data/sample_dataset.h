@@ -60,9 +60,13 @@ enum class SampleTask {
   // one to three shapes drawn on it, each a class (1 rectangle, 2 ellipse,
   // 3 triangle) in a random colour; the mask holds the ids, 8-bit gray.
   kSegmentation,
+  // OUT/images/NAME.jpg + OUT/annotations.json (COCO instances): the same
+  // images with their shapes as objects, each shape's box and category
+  // (1 rectangle, 2 ellipse, 3 triangle).
+  kDetection,
 };
 
-// Parses --task: "classification" or "segmentation".
+// Parses --task: "classification", "segmentation" or "detection".
 absl::StatusOr<SampleTask> ParseSampleTask(absl::string_view text);
 
 // Parses --sample-size: "" (0x0: sizes vary) or HxW, each side 16 to 16384;

@@ -40,6 +40,8 @@ struct DataServerOptions {
   uint64_t max_file_bytes = uint64_t{256} << 20;
   // Non-empty: sample files must lie beneath it (DatasetLimits::root).
   std::string dataset_root;
+  // A COCO annotations file's images (DatasetLimits::image_root).
+  std::string image_root;
   // Replace samples whose JPEG data is damaged but decodable instead of
   // decoding them as libjpeg fills them (PipelineOptions::strict_decode).
   bool strict_decode = false;

@@ -254,5 +254,99 @@ TEST(DatasetTest, ARootConfinesMasksToo) {
   EXPECT_NE(status.message().find("lies outside --dataset-root"), std::string::npos) << status;
 }
 
+// A COCO instances file as torchvision's CocoDetection reads it.
+constexpr char kCocoJson[] = R"({
+  "info": {"description": "ignored"},
+  "images": [{"id": 9, "file_name": "c.jpg", "width": 40, "height": 30},
+             {"id": 2, "file_name": "a.jpg", "width": 40, "height": 30, "license": 1},
+             {"id": 5, "file_name": "sub/b.jpg", "width": 40, "height": 30}],
+  "annotations": [
+    {"id": 1, "image_id": 2, "category_id": 3, "bbox": [1.5, 2, 10, 20], "iscrowd": 0,
+     "area": 200, "segmentation": [[1, 2, 3, 4]]},
+    {"id": 2, "image_id": 2, "category_id": 1, "bbox": [0, 0, 4, 4], "iscrowd": 1,
+     "segmentation": {"counts": [1, 2], "size": [30, 40]}},
+    {"id": 3, "image_id": 9, "category_id": 1, "bbox": [5, 5, 0, 3], "iscrowd": 0}],
+  "categories": [{"id": 1, "name": "cat"}, {"id": 3, "name": "dog"}]
+})";
+
+TEST(CocoTest, AnInstancesFileIsOneSampleAnImageInIdOrderWithItsBoxes) {
+  const std::filesystem::path root = MakeTempDir("coco");
+  WriteFile(root / "annotations.json", kCocoJson);
+  absl::StatusOr<Dataset> dataset = Dataset::Open((root / "annotations.json").string());
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_TRUE(dataset->has_boxes());
+  EXPECT_FALSE(dataset->has_masks());
+  ASSERT_EQ(dataset->size(), 3u);
+  EXPECT_EQ(dataset->sample(0).path, "a.jpg");
+  EXPECT_EQ(dataset->sample(1).path, "sub/b.jpg");
+  EXPECT_EQ(dataset->sample(2).path, "c.jpg");
+  // By category id, as detection models take labels.
+  EXPECT_EQ(dataset->class_names(), (std::vector<std::string>{"", "cat", "", "dog"}));
+  const Sample& a = dataset->sample(0);
+  ASSERT_EQ(a.boxes.size(), 2u);
+  EXPECT_EQ(a.boxes[0].x1, 1.5f);
+  EXPECT_EQ(a.boxes[0].y1, 2.0f);
+  EXPECT_EQ(a.boxes[0].x2, 11.5f);  // xywh -> xyxy
+  EXPECT_EQ(a.boxes[0].y2, 22.0f);
+  EXPECT_EQ(a.box_labels, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(a.crowd, (std::vector<uint8_t>{0, 1}));
+  EXPECT_TRUE(dataset->sample(1).boxes.empty());  // an image without objects is a sample
+  EXPECT_TRUE(dataset->sample(1).detection);
+  // Images are read from the file's folder, or from the image root.
+  WriteFile(root / "a.jpg", "bytes of a");
+  absl::StatusOr<std::string> bytes = dataset->ReadSample(0);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, "bytes of a");
+  const std::filesystem::path images = MakeTempDir("coco-images");
+  WriteFile(images / "a.jpg", "elsewhere");
+  DatasetLimits limits;
+  limits.image_root = images.string();
+  absl::StatusOr<Dataset> moved = Dataset::Open((root / "annotations.json").string(), limits);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved->ReadSample(0), "elsewhere");
+  // The boxes are part of the fingerprint.
+  std::string changed = kCocoJson;
+  changed.replace(changed.find("[1.5, 2, 10, 20]"), 16, "[1.5, 2, 10, 21]");
+  WriteFile(root / "changed.json", changed);
+  absl::StatusOr<Dataset> other = Dataset::Open((root / "changed.json").string());
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->fingerprint(), dataset->fingerprint());
+}
+
+TEST(CocoTest, AMalformedInstancesFileSaysWhatIsWrong) {
+  const std::filesystem::path root = MakeTempDir("coco-bad");
+  const std::pair<std::string, std::string> cases[] = {
+      {"not json", "not a COCO instances file"},
+      {R"({"images": []})", "no images"},
+      {R"({"images": [{"id": 1, "file_name": "a"}, {"id": 1, "file_name": "b"}]})",
+       "image id 1 given twice"},
+      {R"({"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": 1}],
+           "annotations": [{"id": 7, "image_id": 2, "category_id": 1, "bbox": [0, 0, 1, 1]}]})",
+       "annotation 7 is of image 2"},
+      {R"({"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": 1}],
+           "annotations": [{"id": 7, "image_id": 1, "category_id": 4, "bbox": [0, 0, 1, 1]}]})",
+       "annotation 7 is of category 4"},
+      {R"({"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": 1}],
+           "annotations": [{"id": 7, "image_id": 1, "category_id": 1, "bbox": [0, 0, -1, 1]}]})",
+       "annotation 7: bbox"},
+      {R"({"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": 1}],
+           "annotations": [{"id": 7, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1]}]})",
+       "annotation 7: bbox"},
+      {R"({"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": 1}],
+           "annotations": [{"id": 7, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1],
+                            "iscrowd": 2}]})",
+       "iscrowd 2"},
+      {R"({"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": 99999999}]})",
+       "category id 99999999"},
+  };
+  for (const auto& [json, expected] : cases) {
+    WriteFile(root / "bad.json", json);
+    const absl::Status status = Dataset::Open((root / "bad.json").string()).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << json << ": " << status;
+    EXPECT_NE(status.message().find(expected), std::string::npos) << status;
+    EXPECT_NE(status.message().find("bad.json"), std::string::npos) << status;
+  }
+}
+
 }  // namespace
 }  // namespace heterodl

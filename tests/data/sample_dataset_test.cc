@@ -116,7 +116,57 @@ TEST(SampleDatasetTest, ASegmentationSampleIsImagesWithTheirMasks) {
   ASSERT_OK(WriteSampleDataset(options));           // up to date
   options.task = SampleTask::kClassification;       // another dataset
   EXPECT_TRUE(absl::IsAlreadyExists(WriteSampleDataset(options)));
-  EXPECT_TRUE(absl::IsInvalidArgument(ParseSampleTask("detection").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseSampleTask("keypoints").status()));
+}
+
+TEST(SampleDatasetTest, ADetectionSampleIsTheSegmentationImagesWithEachShapesBox) {
+  const std::string photos = MakeSourcePhotos().string();
+  SampleDatasetOptions options;
+  options.source_dir = photos;
+  options.num_images = 10;
+  options.output_dir = (testing::MakeTempDir("sample-detection") / "out").string();
+  options.task = SampleTask::kDetection;
+  ASSERT_OK(WriteSampleDataset(options));
+  SampleDatasetOptions twin = options;
+  twin.output_dir = (testing::MakeTempDir("sample-detection-twin") / "out").string();
+  twin.task = SampleTask::kSegmentation;
+  ASSERT_OK(WriteSampleDataset(twin));
+  ASSERT_OK_AND_ASSIGN(const Dataset detection,
+                       Dataset::Open(options.output_dir + "/annotations.json"));
+  ASSERT_OK_AND_ASSIGN(const Dataset segmentation, Dataset::Open(twin.output_dir));
+  ASSERT_TRUE(detection.has_boxes());
+  ASSERT_EQ(detection.size(), 10u);
+  EXPECT_EQ(detection.class_names(),
+            (std::vector<std::string>{"", "rectangle", "ellipse", "triangle"}));
+  size_t objects = 0;
+  for (size_t i = 0; i < detection.size(); ++i) {
+    // The same image as the segmentation sample's, and each of its classes'
+    // pixels inside the union of that class's boxes.
+    ASSERT_OK_AND_ASSIGN(const std::string image, detection.ReadSample(i));
+    ASSERT_OK_AND_ASSIGN(const std::string same, segmentation.ReadSample(i));
+    EXPECT_EQ(image, same) << i;
+    ASSERT_OK_AND_ASSIGN(const std::string mask_bytes, segmentation.ReadMask(i));
+    ASSERT_OK_AND_ASSIGN(const cv::Mat mask, DecodePngMask(mask_bytes, 1 << 24));
+    const Sample& sample = detection.sample(i);
+    objects += sample.boxes.size();
+    for (int y = 0; y < mask.rows; ++y) {
+      for (int x = 0; x < mask.cols; ++x) {
+        const int id = mask.at<uint8_t>(y, x);
+        if (id == 0) {
+          continue;
+        }
+        bool inside = false;
+        for (size_t b = 0; b < sample.boxes.size() && !inside; ++b) {
+          const Box& box = sample.boxes[b];
+          inside = sample.box_labels[b] == id && x >= box.x1 && x + 1 <= box.x2 && y >= box.y1 &&
+                   y + 1 <= box.y2;
+        }
+        ASSERT_TRUE(inside) << "sample " << i << ": pixel " << x << "," << y << " of class " << id
+                            << " in none of its boxes";
+      }
+    }
+  }
+  EXPECT_GE(objects, 10u);  // one to three shapes an image
 }
 
 TEST(SampleDatasetTest, ASampleSizeMakesEveryImageAndMaskThatSize) {
