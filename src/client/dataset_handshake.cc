@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <thread>
@@ -198,6 +199,21 @@ bool IsImagesField(const v1::FieldSpec& images) {
          images.shape_size() == 3 && images.shape(2) == 3;
 }
 
+// A ragged field of `dtype` elements of `shape`.
+bool IsRaggedField(const v1::FieldSpec& field, const char* name, v1::DType dtype,
+                   std::initializer_list<uint32_t> shape) {
+  return field.name() == name && field.ragged() && field.dtype() == dtype &&
+         std::equal(field.shape().begin(), field.shape().end(), shape.begin(), shape.end());
+}
+
+// A detection batch's objects after its images: boxes float32 [4] xyxy,
+// box_labels int64, iscrowd uint8, each a list per sample.
+bool AreObjectFields(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
+  return fields.size() == 4 && IsRaggedField(fields[1], "boxes", v1::DTYPE_FLOAT32, {4}) &&
+         IsRaggedField(fields[2], "box_labels", v1::DTYPE_INT64, {}) &&
+         IsRaggedField(fields[3], "iscrowd", v1::DTYPE_UINT8, {});
+}
+
 // Masks uint8 or int32 [H, W] of the images' size: a segmentation batch's.
 bool IsMasksFieldOf(const v1::FieldSpec& masks, const v1::FieldSpec& images) {
   return masks.name() == "masks" && !masks.ragged() &&
@@ -255,7 +271,8 @@ absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
   }
   const bool known =
       IsImagesField(fields[0]) &&
-      (fields.size() == 1 || (fields.size() == 2 && IsMasksFieldOf(fields[1], fields[0])));
+      (fields.size() == 1 || (fields.size() == 2 && IsMasksFieldOf(fields[1], fields[0])) ||
+       AreObjectFields(fields));
   if (!known) {
     std::vector<std::string> names;
     for (const v1::FieldSpec& field : fields) {
@@ -263,7 +280,8 @@ absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
     }
     return absl::UnimplementedError(absl::StrCat(
         "the data servers' batches hold the fields ", absl::StrJoin(names, ", "),
-        "; this loader takes images alone, or images and masks (a newer heterodl knows more)"));
+        "; this loader takes images alone, images and masks, or images and objects (boxes, "
+        "box_labels, iscrowd) (a newer heterodl knows more)"));
   }
   return fields;
 }

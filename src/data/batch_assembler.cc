@@ -83,7 +83,8 @@ absl::StatusOr<cv::Mat> BatchAssembler::ReadMask(int64_t index, StageSeconds* se
 
 absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t index,
                                         uint8_t* image, uint8_t* mask, StageSeconds* seconds,
-                                        bool* warned) const {
+                                        SlotResult* slot) const {
+  bool* warned = &slot->decoded_with_warning;
   if (request.abandoned != nullptr && request.abandoned->load(std::memory_order_relaxed)) {
     return absl::CancelledError("abandoned: no stream wants this sample any more");
   }
@@ -112,11 +113,17 @@ absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t
                       mask_ids_ == MaskIds::kInt32 ? moved.data : mask};
     }
   }
+  const Sample& sample = dataset_.sample(static_cast<size_t>(index));
+  SampleBoxes boxes;
+  if (sample.detection) {
+    boxes.boxes = sample.boxes;
+  }
   if (status.ok()) {
     PipelineTimings timings;
     status = pipeline_.Run(*bytes, {request.seed, request.epoch, static_cast<uint64_t>(index)},
                            image, &timings, request.abandoned,
-                           mask_ids_ != MaskIds::kNone ? &segmentation : nullptr);
+                           mask_ids_ != MaskIds::kNone ? &segmentation : nullptr,
+                           sample.detection ? &boxes : nullptr);
     if (absl::IsCancelled(status)) {
       return status;  // not the sample's fault: neither logged nor counted
     }
@@ -132,6 +139,15 @@ absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t
   }
   if (status.ok() && mask_ids_ == MaskIds::kInt32) {
     moved.convertTo(cv::Mat(moved.rows, moved.cols, CV_32SC1, mask), CV_32S);
+  }
+  if (status.ok() && sample.detection) {
+    slot->boxes = std::move(boxes.kept);
+    slot->box_labels.clear();
+    slot->crowd.clear();
+    for (const int kept : boxes.kept_indices) {
+      slot->box_labels.push_back(sample.box_labels[static_cast<size_t>(kept)]);
+      slot->crowd.push_back(sample.crowd[static_cast<size_t>(kept)]);
+    }
   }
   if (!status.ok() && FirstReport(/*failure=*/true, index)) {
     LogWarning("sample %d (%s) failed and is replaced: %s", index,
@@ -166,8 +182,7 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     std::memset(image, kSyntheticPixel, image_bytes());
     return result;
   }
-  const absl::Status loaded =
-      LoadSample(request, index, image, mask, seconds, &result.decoded_with_warning);
+  const absl::Status loaded = LoadSample(request, index, image, mask, seconds, &result);
   if (loaded.ok()) {
     return result;
   }
@@ -182,8 +197,7 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     if (candidate == index) {
       continue;
     }
-    const absl::Status replaced =
-        LoadSample(request, candidate, image, mask, seconds, &result.decoded_with_warning);
+    const absl::Status replaced = LoadSample(request, candidate, image, mask, seconds, &result);
     if (absl::IsCancelled(replaced)) {
       result.outcome = SampleOutcome::kAbandoned;
       return result;

@@ -43,6 +43,12 @@ struct SlotResult {
   // The image in the slot was decoded around damaged data (a JPEG scan that
   // ends early; see PipelineOptions::strict_decode).
   bool decoded_with_warning = false;
+  // A detection dataset's: the objects of the image in the slot that the
+  // pipeline kept (SampleBoxes), boxes xyxy in output pixels, their
+  // category ids and crowd flags; none in a zero-filled slot.
+  std::vector<Box> boxes;
+  std::vector<int64_t> box_labels;
+  std::vector<uint8_t> crowd;
 };
 
 // Seconds spent per stage, summed over the samples of a batch.
@@ -92,6 +98,8 @@ class BatchAssembler {
   // Of all its fields together.
   size_t sample_bytes() const { return image_bytes() + mask_bytes(); }
   MaskIds mask_ids() const { return mask_ids_; }
+  // Whether slots carry their images' boxes (a detection dataset).
+  bool has_boxes() const { return dataset_.has_boxes(); }
   const Pipeline& pipeline() const { return pipeline_; }
 
   // Writes indices.size() samples to `destination`.
@@ -121,8 +129,10 @@ class BatchAssembler {
   // Reads and augments one sample into `image` (and its mask into `mask`,
   // with masks); sets `*warned` when it was decoded around damage. Logs the
   // first failure or warning of each sample.
+  // With a detection dataset, the sample's boxes go through the pipeline
+  // into `slot`'s boxes, labels and crowd flags.
   absl::Status LoadSample(const BatchRequestSpec& request, int64_t index, uint8_t* image,
-                          uint8_t* mask, StageSeconds* seconds, bool* warned) const
+                          uint8_t* mask, StageSeconds* seconds, SlotResult* slot) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Sample `index`'s mask, decoded, for Pipeline::Run to move into `out`.
   absl::StatusOr<cv::Mat> ReadMask(int64_t index, StageSeconds* seconds) const;

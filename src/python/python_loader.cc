@@ -148,6 +148,41 @@ PyObject* SetEpoch(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// {name: (length, ...)} of the batch's ragged fields: how many elements
+// each sample has.
+PyObject* RaggedLengths(const Batch& batch) {
+  PyObject* lengths = PyDict_New();
+  if (lengths == nullptr) {
+    return nullptr;
+  }
+  for (const FieldSlice& field : batch.fields) {
+    if (!field.ragged) {
+      continue;
+    }
+    PyObject* counts = PyTuple_New(static_cast<Py_ssize_t>(field.lengths.size()));
+    if (counts == nullptr) {
+      Py_DECREF(lengths);
+      return nullptr;
+    }
+    for (size_t i = 0; i < field.lengths.size(); ++i) {
+      PyObject* count = PyLong_FromUnsignedLong(field.lengths[i]);
+      if (count == nullptr) {
+        Py_DECREF(counts);
+        Py_DECREF(lengths);
+        return nullptr;
+      }
+      PyTuple_SetItem(counts, static_cast<Py_ssize_t>(i), count);  // steals
+    }
+    const int set = PyDict_SetItemString(lengths, field.name.c_str(), counts);
+    Py_DECREF(counts);
+    if (set != 0) {
+      Py_DECREF(lengths);
+      return nullptr;
+    }
+  }
+  return lengths;
+}
+
 // {name: Array} of the batch's fields other than images (the tuple's first).
 PyObject* OtherFields(PyTypeObject* array_type, const std::shared_ptr<Batch>& batch) {
   PyObject* fields = PyDict_New();
@@ -171,9 +206,9 @@ PyObject* OtherFields(PyTypeObject* array_type, const std::shared_ptr<Batch>& ba
 }
 
 // (images, labels, indices, failed, epoch, index, decoded_with_warnings,
-// {other field: Array}); the Arrays share one reference to the batch, which
-// goes back to the loader's pool when the last of them (or of what was
-// imported from them) is freed.
+// {other field: Array}, {ragged field: lengths}); the Arrays share one
+// reference to the batch, which goes back to the loader's pool when the last
+// of them (or of what was imported from them) is freed.
 PyObject* ToPython(PyObject* self, Batch&& received) {
   auto* state = static_cast<ModuleState*>(PyType_GetModuleState(Py_TYPE(self)));
   if (state == nullptr) {
@@ -191,15 +226,19 @@ PyObject* ToPython(PyObject* self, Batch&& received) {
   PyObject* indices =
       NewArray(array_type, {batch, batch->indices.data(), ElementType::kInt64, {size}});
   PyObject* others = OtherFields(array_type, batch);
-  if (images == nullptr || labels == nullptr || indices == nullptr || others == nullptr) {
+  PyObject* lengths = RaggedLengths(*batch);
+  if (images == nullptr || labels == nullptr || indices == nullptr || others == nullptr ||
+      lengths == nullptr) {
     Py_XDECREF(images);
     Py_XDECREF(labels);
     Py_XDECREF(indices);
     Py_XDECREF(others);
+    Py_XDECREF(lengths);
     return nullptr;
   }
-  return Py_BuildValue("(NNNiILiN)", images, labels, indices, batch->failed, batch->epoch,
-                       static_cast<long long>(batch->index), batch->decoded_with_warnings, others);
+  return Py_BuildValue("(NNNiILiNN)", images, labels, indices, batch->failed, batch->epoch,
+                       static_cast<long long>(batch->index), batch->decoded_with_warnings, others,
+                       lengths);
 }
 
 PyObject* Next(PyObject* self, PyObject* /*unused*/) {
@@ -308,8 +347,8 @@ PyMethodDef kMethods[] = {
     {"set_epoch", SetEpoch, METH_VARARGS,
      "set_epoch(epoch, next_batch=0): what the next batches are; fetching starts now"},
     {"next", Next, METH_NOARGS,
-     "(images, labels, indices, failed, epoch, index, decoded_with_warnings, {field: Array}), "
-     "or None at the end of the epoch"},
+     "(images, labels, indices, failed, epoch, index, decoded_with_warnings, {field: Array}, "
+     "{ragged field: lengths}), or None at the end of the epoch"},
     {"position", Position, METH_NOARGS, "(epoch, next batch)"},
     {"stats", Stats, METH_NOARGS, "requested, received, delivered, dropped, reassigned, ..."},
     {"class_names", ClassNames, METH_NOARGS, "the dataset's class names"},

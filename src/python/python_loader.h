@@ -12,9 +12,12 @@
 //          pixel_channel, pin_device=0)
 //   .set_epoch(epoch, next_batch=0)  -> None, the loader starts fetching
 //   .next() -> (images, labels, indices, failed, epoch, index,
-//               decoded_with_warnings, {other field: Array}) | None at the
-//              end of the epoch; the first three are Arrays, and the
-//              dict holds the batch's other fields (masks)
+//               decoded_with_warnings, {other field: Array},
+//               {ragged field: (length, ...)}) | None at the end of the
+//              epoch; the first three are Arrays, the first dict holds the
+//              batch's other fields (masks; boxes, box_labels, iscrowd of
+//              all samples), the second each sample's count in the ragged
+//              ones
 //   .position() -> (epoch, next_batch);  .stats() -> dict;  len(loader)
 //   .class_names() -> list[str];  .num_samples() -> int
 #ifndef HETERODL_SRC_PYTHON_PYTHON_LOADER_H_

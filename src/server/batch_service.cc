@@ -38,14 +38,49 @@ v1::SampleStatus ToProto(SampleOutcome outcome) {
   return v1::SAMPLE_ZERO_FILLED;
 }
 
-// The bytes of a batch of `samples` of the stream's, its fields laid out.
+// Elements a sample is planned to have in each ragged field before its
+// batch is built: what a batch's buffer and memory are reserved for (a COCO
+// image has 7 objects on average); a batch with more grows at Finish.
+constexpr uint32_t kPlannedRaggedLength = 32;
+
+// The layout of a batch of `samples` of these fields before it is built:
+// ragged fields of kPlannedRaggedLength a sample. The dense fields come
+// first (FieldsOf), so their places are the built batch's.
+absl::StatusOr<BatchLayout> PlannedLayout(
+    const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint32_t samples,
+    uint64_t max_bytes) {
+  google::protobuf::RepeatedPtrField<v1::RaggedLengths> lengths;
+  for (const v1::FieldSpec& field : fields) {
+    if (field.ragged()) {
+      lengths.Add()->mutable_lengths()->Resize(static_cast<int>(samples), kPlannedRaggedLength);
+    }
+  }
+  return LayOutBatch(fields, samples, lengths, max_bytes);
+}
+
+// The bytes of a batch of `samples` of the stream's, as planned.
 uint64_t PayloadBytes(const StreamPlan& stream, uint32_t samples) {
   const absl::StatusOr<BatchLayout> layout =
-      LayOutBatch(stream.fields, samples, {}, std::numeric_limits<uint64_t>::max());
+      PlannedLayout(stream.fields, samples, std::numeric_limits<uint64_t>::max());
   return layout.ok() ? layout->payload_bytes : samples * stream.assembler->sample_bytes();
 }
 
+// Writes `values` at `slice`'s place in `payload`.
+template <typename T>
+void WriteField(const std::vector<T>& values, const FieldSlice& slice, uint8_t* payload) {
+  std::memcpy(payload + slice.offset, values.data(), values.size() * sizeof(T));
+}
+
 }  // namespace
+
+void BatchService::RaggedValues::Add(const SlotResult& slot) {
+  lengths.push_back(static_cast<uint32_t>(slot.boxes.size()));
+  for (const Box& box : slot.boxes) {
+    boxes.insert(boxes.end(), {box.x1, box.y1, box.x2, box.y2});
+  }
+  labels.insert(labels.end(), slot.box_labels.begin(), slot.box_labels.end());
+  crowd.insert(crowd.end(), slot.crowd.begin(), slot.crowd.end());
+}
 
 absl::Status CheckPipelineCost(const Pipeline& pipeline, double limit) {
   const PipelineCost cost = pipeline.EstimateCost();
@@ -75,6 +110,23 @@ google::protobuf::RepeatedPtrField<v1::FieldSpec> FieldsOf(const BatchAssembler&
       break;
     case MaskIds::kNone:
       break;
+  }
+  if (assembler.has_boxes()) {
+    // Each sample's objects, after the dense fields: boxes xyxy in output
+    // pixels, their category ids, and whether each is a crowd region.
+    v1::FieldSpec* boxes = fields.Add();
+    boxes->set_name("boxes");
+    boxes->set_dtype(v1::DTYPE_FLOAT32);
+    boxes->add_shape(4);
+    boxes->set_ragged(true);
+    v1::FieldSpec* labels = fields.Add();
+    labels->set_name("box_labels");
+    labels->set_dtype(v1::DTYPE_INT64);
+    labels->set_ragged(true);
+    v1::FieldSpec* crowd = fields.Add();
+    crowd->set_name("iscrowd");
+    crowd->set_dtype(v1::DTYPE_UINT8);
+    crowd->set_ragged(true);
   }
   return fields;
 }
@@ -176,7 +228,7 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
   ASSIGN_OR_RETURN(stream->assembler, AssemblerFor(config.pipeline()));
   stream->fields = FieldsOf(*stream->assembler);
   const absl::StatusOr<BatchLayout> layout =
-      LayOutBatch(stream->fields, config.batch_size(), {}, limits_.max_batch_bytes);
+      PlannedLayout(stream->fields, config.batch_size(), limits_.max_batch_bytes);
   if (!layout.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a batch of ", config.batch_size(), " samples: ", layout.status().message()));
@@ -281,6 +333,7 @@ struct BatchService::BatchJob {
   OutgoingPixels pixels;
   // Into `pixels`; null for a shared synthetic batch.
   BatchDestination destination;
+  uint8_t* payload = nullptr;  // the start of `pixels`, writable
 
   absl::Mutex mu;
   std::vector<SlotResult> slots ABSL_GUARDED_BY(mu);
@@ -346,8 +399,8 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(const BatchLayout layout,
-                   LayOutBatch(job.stream->fields, static_cast<uint32_t>(job.indices.size()), {},
-                               limits_.max_batch_bytes));
+                   PlannedLayout(job.stream->fields, static_cast<uint32_t>(job.indices.size()),
+                                 limits_.max_batch_bytes));
   ASSIGN_OR_RETURN(PooledBuffer pixels, buffers_->Get(layout.payload_bytes));
   // The reservation lasts as long as the pixels: until the last send is done.
   struct BatchMemory {
@@ -369,6 +422,7 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     end = field.offset + field.bytes;
   }
   job.pixels = OutgoingPixels{memory, payload, layout.payload_bytes};
+  job.payload = payload;
   return absl::OkStatus();
 }
 
@@ -391,6 +445,43 @@ void BatchService::BuildSample(BatchJob& job, int slot) {
   job.seconds.augment += seconds.augment;
 }
 
+absl::Status BatchService::PlaceObjects(BatchJob& job, const RaggedValues& objects,
+                                        v1::Batch& header, OutgoingPixels& pixels) {
+  for (int field = 0; field < 3; ++field) {  // boxes, box_labels, iscrowd: one count each
+    header.add_ragged_lengths()->mutable_lengths()->Assign(objects.lengths.begin(),
+                                                           objects.lengths.end());
+  }
+  ASSIGN_OR_RETURN(const BatchLayout layout,
+                   LayOutBatch(job.stream->fields, static_cast<uint32_t>(objects.lengths.size()),
+                               header.ragged_lengths(), limits_.max_batch_bytes));
+  uint8_t* payload = job.payload;
+  const uint64_t dense_end = layout.fields[0].offset + layout.fields[0].bytes;
+  if (layout.payload_bytes > pixels.size) {
+    // More objects than planned: a larger buffer, the images copied over;
+    // the planned one (and its memory grant) goes when this one does.
+    struct Grown {
+      std::shared_ptr<const void> planned;
+      PooledBuffer buffer;
+    };
+    ASSIGN_OR_RETURN(PooledBuffer buffer, buffers_->Get(layout.payload_bytes));
+    auto grown = std::make_shared<Grown>(Grown{std::move(pixels.owner), std::move(buffer)});
+    std::memcpy(grown->buffer.data(), payload, dense_end);
+    payload = grown->buffer.data();
+    pixels = OutgoingPixels{grown, payload, layout.payload_bytes};
+  }
+  // The ragged fields, and zeros in the gaps that align them.
+  uint64_t end = dense_end;
+  for (size_t i = 1; i < layout.fields.size(); ++i) {
+    std::memset(payload + end, 0, layout.fields[i].offset - end);
+    end = layout.fields[i].offset + layout.fields[i].bytes;
+  }
+  WriteField(objects.boxes, layout.fields[1], payload);
+  WriteField(objects.labels, layout.fields[2], payload);
+  WriteField(objects.crowd, layout.fields[3], payload);
+  pixels.size = layout.payload_bytes;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
   if (job.stream->abandoned->load()) {
     // Some samples may have stopped half-way: not a batch, and not counted.
@@ -410,6 +501,7 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
   StageSeconds seconds;
   uint32_t failed = 0;
   uint32_t warned = 0;
+  RaggedValues objects;
   {
     absl::MutexLock lock(&job.mu);
     for (const SlotResult& slot : job.slots) {
@@ -422,8 +514,14 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
       if (slot.decoded_with_warning) {
         ++warned;
       }
+      if (assembler.has_boxes()) {
+        objects.Add(slot);
+      }
     }
     seconds = job.seconds;
+  }
+  if (assembler.has_boxes()) {
+    RETURN_IF_ERROR(PlaceObjects(job, objects, *batch, built.pixels));
   }
   batch->set_failed(failed);
   batch->set_decoded_with_warnings(warned);

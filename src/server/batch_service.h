@@ -153,6 +153,15 @@ class BatchService {
 
   struct BatchJob;
 
+  // A detection batch's objects, sample after sample, and how many each has.
+  struct RaggedValues {
+    std::vector<uint32_t> lengths;
+    std::vector<float> boxes;  // 4 a box, xyxy
+    std::vector<int64_t> labels;
+    std::vector<uint8_t> crowd;
+    void Add(const SlotResult& slot);
+  };
+
   // A named pipeline, parsed, with its assembler (which refers to it).
   struct CompiledPipeline {
     CompiledPipeline(const Dataset& dataset, Pipeline parsed, MaskIds mask_ids)
@@ -174,6 +183,11 @@ class BatchService {
   void BuildSample(BatchJob& job, int slot) ABSL_LOCKS_EXCLUDED(mu_);
   // The header of a job whose samples are all built.
   absl::StatusOr<BuiltBatch> Finish(BatchJob& job) ABSL_LOCKS_EXCLUDED(mu_);
+  // Lays a detection batch's objects out after its images (in a larger
+  // buffer when there are more than planned) and says how many each sample
+  // has in the header.
+  absl::Status PlaceObjects(BatchJob& job, const RaggedValues& objects, v1::Batch& header,
+                            OutgoingPixels& pixels);
   // The pre-built pixels of a synthetic batch of these indices' size.
   std::shared_ptr<const std::vector<uint8_t>> SyntheticPixels(const BatchAssembler& assembler,
                                                               absl::Span<const int64_t> indices)

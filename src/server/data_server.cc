@@ -63,13 +63,6 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
                                                          options.dataset_root, options.image_root});
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
-  if (dataset.has_boxes()) {
-    // Served as images alone, its boxes would be dropped without a word.
-    return absl::UnimplementedError(absl::StrCat(
-        "dataset '", dataset.source(),
-        "' is a detection dataset; this server reads its boxes but does not yet put them in "
-        "its batches (docs/pipeline.md, 'Detection boxes')"));
-  }
   if (dataset.has_masks()) {
     const MaskIds mask_ids = MaskIdsOf(dataset, options.max_pixels);
     const int most = mask_ids == MaskIds::kInt32 ? 65535 : 255;

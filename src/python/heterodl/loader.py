@@ -99,11 +99,18 @@ class Batch:
     "images"; for a segmentation dataset also "masks", the class ids of each
     image's pixels, [B, H, W], uint8 (int32 when the dataset's masks are
     16-bit), moved with their images by every geometric operation (`masks`
-    is a shortcut, None without).
+    is a shortcut, None without). A detection dataset's batches hold its
+    objects: "boxes" float32 [N, 4] (xyxy in output pixels), "box_labels"
+    int64 [N] (category ids) and "iscrowd" uint8 [N], the objects of all B
+    samples one after another, and `lengths` says how many each sample has;
+    `targets` is the per-sample list torchvision's detection models take,
+    [{"boxes": float32 [n, 4], "labels": int64 [n], "iscrowd": uint8 [n]}],
+    views of the same memory.
 
     A batch unpacks as (images, labels), like a DataLoader's batch of an
     ImageFolder: `for images, labels in loader:`; a segmentation batch as
-    (images, masks). len(batch) is B."""
+    (images, masks), a detection batch as (images, targets). len(batch) is
+    B."""
 
     images: Any
     labels: Any
@@ -115,14 +122,35 @@ class Batch:
     # torchvision keep it; a server run with --strict-decode replaces them).
     decoded_with_warnings: int = 0
     fields: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Ragged fields: how many elements each sample has.
+    lengths: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def masks(self) -> Any:
         return self.fields.get("masks")
 
+    @property
+    def targets(self) -> Optional[List[Dict[str, Any]]]:
+        """A detection batch's objects per sample; None for other batches.
+        Needs format "torch" or "numpy" (slices of heterodl.Array are not
+        arrays)."""
+        if "boxes" not in self.fields:
+            return None
+        targets = []
+        start = 0
+        for count in self.lengths["boxes"]:
+            end = start + count
+            targets.append({"boxes": self.fields["boxes"][start:end],
+                            "labels": self.fields["box_labels"][start:end],
+                            "iscrowd": self.fields["iscrowd"][start:end]})
+            start = end
+        return targets
+
     def __iter__(self) -> Iterator[Any]:
         if "masks" in self.fields:
             return iter((self.images, self.fields["masks"]))
+        if "boxes" in self.fields:
+            return iter((self.images, self.targets))
         return iter((self.images, self.labels))
 
     def __len__(self) -> int:
@@ -254,14 +282,14 @@ class _EpochIterator:
         received = self._loader.next()
         if received is None:
             raise StopIteration
-        images, labels, indices, failed, epoch, index, warned, others = received
+        images, labels, indices, failed, epoch, index, warned, others, lengths = received
         if guard is not None:
             guard.delivered((images, labels, indices, others))
         imported = self._import(images)
         fields = {"images": imported}
         fields.update((name, self._import(array)) for name, array in others.items())
         return Batch(imported, self._import(labels), self._import(indices), failed, epoch, index,
-                     warned, fields)
+                     warned, fields, lengths)
 
 
 def _default_format() -> str:
