@@ -14,7 +14,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "heterodl/coco.pb.h"
+#include "opencv2/core.hpp"
+#include "opencv2/imgcodecs.hpp"
+#include "opencv2/imgproc.hpp"
 #include "src/client/remote_loader.h"
 #include "src/client/server_status.h"
 #include "tests/testing/served_dataset.h"
@@ -249,6 +254,115 @@ TEST_F(PixelTransportTest, SegmentationBatchesCarryTheirMasksEveryWayAndFromAnyS
       EXPECT_LE(off, judged / 100) << "batch " << k << ", sample " << slot;
       EXPECT_GT(judged, 40 * 48 / 2);
     }
+  }
+}
+
+// A COCO instances file over a painted segmentation folder: each class's
+// pixels' bounding box as its object, and sample 0 crowded with 40 more
+// (past the objects a batch is planned for).
+std::string WriteCocoOfPaintedFolder(const std::filesystem::path& root, int count) {
+  v1::CocoInstances coco;
+  for (int id = 1; id <= 3; ++id) {
+    v1::CocoCategory* category = coco.add_categories();
+    category->set_id(id);
+    category->set_name(absl::StrCat("shape", id));
+  }
+  for (int n = 0; n < count; ++n) {
+    const std::string stem = absl::StrCat("s", n);
+    const cv::Mat mask =
+        cv::imread((root / "masks" / (stem + ".png")).string(), cv::IMREAD_UNCHANGED);
+    v1::CocoImage* image = coco.add_images();
+    image->set_id(n + 1);
+    image->set_file_name(absl::StrCat("images/", stem, ".png"));
+    const auto add = [&](int category, const cv::Rect& box) {
+      v1::CocoAnnotation* annotation = coco.add_annotations();
+      annotation->set_id(coco.annotations_size());
+      annotation->set_image_id(n + 1);
+      annotation->set_category_id(category);
+      for (const int value : {box.x, box.y, box.width, box.height}) {
+        annotation->add_bbox(value);
+      }
+    };
+    for (int id = 1; id <= 3; ++id) {
+      const cv::Mat of_class = mask == id;
+      if (cv::countNonZero(of_class) > 0) {
+        add(id, cv::boundingRect(of_class));
+      }
+    }
+    for (int extra = 0; n == 0 && extra < 40; ++extra) {
+      add(1 + extra % 3, cv::Rect(extra % 8 * 5, extra / 8 * 5, 10, 10));
+    }
+  }
+  std::string json;
+  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(coco, &json).ok());
+  testing::WriteFile(root / "instances.json", json);
+  return (root / "instances.json").string();
+}
+
+TEST_F(PixelTransportTest, DetectionBatchesCarryTheirBoxesEveryWayAndFromAnyServer) {
+  const std::filesystem::path root = testing::MakePaintedSegmentationFolder("served-boxes", 30, 9);
+  const std::string annotations = WriteCocoOfPaintedFolder(root, 30);
+  RunningServer first(annotations);
+  RunningServer second(annotations);
+  RemoteLoaderOptions options = LoaderOptions({first.address()}, 0, 1);
+  options.shuffle = false;
+  options.pipeline = "resize(40x48)|hflip(0.5)";
+  auto shared = RemoteLoader::Connect(options);
+  options.same_host_pixels = false;
+  auto tcp = RemoteLoader::Connect(options);
+  options.pixel_channel = false;
+  options.servers.fixed = {second.address()};
+  auto grpc_only = RemoteLoader::Connect(options);
+  ASSERT_TRUE(shared.ok() && tcp.ok() && grpc_only.ok());
+  const std::vector<Batch> a = ReadEpoch(**shared, 2);
+  const std::vector<Batch> b = ReadEpoch(**tcp, 2);
+  const std::vector<Batch> c = ReadEpoch(**grpc_only, 2);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), a.size());
+  ASSERT_EQ(c.size(), a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].payload.view(), b[k].payload.view()) << "batch " << k;
+    EXPECT_EQ(a[k].payload.view(), c[k].payload.view()) << "batch " << k;
+    ASSERT_EQ(a[k].fields.size(), 4u);
+    const FieldSlice* boxes_field = a[k].Field("boxes");
+    ASSERT_NE(boxes_field, nullptr);
+    ASSERT_TRUE(boxes_field->ragged);
+    const absl::StatusOr<absl::Span<const float>> boxes = a[k].View<float>("boxes");
+    const absl::StatusOr<absl::Span<const int64_t>> labels = a[k].View<int64_t>("box_labels");
+    ASSERT_TRUE(boxes.ok() && labels.ok());
+    size_t first_box = 0;
+    for (int64_t slot = 0; slot < a[k].size(); ++slot) {
+      const uint32_t count = boxes_field->lengths[static_cast<size_t>(slot)];
+      if (k == 0 && slot == 0) {
+        EXPECT_GT(count, 32u);  // more than a batch is planned for
+      }
+      // Every pixel painted a class's colour lies in one of that class's
+      // boxes (a pixel and a half of slack for the blended edges).
+      const uint8_t* image = a[k].images().data() + slot * 40 * 48 * 3;
+      for (int y = 0; y < 40; ++y) {
+        for (int x = 0; x < 48; ++x) {
+          const uint8_t* pixel = image + (y * 48 + x) * 3;
+          for (int id = 1; id <= 3; ++id) {
+            const unsigned char* colour = testing::kPaintedColours[id];
+            if (std::abs(pixel[0] - colour[0]) + std::abs(pixel[1] - colour[1]) +
+                    std::abs(pixel[2] - colour[2]) >
+                12) {
+              continue;
+            }
+            bool inside = false;
+            for (size_t i = first_box; i < first_box + count && !inside; ++i) {
+              const float* box = &(*boxes)[i * 4];
+              inside = (*labels)[i] == id && x + 1.5 >= box[0] && x - 0.5 <= box[2] &&
+                       y + 1.5 >= box[1] && y - 0.5 <= box[3];
+            }
+            ASSERT_TRUE(inside) << "batch " << k << ", sample " << slot << ": pixel " << x << ","
+                                << y << " of class " << id << " in none of its boxes";
+          }
+        }
+      }
+      first_box += count;
+    }
+    EXPECT_EQ(first_box * 4, boxes->size());
   }
 }
 
