@@ -341,7 +341,7 @@ TEST_F(PixelTransportTest, DetectionBatchesCarryTheirBoxesEveryWayAndFromAnyServ
       const uint8_t* image = a[k].images().data() + slot * 40 * 48 * 3;
       for (int y = 0; y < 40; ++y) {
         for (int x = 0; x < 48; ++x) {
-          const uint8_t* pixel = image + (y * 48 + x) * 3;
+          const uint8_t* pixel = image + static_cast<ptrdiff_t>(y * 48 + x) * 3;
           for (int id = 1; id <= 3; ++id) {
             const unsigned char* colour = testing::kPaintedColours[id];
             if (std::abs(pixel[0] - colour[0]) + std::abs(pixel[1] - colour[1]) +
