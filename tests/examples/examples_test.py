@@ -131,6 +131,36 @@ class ExamplesTest(unittest.TestCase):
             server.kill()
             server.wait()
 
+    def test_the_detection_script_trains_on_boxes(self):
+        python = install_built_wheel(SOURCE_DIR, "examples")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        script = os.path.join(EXAMPLES, "pytorch", "train_detection.py")
+        dataset = os.path.join(self.tmp, "detection")
+        subprocess.run([HETERODL, "dataset", "sample", dataset, "--task", "detection",
+                        "--images", "12", "--seed", "4"], check=True, timeout=120,
+                       capture_output=True)
+        server, address = start_server(HETERODL, os.path.join(dataset, "annotations.json"),
+                                       os.path.join(self.tmp, "port-det"))
+        try:
+            common = ["--servers", address, "--model", "fasterrcnn_mobilenet_v3_large_320_fpn",
+                      "--size", "128", "--batch-size", "2", "--eval"]
+            result = subprocess.run([python, script, *common, "--steps", "3", "--keep-servers"],
+                                    env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertIn("step 3 loss", result.stdout)
+            self.assertRegex(result.stdout, r"eval: recall [0-9.]+%, precision [0-9.]+%")
+            # Data-parallel; at the end rank 0 shuts the server down.
+            result = subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node",
+                                     "2", "--master-port", str(free_port()), script, *common,
+                                     "--steps", "1"],
+                                    env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertIn("step 1 loss", result.stdout)
+            self.assertEqual(server.wait(timeout=30), 0)
+        finally:
+            server.kill()
+            server.wait()
+
     # ---- examples/cpp ----
 
     def test_the_cpp_example_builds_against_the_installed_package(self):
