@@ -87,7 +87,10 @@ const std::vector<CommandInfo>& Commands() {
         "tls_ca"},
        "heterodl serve --dataset /data/imagenet/train --port 50051 --threads 32",
        RunServeCommand},
-      {"train", "", "dnn-group trainer: this host's ranks, fed by the data servers",
+      {"train", "",
+       "dnn-group trainer: this host's ranks, fed by the data servers (image classification; "
+       "segmentation and detection datasets are trained by your own loop over the Python "
+       "loader, examples/pytorch)",
        Flags({FlagGroup{"data_servers", "data_servers_file", "data_servers_dns", "ranks"},
               kTrainingFlags, FlagGroup{"dnn_hosts", "current_host", "master_addr", "master_port"},
               kTlsClientFlags}),

@@ -44,8 +44,12 @@ absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
   return ValidateServerSources(options.servers);
 }
 
-DatasetDescription Describe(const v1::DatasetInfo& info) {
+DatasetDescription Describe(const v1::DatasetInfo& info,
+                            const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
   DatasetDescription dataset;
+  for (const v1::FieldSpec& field : fields) {
+    dataset.fields.push_back(field.name());
+  }
   dataset.fingerprint = info.fingerprint();
   dataset.num_samples = info.num_samples();
   dataset.class_names.assign(info.class_names().begin(), info.class_names().end());
@@ -111,7 +115,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   settings->auth_token = options.auth_token;
   settings->fingerprint = info.fingerprint();
   settings->plan = ToPlanConfig(params, info.fingerprint(), options.pipeline);
-  settings->fields = std::move(fields);
+  settings->fields = fields;
   // Shared by all its streams: a server builds one loader's batches in the
   // order asked, whichever connection asked.
   settings->client_id = PixelTicketBytes(NewPixelTicket());
@@ -126,7 +130,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
       MakeConnections(channels, servers, options.connections_per_server, settings);
   auto loader = std::make_unique<GrpcRemoteLoader>(
       options, std::move(channels), std::move(settings), std::move(connections),
-      std::move(discovery), Describe(info), params, samples_per_rank, batches_per_epoch,
+      std::move(discovery), Describe(info, fields), params, samples_per_rank, batches_per_epoch,
       batch_bytes_estimate);
   loader->Start();
   return loader;

@@ -131,6 +131,9 @@ struct DatasetDescription {
   std::vector<std::string> class_names;
   int height = 0;  // of the servers' default pipeline
   int width = 0;
+  // What its batches hold (Batch::fields): "images", and "masks" for a
+  // segmentation dataset, "boxes", "box_labels", "iscrowd" for detection.
+  std::vector<std::string> fields;
 };
 
 // Where the loader is: resume with SetEpoch(position.epoch, position.next_batch).

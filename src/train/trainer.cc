@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "src/client/data_group_watch.h"
 #include "src/client/remote_loader.h"
@@ -275,6 +276,15 @@ absl::Status RankTrainer::SetUp() {
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device_);
   }
   ASSIGN_OR_RETURN(loader_, ConnectLoader(options_, device_));
+  if (loader_->dataset().fields != std::vector<std::string>{"images"}) {
+    // Trained on its images and labels alone, its targets would be lost.
+    return absl::FailedPreconditionError(
+        absl::StrCat("heterodl train trains classifiers, and the data servers' batches hold ",
+                     absl::StrJoin(loader_->dataset().fields, ", "),
+                     " (a segmentation or detection dataset): train it with your own loop over "
+                     "heterodl.RemoteDataLoader (examples/pytorch/train_segmentation.py, "
+                     "train_detection.py)"));
+  }
   ASSIGN_OR_RETURN(communicator_, JoinRanks(options_, device_));
   const int num_classes = static_cast<int>(loader_->dataset().class_names.size());
   ASSIGN_OR_RETURN(model_, CreateModel(options_.model, num_classes));

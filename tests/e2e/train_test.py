@@ -145,6 +145,19 @@ class TrainerTest(unittest.TestCase):
         self.assertEqual(result.returncode, 1, result.stderr[-4000:])
         self.assertIn("is not a loadable TorchScript file", result.stderr)
 
+    def test_a_segmentation_dataset_is_refused_rather_than_trained_as_classes(self):
+        # The trainer classifies: a dataset whose batches hold masks would
+        # lose them; it says so and points at the Python loops.
+        segmentation = os.path.join(self.tmp, "segmentation")
+        subprocess.run([HETERODL, "dataset", "sample", segmentation, "--task", "segmentation",
+                        "--images", "8"], check=True, timeout=120, capture_output=True)
+        result = subprocess.run([HETERODL, "local", "--dataset", segmentation, "--servers", "1",
+                                 "--ranks", "1", "--batch-size", "4", "--steps", "1"],
+                                capture_output=True, text=True, timeout=300)
+        self.assertNotEqual(result.returncode, 0, result.stderr[-4000:])
+        self.assertIn("heterodl train trains classifiers", result.stderr)
+        self.assertIn("images, masks", result.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
