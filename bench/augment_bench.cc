@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "augment/decode.h"
 #include "augment/image_format.h"
@@ -42,6 +43,9 @@ namespace {
 struct EncodedSample {
   std::string image;
   std::string mask;  // empty: none
+  // A detection dataset's: the sample's boxes, moved with the image.
+  bool detection = false;
+  std::vector<Box> boxes;
 };
 
 // One sample, end to end; returns false on a decode error. `out` holds the
@@ -116,7 +120,7 @@ Worker OpenCvBaseline(int size) {
 // over all files and per group; with `masks`, over image + mask pairs.
 absl::StatusOr<v1::PeerResult> RunPeer(const AugmentBenchOptions& options,
                                        const std::string& file_list, const std::string& spec,
-                                       const std::string& decoder, bool masks) {
+                                       const std::string& decoder, bool masks, bool boxes) {
   const std::string out = absl::StrCat(file_list, ".", decoder, ".json");
   std::vector<std::string> command = {options.python, options.peer_script,
                                       "--files",      file_list,
@@ -127,6 +131,9 @@ absl::StatusOr<v1::PeerResult> RunPeer(const AugmentBenchOptions& options,
                                       "--out",        out};
   if (masks) {
     command.emplace_back("--masks");
+  }
+  if (boxes) {
+    command.emplace_back("--boxes");
   }
   ASSIGN_OR_RETURN(ChildProcess peer, ChildProcess::Spawn(command));
   const int code = peer.Wait();
@@ -175,7 +182,12 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
     }
     absl::StrAppendFormat(&text, "  %s\n", row.decode_path());
   }
-  if (peers && report.masks()) {
+  if (peers && report.boxes()) {
+    absl::StrAppend(&text,
+                    "  images with their boxes, moved together; PIL: PIL.Image.open + "
+                    "transforms.v2 with tv_tensors.BoundingBoxes, sanitized; tensor: "
+                    "torchvision.io.decode_image + the same\n");
+  } else if (peers && report.masks()) {
     absl::StrAppend(
         &text,
         "  image + mask pairs, decoded and moved together; PIL: PIL.Image.open of "
@@ -212,6 +224,10 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
 // the mask decoded and moved with its image.
 Worker PipelineWorker(const Pipeline& pipeline) {
   return [&pipeline](const EncodedSample& sample, uint64_t index, uint8_t* out) {
+    if (sample.detection) {
+      SampleBoxes boxes{sample.boxes};
+      return pipeline.Run(sample.image, {0, 0, index}, out, nullptr, nullptr, nullptr, &boxes).ok();
+    }
     if (sample.mask.empty()) {
       return pipeline.Run(sample.image, {0, 0, index}, out).ok();
     }
@@ -242,6 +258,8 @@ absl::StatusOr<EncodedSample> ReadEncoded(const Dataset& dataset, size_t index) 
   if (dataset.has_masks()) {
     ASSIGN_OR_RETURN(sample.mask, dataset.ReadMask(index));
   }
+  sample.detection = dataset.sample(index).detection;
+  sample.boxes = dataset.sample(index).boxes;
   return sample;
 }
 
@@ -291,6 +309,7 @@ constexpr char kAllFiles[] = "all";
 struct BenchFiles {
   std::vector<FileGroup> groups;
   bool masks = false;  // image + mask pairs, the peers' lines "IMAGE<TAB>MASK"
+  bool boxes = false;  // images with boxes, the peers' lines "IMAGE<TAB>BOXES"
   std::string list_path;
   // Files left out because heterodl's pipeline cannot decode them (the
   // peers are not given them either), and the first one's reason.
@@ -315,6 +334,7 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
                                      const AugmentBenchOptions& options) {
   BenchFiles files;
   files.masks = dataset.has_masks();
+  files.boxes = dataset.has_boxes();
   files.list_path =
       (std::filesystem::temp_directory_path() / absl::StrCat("heterodl-bench-", getpid(), ".txt"))
           .string();
@@ -350,7 +370,8 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
     }
     group->Add(bytes, *size);
     files.groups.front().Add(std::move(bytes), *size);
-    // The peers' line: the image's path, then its mask's.
+    // The peers' line: the image's path, then its mask's, or its boxes
+    // ("x1 y1 x2 y2,...").
     std::string paths;
     for (const std::string& path :
          {dataset.sample(sample).path, dataset.sample(sample).mask_path}) {
@@ -359,7 +380,13 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
       }
       absl::StrAppend(
           &paths, paths.empty() ? "" : "\t",
-          path.front() == '/' ? path : (std::filesystem::path(options.dataset) / path).string());
+          path.front() == '/' ? path : (std::filesystem::path(dataset.root()) / path).string());
+    }
+    if (bytes.detection) {
+      absl::StrAppend(&paths, "\t",
+                      absl::StrJoin(bytes.boxes, ",", [](std::string* out, const Box& box) {
+                        absl::StrAppend(out, box.x1, " ", box.y1, " ", box.x2, " ", box.y2);
+                      }));
     }
     kind_and_path.emplace_back(kind, paths);
   }
@@ -448,7 +475,7 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   const Worker ours = PipelineWorker(pipeline);
   const Worker baseline = OpenCvBaseline(pipeline.output_width());
   // The baseline crops images alone.
-  const bool has_baseline = HasOpenCvBaseline(pipeline) && !files.masks;
+  const bool has_baseline = HasOpenCvBaseline(pipeline) && !files.masks && !files.boxes;
   const size_t out_bytes = OutputBytes(pipeline, files.masks);
   PipelineOptions row_inflate_options;
   row_inflate_options.png_inflate_whole = false;
@@ -471,7 +498,7 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
         continue;
       }
       absl::StatusOr<v1::PeerResult> result =
-          RunPeer(options, files.list_path, spec, peer.decoder, files.masks);
+          RunPeer(options, files.list_path, spec, peer.decoder, files.masks, files.boxes);
       if (!result.ok()) {
         // One peer that cannot run costs its columns, not the run.
         peer.error = std::string(result.status().message());
@@ -555,6 +582,7 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
   }
   report.set_dataset(options.dataset);
   report.set_masks(files.masks);
+  report.set_boxes(files.boxes);
   report.set_files(static_cast<uint32_t>(files.all().bytes.size()));
   report.set_mean_width(files.all().mean_width);
   report.set_mean_height(files.all().mean_height);

@@ -7,12 +7,15 @@ them, on one core:
                     + torchvision.transforms.v2 on uint8 tensors (the faster peer).
 
     python torchvision_augment.py --files LIST --pipeline SPEC --seconds S
-                                  [--decoder pil|tensor] [--masks] [--out F]
+                                  [--decoder pil|tensor] [--masks | --boxes] [--out F]
 
 With --masks each sample is an image and its segmentation mask (a PNG of
 class ids), and both decoders feed torchvision.transforms.v2 the pair, the
 mask as a tv_tensors.Mask, as torchvision's segmentation references do: PIL
-opens both (the image converted to RGB), or decode_image reads both.
+opens both (the image converted to RGB), or decode_image reads both. With
+--boxes each image comes with its boxes ("x1 y1 x2 y2,..." after a tab),
+moved as tv_tensors.BoundingBoxes and sanitized at the end
+(v2.SanitizeBoundingBoxes), as torchvision's detection references do.
 
 LIST holds one image path per line, or "GROUP<TAB>PATH" lines: then every
 group is timed on its own for S seconds, and all files together as the total
@@ -75,6 +78,12 @@ def build(spec, transforms):
             ops.append(transforms.Resize(parse_size(positional[0]), antialias=True))
         elif name == "center_crop":
             ops.append(transforms.CenterCrop(parse_size(positional[0])))
+        elif name == "scale_jitter":  # v2 only; its target_size is (width, height)
+            height, width = parse_size(positional[0]) if "x" in positional[0] \
+                else (int(positional[0]),) * 2
+            ops.append(transforms.ScaleJitter((width, height),
+                                              scale_range=parse_range(named["scale_range"]),
+                                              antialias=True))
         elif name == "random_resize":  # v2 only
             ops.append(transforms.RandomResize(int(positional[0]), int(positional[1]),
                                                antialias=True))
@@ -111,9 +120,28 @@ def build(spec, transforms):
     return ops
 
 
-def make_runner(spec, decoder, masks=False):
+def make_runner(spec, decoder, masks=False, boxes=False):
     """One image (with `masks`, an (image, mask) pair), encoded bytes to a
     uint8 CHW tensor (and its mask), as the peer does it."""
+    if boxes:
+        pipeline = transforms_v2.Compose(build(spec, transforms_v2)
+                                         + [transforms_v2.SanitizeBoundingBoxes(
+                                             labels_getter=None)])
+        to_tensor = transforms_v2.PILToTensor()
+
+        def run_boxes(sample):
+            blob, corners = sample
+            if decoder == "pil":
+                image = Image.open(io.BytesIO(blob)).convert("RGB")
+                size = (image.height, image.width)
+            else:
+                image = decode_image(torch.frombuffer(blob, dtype=torch.uint8),
+                                     mode=ImageReadMode.RGB)
+                size = tuple(image.shape[1:])
+            out, moved = pipeline(image, tv_tensors.BoundingBoxes(
+                corners, format="XYXY", canvas_size=size))
+            return (to_tensor(out) if decoder == "pil" else out), moved
+        return run_boxes
     if masks:
         pipeline = transforms_v2.Compose(build(spec, transforms_v2))
         if decoder == "pil":
@@ -167,6 +195,8 @@ def main():
     parser.add_argument("--decoder", choices=["pil", "tensor"], default="pil")
     parser.add_argument("--masks", action="store_true",
                         help="lines name an image and its mask; both go through the transforms")
+    parser.add_argument("--boxes", action="store_true",
+                        help="lines name an image and its boxes; both go through the transforms")
     parser.add_argument("--core", type=int, default=-1)
     parser.add_argument("--out", default="")
     args = parser.parse_args()
@@ -180,7 +210,15 @@ def main():
             line = line.rstrip("\n")
             if not line:
                 continue
-            if args.masks:
+            corners = None
+            if args.boxes:
+                group, _, text = line.rpartition("\t")
+                group, _, path = group.rpartition("\t")
+                paths = [path]
+                corners = torch.tensor([[float(v) for v in box.split()]
+                                        for box in text.split(",") if box],
+                                       dtype=torch.float32).reshape(-1, 4)
+            elif args.masks:
                 group, _, paths = line.rpartition("\t")
                 group, _, image_path = group.rpartition("\t")
                 paths = [image_path, paths]
@@ -191,11 +229,12 @@ def main():
             for path in paths:
                 with open(path, "rb") as image:
                     blobs.append(bytearray(image.read()))  # writable: torch.frombuffer views it
-            blob = tuple(blobs) if args.masks else blobs[0]
+            blob = tuple(blobs) if args.masks else (blobs[0], corners) if args.boxes \
+                else blobs[0]
             everything.append(blob)
             if group:
                 groups.setdefault(group, []).append(blob)
-    run = make_runner(args.pipeline, args.decoder, args.masks)
+    run = make_runner(args.pipeline, args.decoder, args.masks, args.boxes)
     refused = {}  # id(blob) -> the decoder's complaint
     for blob in everything:
         try:

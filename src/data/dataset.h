@@ -102,6 +102,9 @@ class Dataset {
   uint64_t fingerprint() const { return fingerprint_; }
   // The path given to Open().
   const std::string& source() const { return source_; }
+  // What relative sample paths are relative to: the folder, the list's or
+  // the annotations file's folder, or the image root.
+  const std::string& root() const { return root_; }
   // Whether samples have segmentation masks (Sample::mask_path).
   bool has_masks() const { return has_masks_; }
   // Whether samples are detection samples (Sample::boxes).

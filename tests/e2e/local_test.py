@@ -336,6 +336,28 @@ class LocalRunTest(unittest.TestCase):
         self.assertEqual(report["opencv_images_per_sec_per_core"], 0)  # it crops images alone
         self.assertEqual(report["peer_notes"], [])  # both peers took every pair
 
+    def test_augment_benchmark_times_images_with_their_boxes_on_both_sides(self):
+        # A COCO file (the detection sample), the references' lsj recipe:
+        # both peers move tv_tensors.BoundingBoxes with the image.
+        images = os.path.join(tempfile.mkdtemp(prefix="heterodl-det-bench-"), "data")
+        subprocess.run([HETERODL, "dataset", "sample", images, "--task", "detection",
+                        "--images", "6"], check=True, timeout=120, capture_output=True)
+        result = subprocess.run([HETERODL, "bench", "augment", "--dataset",
+                                 os.path.join(images, "annotations.json"), "--json",
+                                 "--pipeline", "scale_jitter(256x256,scale_range=0.1:2)|"
+                                 "random_crop(256x256,pad_if_needed=true)|hflip(0.5)",
+                                 "--seconds", "0.2", "--rounds", "1", "--threads", "1"],
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        self.assertTrue(report["boxes"])
+        self.assertFalse(report["masks"])
+        self.assertEqual(report["files"], 6)
+        for key in ("heterodl_images_per_sec_per_core", "torchvision_images_per_sec_per_core",
+                    "tensor_images_per_sec_per_core"):
+            self.assertGreater(report[key], 0, key)
+        self.assertEqual(report["peer_notes"], [])
+
     def test_augment_benchmark_reports_each_format_against_both_peers(self):
         mixed = sample_dataset(HETERODL, 100, formats="mixed")
         result = subprocess.run([HETERODL, "bench", "augment", "--dataset", mixed, "--json",
