@@ -382,11 +382,12 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
           &paths, paths.empty() ? "" : "\t",
           path.front() == '/' ? path : (std::filesystem::path(dataset.root()) / path).string());
     }
-    if (bytes.detection) {
-      absl::StrAppend(&paths, "\t",
-                      absl::StrJoin(bytes.boxes, ",", [](std::string* out, const Box& box) {
-                        absl::StrAppend(out, box.x1, " ", box.y1, " ", box.x2, " ", box.y2);
-                      }));
+    if (dataset.sample(sample).detection) {
+      absl::StrAppend(
+          &paths, "\t",
+          absl::StrJoin(dataset.sample(sample).boxes, ",", [](std::string* out, const Box& box) {
+            absl::StrAppend(out, box.x1, " ", box.y1, " ", box.x2, " ", box.y2);
+          }));
     }
     kind_and_path.emplace_back(kind, paths);
   }
