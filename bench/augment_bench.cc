@@ -308,8 +308,9 @@ constexpr char kAllFiles[] = "all";
 // paths in a list for the peers, each line naming its kind then.
 struct BenchFiles {
   std::vector<FileGroup> groups;
-  bool masks = false;  // image + mask pairs, the peers' lines "IMAGE<TAB>MASK"
-  bool boxes = false;  // images with boxes, the peers' lines "IMAGE<TAB>BOXES"
+  bool masks = false;      // image + mask pairs, the peers' lines "IMAGE<TAB>MASK"
+  bool boxes = false;      // images with boxes, the peers' lines "IMAGE<TAB>BOXES"
+  uint64_t box_count = 0;  // of all files
   std::string list_path;
   // Files left out because heterodl's pipeline cannot decode them (the
   // peers are not given them either), and the first one's reason.
@@ -382,6 +383,7 @@ absl::StatusOr<BenchFiles> LoadFiles(const Dataset& dataset, const Pipeline& pip
           &paths, paths.empty() ? "" : "\t",
           path.front() == '/' ? path : (std::filesystem::path(dataset.root()) / path).string());
     }
+    files.box_count += dataset.sample(sample).boxes.size();
     if (dataset.sample(sample).detection) {
       absl::StrAppend(
           &paths, "\t",
@@ -508,6 +510,10 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
       }
       if (result->skipped_files() > 0 && round == 0) {
         report.add_peer_notes(absl::StrCat(peer.decoder, " peer left out ", result->skipped()));
+      }
+      if (files.boxes && result->boxes() != files.box_count && round == 0) {
+        report.add_peer_notes(absl::StrCat(peer.decoder, " peer was given ", result->boxes(),
+                                           " boxes of the ", files.box_count, " heterodl moves"));
       }
       for (size_t g = 0; g < files.groups.size(); ++g) {
         peer.rates(rates[g]).push_back(PeerRate(*result, files.groups[g].kind));

@@ -235,6 +235,7 @@ def main():
             if group:
                 groups.setdefault(group, []).append(blob)
     run = make_runner(args.pipeline, args.decoder, args.masks, args.boxes)
+    boxes_read = sum(len(sample[1]) for sample in everything) if args.boxes else 0
     refused = {}  # id(blob) -> the decoder's complaint
     for blob in everything:
         try:
@@ -250,6 +251,8 @@ def main():
         raise SystemExit(f"the {args.decoder} peer decodes none of the files: "
                          f"{next(iter(refused.values()))}")
     result = measure(run, everything, args.seconds)
+    if args.boxes:
+        result["boxes"] = boxes_read
     if groups:
         result["groups"] = {name: measure(run, blobs, args.seconds)
                             for name, blobs in groups.items()}
