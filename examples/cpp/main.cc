@@ -1,8 +1,9 @@
 // A minimal C++ trainer on heterodl's RemoteLoader: a softmax classifier on
 // 4x4-pooled pixels, trained by SGD for a few epochs. It shows the library's
 // whole surface: connect, per-epoch iteration in order, the batch layout and
-// the resumable position. A real trainer hands batch.images to its framework
-// (LibTorch: torch::from_blob over batch.images.data(), no copy).
+// the resumable position. A real trainer hands batch.images() to its
+// framework (LibTorch: torch::from_blob over batch.images().data(), no copy);
+// a segmentation or detection batch's other fields are batch.View<T>(name).
 //
 //   heterodl-cpp-example HOST:PORT[,HOST:PORT...] [EPOCHS]
 #include <cmath>
@@ -20,7 +21,7 @@ constexpr int kGrid = 4;  // features: mean R, G, B over a 4x4 grid of cells
 std::vector<float> Features(const heterodl::Batch& batch, int64_t slot) {
   std::vector<float> features(kGrid * kGrid * 3 + 1, 0.0f);
   const uint8_t* image =
-      batch.images.data() + slot * int64_t{batch.height} * batch.width * batch.channels;
+      batch.images().data() + slot * int64_t{batch.height} * batch.width * batch.channels;
   for (int y = 0; y < batch.height; ++y) {
     for (int x = 0; x < batch.width; ++x) {
       const int cell = (y * kGrid / batch.height) * kGrid + x * kGrid / batch.width;
