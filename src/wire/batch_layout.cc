@@ -1,5 +1,6 @@
 #include "src/wire/batch_layout.h"
 
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -23,39 +24,12 @@ uint64_t AlignUp(uint64_t offset) {
   return (offset + kFieldAlignment - 1) / kFieldAlignment * kFieldAlignment;
 }
 
-}  // namespace
-
-uint64_t DTypeBytes(v1::DType dtype) {
+// The element type of a known `dtype`; nullopt for DTYPE_UNSPECIFIED or an
+// unknown value.
+std::optional<ElementType> KnownElementType(v1::DType dtype) {
   switch (dtype) {
     case v1::DTYPE_UINT8:
-      return 1;
-    case v1::DTYPE_INT32:
-    case v1::DTYPE_FLOAT32:
-      return 4;
-    case v1::DTYPE_INT64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
-std::string DTypeName(v1::DType dtype) {
-  switch (dtype) {
-    case v1::DTYPE_UINT8:
-      return "uint8";
-    case v1::DTYPE_INT32:
-      return "int32";
-    case v1::DTYPE_INT64:
-      return "int64";
-    case v1::DTYPE_FLOAT32:
-      return "float32";
-    default:
-      return absl::StrCat("unknown dtype ", static_cast<int>(dtype));
-  }
-}
-
-ElementType ElementTypeOfDType(v1::DType dtype) {
-  switch (dtype) {
+      return ElementType::kUInt8;
     case v1::DTYPE_INT32:
       return ElementType::kInt32;
     case v1::DTYPE_INT64:
@@ -63,8 +37,24 @@ ElementType ElementTypeOfDType(v1::DType dtype) {
     case v1::DTYPE_FLOAT32:
       return ElementType::kFloat32;
     default:
-      return ElementType::kUInt8;
+      return std::nullopt;
   }
+}
+
+}  // namespace
+
+uint64_t DTypeBytes(v1::DType dtype) {
+  const std::optional<ElementType> type = KnownElementType(dtype);
+  return type ? ElementBytes(*type) : 0;
+}
+
+std::string DTypeName(v1::DType dtype) {
+  const std::optional<ElementType> type = KnownElementType(dtype);
+  return type ? ElementTypeName(*type) : absl::StrCat("unknown dtype ", static_cast<int>(dtype));
+}
+
+ElementType ElementTypeOfDType(v1::DType dtype) {
+  return KnownElementType(dtype).value_or(ElementType::kUInt8);
 }
 
 absl::Status CheckFieldSpecs(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {

@@ -23,7 +23,6 @@ import unittest
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
 
-import numpy  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 from torchvision import tv_tensors  # noqa: E402
@@ -32,18 +31,13 @@ from torchvision.transforms import v2  # noqa: E402
 import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from pixels import coordinates  # noqa: E402
 from processes import start_server  # noqa: E402
 
 # (width, height) of the test images, and their objects: (xywh, category).
 IMAGES = [((60, 40), [((4, 6, 20, 10), 1), ((30.5, 12, 25, 27.5), 2)]),
           ((50, 50), [((0, 0, 50, 50), 3)]),
           ((64, 48), [((40, 2, 20, 8), 1), ((1, 30, 6, 6), 2), ((20, 20, 10, 10), 1)])]
-
-
-def coordinates(width, height):
-    """Every pixel says where it is: (x, y, x ^ y) mod 256."""
-    y, x = numpy.mgrid[0:height, 0:width]
-    return numpy.stack([x, y, x ^ y], axis=-1).astype(numpy.uint8)
 
 
 class DetectionTest(unittest.TestCase):

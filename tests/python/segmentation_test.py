@@ -31,16 +31,11 @@ from torchvision.transforms import v2  # noqa: E402
 import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from pixels import coordinates  # noqa: E402
 from processes import start_server  # noqa: E402
 
 # (width, height) of the test images.
 SIZES = [(30, 20), (50, 40), (64, 48)]
-
-
-def coordinates(width, height):
-    """Every pixel says where it is: (x, y, x ^ y) mod 256."""
-    y, x = numpy.mgrid[0:height, 0:width]
-    return numpy.stack([x, y, x ^ y], axis=-1).astype(numpy.uint8)
 
 
 def mask_ids(width, height, scale):
