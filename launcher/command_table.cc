@@ -68,6 +68,7 @@ const std::vector<CommandInfo>& Commands() {
         "max_file_mb",
         "dataset_root",
         "image_root",
+        "min_box_visibility",
         "strict_decode",
         "ignore_index",
         "strict_dataset",

@@ -28,6 +28,10 @@ ABSL_FLAG(int64_t, max_pixels, 100'000'000,
 ABSL_FLAG(int64_t, max_file_mb, 256,
           "serve: a sample file (or tar member) larger than this many MiB is a bad sample, "
           "refused before it is read; files that are not regular (a FIFO, a device) are too");
+ABSL_FLAG(double, min_box_visibility, 0.0,
+          "serve: a detection dataset's boxes of which less than this fraction is left in the "
+          "image after the pipeline's crops are dropped (0: any part; boxes under a pixel wide "
+          "or high are always dropped)");
 ABSL_FLAG(std::string, image_root, "",
           "serve: where a COCO annotations file's images are (--dataset annotations.json); "
           "default: the file's folder");

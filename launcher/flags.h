@@ -28,6 +28,7 @@ ABSL_DECLARE_FLAG(int64_t, max_pixels);
 ABSL_DECLARE_FLAG(int64_t, max_file_mb);
 ABSL_DECLARE_FLAG(std::string, dataset_root);
 ABSL_DECLARE_FLAG(std::string, image_root);
+ABSL_DECLARE_FLAG(double, min_box_visibility);
 ABSL_DECLARE_FLAG(bool, strict_decode);
 ABSL_DECLARE_FLAG(int32_t, ignore_index);
 ABSL_DECLARE_FLAG(bool, strict_dataset);

@@ -58,6 +58,11 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   options.max_file_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_file_mb)) << 20;
   options.dataset_root = absl::GetFlag(FLAGS_dataset_root);
   options.image_root = absl::GetFlag(FLAGS_image_root);
+  options.min_box_visibility = absl::GetFlag(FLAGS_min_box_visibility);
+  if (!(options.min_box_visibility >= 0 && options.min_box_visibility <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "serve: --min-box-visibility must be in [0, 1], got ", options.min_box_visibility));
+  }
   options.strict_dataset = absl::GetFlag(FLAGS_strict_dataset);
   ASSIGN_OR_RETURN(options.auth_token, AuthTokenFromFlags());
   options.tls = TlsFromFlags();

@@ -90,6 +90,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   pipeline_options.max_pixels = options.max_pixels;
   pipeline_options.strict_decode = options.strict_decode;
   pipeline_options.mask_ignore_index = options.mask_ignore_index;
+  pipeline_options.min_box_visibility = options.min_box_visibility;
   ASSIGN_OR_RETURN(
       Pipeline pipeline,
       Pipeline::Parse(options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline,

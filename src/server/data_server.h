@@ -42,6 +42,9 @@ struct DataServerOptions {
   std::string dataset_root;
   // A COCO annotations file's images (DatasetLimits::image_root).
   std::string image_root;
+  // Its boxes less visible than this after the crops are dropped
+  // (PipelineOptions::min_box_visibility).
+  double min_box_visibility = 0.0;
   // Replace samples whose JPEG data is damaged but decodable instead of
   // decoding them as libjpeg fills them (PipelineOptions::strict_decode).
   bool strict_decode = false;

@@ -86,6 +86,14 @@ TEST(ServeOptionsTest, UsageErrorsNameTheFlag) {
   absl::SetFlag(&FLAGS_worker_nice, 10);
   absl::SetFlag(&FLAGS_pixel_port, 70000);
   ExpectUsageError(ServeOptionsFromFlags(), "--pixel-port must be -1");
+  absl::SetFlag(&FLAGS_pixel_port, 0);
+  absl::SetFlag(&FLAGS_min_box_visibility, 1.5);
+  ExpectUsageError(ServeOptionsFromFlags(), "--min-box-visibility must be in [0, 1]");
+  absl::SetFlag(&FLAGS_min_box_visibility, 0.25);
+  absl::SetFlag(&FLAGS_image_root, "/data/images");
+  ASSERT_OK_AND_ASSIGN(const DataServerOptions options, ServeOptionsFromFlags());
+  EXPECT_EQ(options.min_box_visibility, 0.25);
+  EXPECT_EQ(options.image_root, "/data/images");
 }
 
 }  // namespace
