@@ -312,8 +312,12 @@ TEST_F(BatchServiceTest, APipelineOverTheCostLimitIsRefusedNamingItsCostliestOpe
 
 TEST_F(BatchServiceTest, ABatchOfAnAbandonedStreamIsCancelledAndCountsForNothing) {
   std::unique_ptr<BatchService> service = MakeService(2);
-  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream,
-                       service->OpenStream(Config(*service, 21, 1)));
+  // Samples of about a tenth of a second each (a 2048-pixel image blurred):
+  // the batch is seconds from finished when the stream closes, however
+  // late this thread gets to close it.
+  v1::PlanConfig config = Config(*service, 21, 1);
+  config.set_pipeline("resize(2048)|gaussian_blur(61)|center_crop(32)");
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream, service->OpenStream(config));
   BuildResult result;
   service->BuildAsync(stream, Id(0, 0, 0), result.Callback());
   // Before or after its first samples start, whichever comes: what is
