@@ -146,6 +146,8 @@ class BatchService {
 
   v1::ServerStats Stats() ABSL_LOCKS_EXCLUDED(mu_);
   MemoryBudget::Stats MemoryStats() const { return memory_->GetStats(); }
+  // How the dataset's masks' ids go in batches (kNone without masks).
+  MaskIds mask_ids() const { return mask_ids_; }
 
  private:
   // (seed, world_size, batch_size, drop_last, shuffle, epoch)

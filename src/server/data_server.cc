@@ -63,19 +63,6 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
                                                          options.dataset_root, options.image_root});
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
-  if (dataset.has_masks()) {
-    const MaskIds mask_ids = MaskIdsOf(dataset, options.max_pixels);
-    const int most = mask_ids == MaskIds::kInt32 ? 65535 : 255;
-    if (options.mask_ignore_index < 0 || options.mask_ignore_index > most) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--ignore-index ", options.mask_ignore_index, " does not fit dataset '",
-                       dataset.source(), "''s masks, ", mask_ids == MaskIds::kInt32 ? "16" : "8",
-                       "-bit class ids (0-", most, ")"));
-    }
-    LogInfo("segmentation masks: %s class ids in batches, %d where no image pixel maps",
-            mask_ids == MaskIds::kInt32 ? "16-bit, as int32" : "8-bit, as uint8",
-            options.mask_ignore_index);
-  }
   if (const Dataset::MissingFiles missing = dataset.FindMissingFiles(); missing.count > 0) {
     const std::string what = absl::StrCat(
         missing.count, " of the ", dataset.size(), " files ", dataset.source(),
@@ -111,6 +98,19 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
                                                 pixel_channels.shared_regions != nullptr
                                                     ? pixel_channels.shared_regions->allocator()
                                                     : HostAllocator{});
+  // The masks' ids as the service read them from the dataset (MaskIdsOf).
+  if (const MaskIds mask_ids = service->mask_ids(); mask_ids != MaskIds::kNone) {
+    const int most = mask_ids == MaskIds::kInt32 ? 65535 : 255;
+    if (options.mask_ignore_index < 0 || options.mask_ignore_index > most) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ignore-index ", options.mask_ignore_index, " does not fit dataset '",
+                       options.dataset, "''s masks, ", mask_ids == MaskIds::kInt32 ? "16" : "8",
+                       "-bit class ids (0-", most, ")"));
+    }
+    LogInfo("segmentation masks: %s class ids in batches, %d where no image pixel maps",
+            mask_ids == MaskIds::kInt32 ? "16-bit, as int32" : "8-bit, as uint8",
+            options.mask_ignore_index);
+  }
   // As the service sized it.
   LogInfo("%d MiB for batches of all streams (--max-memory-mb)",
           service->MemoryStats().capacity >> 20);
