@@ -197,7 +197,7 @@ class ArgumentBinder {
                                         "' (it takes ", absl::StrJoin(names_, ", "), ")"));
         }
       }
-      if (!argument.word.empty() && names_[slot] != "pad_if_needed") {
+      if (!argument.word.empty() && names_[slot] != "pad_if_needed" && names_[slot] != "value") {
         return SpecError(
             argument.position,
             absl::StrCat("'", names_[slot], "' takes a number, not '", argument.word, "'"));
@@ -429,17 +429,18 @@ TransformOrError GrayscaleFrom(const Operation& operation) {
 }
 
 TransformOrError ColorJitterFrom(const Operation& operation) {
-  ArgumentBinder binder(operation, {"brightness", "contrast", "saturation", "hue"});
+  ArgumentBinder binder(operation, {"brightness", "contrast", "saturation", "hue", "p"});
   RETURN_IF_ERROR(binder.Bind());
   ASSIGN_OR_RETURN(double brightness, binder.NonNegative(0, 0, 100));
   ASSIGN_OR_RETURN(double contrast, binder.NonNegative(1, 0, 100));
   ASSIGN_OR_RETURN(double saturation, binder.NonNegative(2, 0, 100));
   ASSIGN_OR_RETURN(double hue, binder.NonNegative(3, 0, 0.5));
-  return MakeColorJitter(brightness, contrast, saturation, hue);
+  ASSIGN_OR_RETURN(double p, binder.Probability(4, 1.0));
+  return MakeColorJitter(brightness, contrast, saturation, hue, p);
 }
 
 TransformOrError GaussianBlurFrom(const Operation& operation) {
-  ArgumentBinder binder(operation, {"kernel_size", "sigma"});
+  ArgumentBinder binder(operation, {"kernel_size", "sigma", "p"});
   RETURN_IF_ERROR(binder.Bind());
   ASSIGN_OR_RETURN(int kernel, binder.Size(0, /*required=*/true));
   if (kernel % 2 == 0 || kernel > 255) {
@@ -449,7 +450,134 @@ TransformOrError GaussianBlurFrom(const Operation& operation) {
   if (!(sigma.low > 0) || !(sigma.high <= 1000)) {
     return SpecError(binder.Get(1)->position, "'sigma' must lie within (0, 1000]");
   }
-  return MakeGaussianBlur(kernel, sigma);
+  ASSIGN_OR_RETURN(double p, binder.Probability(2, 1.0));
+  return MakeGaussianBlur(kernel, sigma, p);
+}
+
+TransformOrError SolarizeFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"threshold", "p"});
+  RETURN_IF_ERROR(binder.Bind());
+  if (binder.Get(0) == nullptr) {
+    return SpecError(operation.position, "solarize needs 'threshold'");
+  }
+  ASSIGN_OR_RETURN(double threshold, binder.NonNegative(0, 0, 255));
+  ASSIGN_OR_RETURN(double p, binder.Probability(1, 0.5));
+  return MakeRandomSolarize(threshold, p);
+}
+
+TransformOrError PosterizeFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"bits", "p"});
+  RETURN_IF_ERROR(binder.Bind());
+  if (binder.Get(0) == nullptr) {
+    return SpecError(operation.position, "posterize needs 'bits'");
+  }
+  ASSIGN_OR_RETURN(int bits, binder.Count(0, 8, 8));
+  ASSIGN_OR_RETURN(double p, binder.Probability(1, 0.5));
+  return MakeRandomPosterize(bits, p);
+}
+
+// equalize(p) and autocontrast(p): torchvision's default p is 0.5.
+TransformOrError EqualizeFrom(const Operation& operation) {
+  return WithProbability(operation, 0.5, &MakeRandomEqualize);
+}
+TransformOrError AutocontrastFrom(const Operation& operation) {
+  return WithProbability(operation, 0.5, &MakeRandomAutocontrast);
+}
+
+TransformOrError AdjustSharpnessFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"sharpness_factor", "p"});
+  RETURN_IF_ERROR(binder.Bind());
+  if (binder.Get(0) == nullptr) {
+    return SpecError(operation.position, "adjust_sharpness needs 'sharpness_factor'");
+  }
+  ASSIGN_OR_RETURN(double factor, binder.NonNegative(0, 1, 100));
+  ASSIGN_OR_RETURN(double p, binder.Probability(1, 0.5));
+  return MakeRandomAdjustSharpness(factor, p);
+}
+
+// affine(degrees[,translate=tx:ty or t][,scale=lo:hi][,shear=s or lo:hi][,fill]).
+TransformOrError AffineFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"degrees", "translate", "scale", "shear", "fill"});
+  RETURN_IF_ERROR(binder.Bind());
+  if (binder.Get(0) == nullptr) {
+    return SpecError(operation.position, "affine needs 'degrees'");
+  }
+  AffineRanges ranges;
+  ASSIGN_OR_RETURN(ranges.degrees, binder.RangeOrValue(0, {0, 0}, /*symmetric=*/true));
+  if (ranges.degrees.low < -360 || ranges.degrees.high > 360) {
+    return SpecError(binder.Get(0)->position, "'degrees' must lie within [-360, 360]");
+  }
+  if (const Argument* translate = binder.Get(1); translate != nullptr) {
+    // torchvision's (a, b): the largest shift, as a fraction of the width
+    // and of the height. One value is both.
+    if (translate->is_size_pair || !(translate->low >= 0 && translate->low <= 1) ||
+        !(translate->high >= 0 && translate->high <= 1)) {
+      return SpecError(translate->position,
+                       "'translate' must be fractions a:b (width, height), each in [0, 1]");
+    }
+    ranges.translate_x = translate->low;
+    ranges.translate_y = translate->high;
+  }
+  if (binder.Get(2) != nullptr) {
+    ASSIGN_OR_RETURN(Range scale, binder.PositiveRange(2, {1, 1}));
+    if (scale.high > 8) {
+      return SpecError(binder.Get(2)->position, "'scale' must lie within (0, 8]");
+    }
+    ranges.scale = scale;
+  }
+  if (binder.Get(3) != nullptr) {
+    ASSIGN_OR_RETURN(Range shear, binder.RangeOrValue(3, {0, 0}, /*symmetric=*/true));
+    if (!(shear.low >= -80 && shear.high <= 80)) {
+      return SpecError(binder.Get(3)->position, "'shear' must lie within [-80, 80] degrees");
+    }
+    ranges.shear = shear;
+  }
+  ASSIGN_OR_RETURN(int fill, binder.Count(4, 0, 255));
+  return MakeRandomAffine(ranges, fill);
+}
+
+TransformOrError RandomErasingFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"p", "scale", "ratio", "value"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(double p, binder.Probability(0, 0.5));
+  ASSIGN_OR_RETURN(Range scale, binder.PositiveRange(1, {0.02, 0.33}));
+  if (scale.high > 1) {
+    return SpecError(binder.Get(1)->position, "'scale' must lie within (0, 1]");
+  }
+  ASSIGN_OR_RETURN(Range ratio, binder.PositiveRange(2, {0.3, 3.3}));
+  const Argument* value = binder.Get(3);
+  if (value != nullptr && !value->word.empty()) {
+    if (value->word != "random") {
+      return SpecError(value->position, "'value' must be a byte in [0, 255] or random");
+    }
+    return MakeRandomErasing(p, scale, ratio, 0, /*random_value=*/true);
+  }
+  ASSIGN_OR_RETURN(int fill, binder.Count(3, 0, 255));
+  return MakeRandomErasing(p, scale, ratio, fill, /*random_value=*/false);
+}
+
+TransformOrError RandAugmentFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"num_ops", "magnitude", "num_magnitude_bins", "fill"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(int num_ops, binder.Count(0, 2, 16));
+  ASSIGN_OR_RETURN(int bins, binder.Count(2, 31, 1000));
+  if (bins < 2) {
+    return SpecError(binder.Get(2)->position, "'num_magnitude_bins' must be at least 2");
+  }
+  ASSIGN_OR_RETURN(int magnitude, binder.Count(1, 9, bins - 1));
+  ASSIGN_OR_RETURN(int fill, binder.Count(3, 0, 255));
+  return MakeRandAugment(num_ops, magnitude, bins, fill);
+}
+
+TransformOrError TrivialAugmentWideFrom(const Operation& operation) {
+  ArgumentBinder binder(operation, {"num_magnitude_bins", "fill"});
+  RETURN_IF_ERROR(binder.Bind());
+  ASSIGN_OR_RETURN(int bins, binder.Count(0, 31, 1000));
+  if (bins < 2) {
+    return SpecError(binder.Get(0)->position, "'num_magnitude_bins' must be at least 2");
+  }
+  ASSIGN_OR_RETURN(int fill, binder.Count(1, 0, 255));
+  return MakeTrivialAugmentWide(bins, fill);
 }
 
 TransformOrError RotationFrom(const Operation& operation) {
@@ -478,6 +606,15 @@ constexpr std::pair<const char*, TransformOrError (*)(const Operation&)> kOperat
     {"grayscale", &GrayscaleFrom},
     {"gaussian_blur", &GaussianBlurFrom},
     {"rotation", &RotationFrom},
+    {"affine", &AffineFrom},
+    {"solarize", &SolarizeFrom},
+    {"posterize", &PosterizeFrom},
+    {"equalize", &EqualizeFrom},
+    {"autocontrast", &AutocontrastFrom},
+    {"adjust_sharpness", &AdjustSharpnessFrom},
+    {"random_erasing", &RandomErasingFrom},
+    {"rand_augment", &RandAugmentFrom},
+    {"trivial_augment_wide", &TrivialAugmentWideFrom},
 };
 
 TransformOrError MakeTransform(const Operation& operation) {

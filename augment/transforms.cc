@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "augment/image_ops.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgproc.hpp"
 
@@ -420,12 +421,31 @@ cv::Mat Luma(const cv::Mat& rgb) {
   return gray;
 }
 
+// RandomApply's draw: whether an operation of probability `probability`
+// runs. Nothing is drawn at 1, so specs without a p draw what they always
+// did.
+bool Applies(double probability, CounterRng& rng) {
+  return probability >= 1 || rng.NextDouble() < probability;
+}
+
+// ",p=0.8" when an operation is applied only sometimes.
+std::string ProbabilitySpec(double probability) {
+  return probability < 1 ? absl::StrFormat(",p=%g", probability) : std::string();
+}
+
 class ColorJitter final : public Transform {
  public:
-  ColorJitter(double brightness, double contrast, double saturation, double hue)
-      : brightness_(brightness), contrast_(contrast), saturation_(saturation), hue_(hue) {}
+  ColorJitter(double brightness, double contrast, double saturation, double hue, double probability)
+      : brightness_(brightness),
+        contrast_(contrast),
+        saturation_(saturation),
+        hue_(hue),
+        probability_(probability) {}
 
   void Apply(cv::Mat& image, CounterRng& rng) const override {
+    if (!Applies(probability_, rng)) {
+      return;
+    }
     // Draw everything first, in a fixed order, as torchvision's get_params:
     // the order of the four adjustments, then each factor.
     int order[4] = {0, 1, 2, 3};
@@ -462,7 +482,8 @@ class ColorJitter final : public Transform {
   }
 
   std::string Spec() const override {
-    return absl::StrFormat("color_jitter(%g,%g,%g,%g)", brightness_, contrast_, saturation_, hue_);
+    return absl::StrFormat("color_jitter(%g,%g,%g,%g%s)", brightness_, contrast_, saturation_, hue_,
+                           ProbabilitySpec(probability_));
   }
 
  private:
@@ -486,6 +507,7 @@ class ColorJitter final : public Transform {
   }
 
   double brightness_, contrast_, saturation_, hue_;
+  double probability_;
 };
 
 class RandomGrayscale final : public Transform {
@@ -508,9 +530,13 @@ class RandomGrayscale final : public Transform {
 
 class GaussianBlur final : public Transform {
  public:
-  GaussianBlur(int kernel_size, Range sigma) : kernel_size_(kernel_size), sigma_(sigma) {}
+  GaussianBlur(int kernel_size, Range sigma, double probability)
+      : kernel_size_(kernel_size), sigma_(sigma), probability_(probability) {}
 
   void Apply(cv::Mat& image, CounterRng& rng) const override {
+    if (!Applies(probability_, rng)) {
+      return;
+    }
     const double sigma = rng.Uniform(sigma_.low, sigma_.high);
     cv::GaussianBlur(image, image, {kernel_size_, kernel_size_}, sigma, sigma,
                      cv::BORDER_REFLECT_101);
@@ -521,12 +547,14 @@ class GaussianBlur final : public Transform {
   double Cost(cv::Size input) const override { return 2.0 * kernel_size_ * Area(input); }
 
   std::string Spec() const override {
-    return absl::StrFormat("gaussian_blur(%d,sigma=%g:%g)", kernel_size_, sigma_.low, sigma_.high);
+    return absl::StrFormat("gaussian_blur(%d,sigma=%g:%g%s)", kernel_size_, sigma_.low, sigma_.high,
+                           ProbabilitySpec(probability_));
   }
 
  private:
   int kernel_size_;
   Range sigma_;
+  double probability_;
 };
 
 class RandomRotation final : public GeometricTransform {
@@ -568,6 +596,53 @@ class RandomRotation final : public GeometricTransform {
   Range degrees_;
 };
 
+class RandomAffine final : public GeometricTransform {
+ public:
+  RandomAffine(const AffineRanges& ranges, int fill) : ranges_(ranges), fill_(fill) {}
+
+  Affine Move(cv::Mat& image, cv::Mat* mask, int ignore_index, CounterRng& rng) const override {
+    // As RandomAffine.make_params draws them.
+    AffineParameters parameters;
+    parameters.angle = rng.Uniform(ranges_.degrees.low, ranges_.degrees.high);
+    if (ranges_.translate_x > 0 || ranges_.translate_y > 0) {
+      const double max_dx = ranges_.translate_x * image.cols;
+      const double max_dy = ranges_.translate_y * image.rows;
+      parameters.translate_x = std::nearbyint(rng.Uniform(-max_dx, max_dx));
+      parameters.translate_y = std::nearbyint(rng.Uniform(-max_dy, max_dy));
+    }
+    if (ranges_.scale) {
+      parameters.scale = rng.Uniform(ranges_.scale->low, ranges_.scale->high);
+    }
+    if (ranges_.shear) {
+      parameters.shear_x = rng.Uniform(ranges_.shear->low, ranges_.shear->high);
+    }
+    return AffineImage(image, parameters, fill_, mask, ignore_index);
+  }
+
+  // The grid (two floats a pixel) and the nearest-neighbour gather.
+  double Cost(cv::Size input) const override { return 4 * Area(input); }
+
+  std::string Spec() const override {
+    std::string spec =
+        absl::StrFormat("affine(degrees=%g:%g", ranges_.degrees.low, ranges_.degrees.high);
+    if (ranges_.translate_x > 0 || ranges_.translate_y > 0) {
+      absl::StrAppendFormat(&spec, ",translate=%g:%g", ranges_.translate_x, ranges_.translate_y);
+    }
+    if (ranges_.scale) {
+      absl::StrAppendFormat(&spec, ",scale=%g:%g", ranges_.scale->low, ranges_.scale->high);
+    }
+    if (ranges_.shear) {
+      absl::StrAppendFormat(&spec, ",shear=%g:%g", ranges_.shear->low, ranges_.shear->high);
+    }
+    absl::StrAppendFormat(&spec, ",fill=%d)", fill_);
+    return spec;
+  }
+
+ private:
+  AffineRanges ranges_;
+  int fill_;
+};
+
 }  // namespace
 
 Affine RegionAffine(const RegionRequest& request) {
@@ -576,14 +651,17 @@ Affine RegionAffine(const RegionRequest& request) {
 }
 
 std::unique_ptr<Transform> MakeColorJitter(double brightness, double contrast, double saturation,
-                                           double hue) {
-  return std::make_unique<ColorJitter>(brightness, contrast, saturation, hue);
+                                           double hue, double probability) {
+  return std::make_unique<ColorJitter>(brightness, contrast, saturation, hue, probability);
 }
 std::unique_ptr<Transform> MakeRandomGrayscale(double probability) {
   return std::make_unique<RandomGrayscale>(probability);
 }
-std::unique_ptr<Transform> MakeGaussianBlur(int kernel_size, Range sigma) {
-  return std::make_unique<GaussianBlur>(kernel_size, sigma);
+std::unique_ptr<Transform> MakeGaussianBlur(int kernel_size, Range sigma, double probability) {
+  return std::make_unique<GaussianBlur>(kernel_size, sigma, probability);
+}
+std::unique_ptr<Transform> MakeRandomAffine(const AffineRanges& ranges, int fill) {
+  return std::make_unique<RandomAffine>(ranges, fill);
 }
 std::unique_ptr<Transform> MakeRandomRotation(Range degrees) {
   return std::make_unique<RandomRotation>(degrees);

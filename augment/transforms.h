@@ -108,17 +108,62 @@ std::unique_ptr<Transform> MakeHorizontalFlip(double probability);
 
 // torchvision.transforms.ColorJitter(brightness, contrast, saturation, hue):
 // factors drawn uniformly from [max(0, 1 - x), 1 + x] (hue: [-hue, hue],
-// hue <= 0.5), applied in a random order. Zero disables a component.
+// hue <= 0.5), applied in a random order. Zero disables a component. With
+// `probability` < 1, RandomApply([ColorJitter(...)], p): skipped unless a
+// first draw falls under it (at 1 nothing extra is drawn).
 std::unique_ptr<Transform> MakeColorJitter(double brightness, double contrast, double saturation,
-                                           double hue);
+                                           double hue, double probability = 1);
 // torchvision.transforms.RandomGrayscale(p): ITU-R 601 luma in all channels.
 std::unique_ptr<Transform> MakeRandomGrayscale(double probability);
 // torchvision.transforms.GaussianBlur(kernel_size, sigma): sigma uniform in
-// `sigma`; reflect padding.
-std::unique_ptr<Transform> MakeGaussianBlur(int kernel_size, Range sigma);
+// `sigma`; reflect padding. `probability` as ColorJitter's.
+std::unique_ptr<Transform> MakeGaussianBlur(int kernel_size, Range sigma, double probability = 1);
 // torchvision.transforms.RandomRotation(degrees): angle uniform in
 // `degrees` (counter-clockwise), same size, nearest neighbour, zero fill.
 std::unique_ptr<Transform> MakeRandomRotation(Range degrees);
+
+// torchvision.transforms.v2.RandomAffine(degrees, translate, scale, shear,
+// fill), nearest neighbour, about the centre: angle uniform in `degrees`;
+// shifts int(round(uniform(-t, t) x side)) for `translate` (fractions of the
+// width and height); scale uniform in `scale`; shear along x uniform in
+// `shear` (degrees). Drawn in that order, each only when given (an empty
+// range, low == high == 0, is not given, as torchvision's None).
+struct AffineRanges {
+  Range degrees{0, 0};
+  double translate_x = 0;
+  double translate_y = 0;
+  std::optional<Range> scale;
+  std::optional<Range> shear;
+};
+std::unique_ptr<Transform> MakeRandomAffine(const AffineRanges& ranges, int fill);
+
+// The photometric operations of the self-supervised and DeiT recipes
+// (color_transforms.cc), each applied with probability `probability`, drawn
+// first, as torchvision.transforms.v2's Random* classes:
+// RandomSolarize(threshold, p), RandomPosterize(bits, p), RandomEqualize(p),
+// RandomAutocontrast(p), RandomAdjustSharpness(sharpness_factor, p).
+std::unique_ptr<Transform> MakeRandomSolarize(double threshold, double probability);
+std::unique_ptr<Transform> MakeRandomPosterize(int bits, double probability);
+std::unique_ptr<Transform> MakeRandomEqualize(double probability);
+std::unique_ptr<Transform> MakeRandomAutocontrast(double probability);
+std::unique_ptr<Transform> MakeRandomAdjustSharpness(double sharpness_factor, double probability);
+
+// torchvision.transforms.v2.RandomErasing(p, scale, ratio, value): with
+// probability p, a rectangle of area fraction uniform in `scale` and aspect
+// ratio log-uniform in `ratio` (ten tries to fit strictly inside, else
+// nothing) set to `value`, or to uniform random bytes when `random_value`
+// (torchvision's value="random" draws normal floats, meant for normalized
+// float images; a uint8 image takes noise over its whole range).
+std::unique_ptr<Transform> MakeRandomErasing(double probability, Range scale, Range ratio,
+                                             int value, bool random_value);
+
+// torchvision.transforms.v2.RandAugment(num_ops, magnitude,
+// num_magnitude_bins, fill) and TrivialAugmentWide(num_magnitude_bins,
+// fill) (auto_augment.cc): torchvision's operation lists and magnitude bins,
+// nearest-neighbour geometry, in torchvision's order of draws.
+std::unique_ptr<Transform> MakeRandAugment(int num_ops, int magnitude, int num_magnitude_bins,
+                                           int fill);
+std::unique_ptr<Transform> MakeTrivialAugmentWide(int num_magnitude_bins, int fill);
 
 // Resizes with bilinear interpolation, after halving (2:1 box filter) each
 // dimension more than twice its target, so shrinking is antialiased.

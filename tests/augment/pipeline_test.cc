@@ -47,10 +47,12 @@ TEST(PipelineTest, NamedParameters) {
 }
 
 TEST(PipelineTest, ErrorsNamePositionAndReason) {
-  EXPECT_EQ(ErrorOf("random_resized_crop(224)|hflp(0.5)"),
-            "pipeline spec: at 25: unknown operation 'hflp' (known: random_resized_crop, "
-            "resize, center_crop, random_crop, random_resize, scale_jitter, hflip, color_jitter, "
-            "grayscale, gaussian_blur, rotation)");
+  EXPECT_EQ(
+      ErrorOf("random_resized_crop(224)|hflp(0.5)"),
+      "pipeline spec: at 25: unknown operation 'hflp' (known: random_resized_crop, "
+      "resize, center_crop, random_crop, random_resize, scale_jitter, hflip, color_jitter, "
+      "grayscale, gaussian_blur, rotation, affine, solarize, posterize, equalize, autocontrast, "
+      "adjust_sharpness, random_erasing, rand_augment, trivial_augment_wide)");
   EXPECT_NE(ErrorOf("center_crop(8)|color_jitter(0.4,0.4,0.4,0.6)").find("at 40"),
             std::string::npos);
   EXPECT_NE(ErrorOf("center_crop(8)|gaussian_blur(4)").find("odd"), std::string::npos);

@@ -1,0 +1,283 @@
+#include "augment/image_ops.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+#include "opencv2/core.hpp"
+#include "opencv2/imgproc.hpp"
+
+namespace heterodl {
+namespace {
+
+using Table = std::array<uint8_t, 256>;
+
+// torchvision converts a float32 result to uint8 after clamping: truncation.
+uint8_t ClampToByte(float value) { return static_cast<uint8_t>(std::clamp(value, 0.0f, 255.0f)); }
+
+void ApplyTable(cv::Mat& image, const Table& table) {
+  cv::LUT(image, cv::Mat(1, 256, CV_8UC1, const_cast<uint8_t*>(table.data())), image);
+}
+
+// One table per channel.
+void ApplyTables(cv::Mat& image, const std::array<Table, 3>& tables) {
+  for (int y = 0; y < image.rows; ++y) {
+    uint8_t* pixel = image.ptr<uint8_t>(y);
+    for (int x = 0; x < image.cols; ++x, pixel += 3) {
+      pixel[0] = tables[0][pixel[0]];
+      pixel[1] = tables[1][pixel[1]];
+      pixel[2] = tables[2][pixel[2]];
+    }
+  }
+}
+
+std::array<std::array<int64_t, 256>, 3> Histograms(const cv::Mat& image) {
+  std::array<std::array<int64_t, 256>, 3> histograms{};
+  for (int y = 0; y < image.rows; ++y) {
+    const uint8_t* pixel = image.ptr<uint8_t>(y);
+    for (int x = 0; x < image.cols; ++x, pixel += 3) {
+      ++histograms[0][pixel[0]];
+      ++histograms[1][pixel[1]];
+      ++histograms[2][pixel[2]];
+    }
+  }
+  return histograms;
+}
+
+// torchvision's luma in float32, floored (uint8 images):
+// r * 0.2989 + g * 0.587 + b * 0.114.
+float FlooredLuma(const uint8_t* pixel) {
+  return std::floor(static_cast<float>(pixel[0]) * 0.2989f + static_cast<float>(pixel[1]) * 0.587f +
+                    static_cast<float>(pixel[2]) * 0.114f);
+}
+
+// _blend(image, other, ratio): image * ratio + other * (1 - ratio), float32.
+float Blend(float value, float other, float ratio, float other_ratio) {
+  return value * ratio + other * other_ratio;
+}
+
+}  // namespace
+
+void SolarizeImage(cv::Mat& image, double threshold) {
+  // torch compares a uint8 image with a Python float in float32: a
+  // threshold of 255 x 0.6f is 153.000006 as a double but 153 as a float.
+  const auto limit = static_cast<float>(threshold);
+  Table table;
+  for (int v = 0; v < 256; ++v) {
+    table[v] = static_cast<uint8_t>(static_cast<float>(v) >= limit ? 255 - v : v);
+  }
+  ApplyTable(image, table);
+}
+
+void PosterizeImage(cv::Mat& image, int bits) {
+  if (bits >= 8) {
+    return;
+  }
+  const int mask = ((1 << bits) - 1) << (8 - bits);
+  Table table;
+  for (int v = 0; v < 256; ++v) {
+    table[v] = static_cast<uint8_t>(v & mask);
+  }
+  ApplyTable(image, table);
+}
+
+void EqualizeImage(cv::Mat& image) {
+  const auto histograms = Histograms(image);
+  const int64_t pixels = static_cast<int64_t>(image.rows) * image.cols;
+  std::array<Table, 3> tables;
+  for (int c = 0; c < 3; ++c) {
+    const std::array<int64_t, 256>& histogram = histograms[c];
+    Table& table = tables[c];
+    int last = 255;
+    while (last > 0 && histogram[last] == 0) {
+      --last;
+    }
+    // The pixels not of the highest value present, spread over 255 steps;
+    // none to spread leaves the channel as it is.
+    const int64_t step = (pixels - histogram[last]) / 255;
+    if (step == 0) {
+      for (int v = 0; v < 256; ++v) {
+        table[v] = static_cast<uint8_t>(v);
+      }
+      continue;
+    }
+    table[0] = 0;
+    int64_t cumulative = 0;
+    for (int v = 1; v < 256; ++v) {
+      cumulative += histogram[v - 1];
+      table[v] = static_cast<uint8_t>(std::min<int64_t>(255, (cumulative + step / 2) / step));
+    }
+  }
+  ApplyTables(image, tables);
+}
+
+void AutocontrastImage(cv::Mat& image) {
+  std::array<Table, 3> tables;
+  std::vector<cv::Mat> planes;
+  cv::split(image, planes);
+  for (int c = 0; c < 3; ++c) {
+    double low = 0;
+    double high = 0;
+    cv::minMaxLoc(planes[c], &low, &high);
+    float minimum = static_cast<float>(low);
+    float inverse_scale = (static_cast<float>(high) - minimum) * static_cast<float>(1.0 / 255.0);
+    if (high == low) {
+      minimum = 0;
+      inverse_scale = 1;
+    }
+    for (int v = 0; v < 256; ++v) {
+      tables[c][v] = ClampToByte((static_cast<float>(v) - minimum) / inverse_scale);
+    }
+  }
+  ApplyTables(image, tables);
+}
+
+void AdjustSharpnessImage(cv::Mat& image, double factor) {
+  if (image.rows <= 2 || image.cols <= 2) {
+    return;
+  }
+  const float edge = 1.0f / 13.0f;
+  const float middle = 5.0f / 13.0f;
+  const float alpha = static_cast<float>(1.0 - factor);
+  cv::Mat source = image.clone();
+  for (int y = 1; y + 1 < image.rows; ++y) {
+    const uint8_t* above = source.ptr<uint8_t>(y - 1);
+    const uint8_t* row = source.ptr<uint8_t>(y);
+    const uint8_t* below = source.ptr<uint8_t>(y + 1);
+    uint8_t* out = image.ptr<uint8_t>(y);
+    for (int x = 3; x + 3 < image.cols * 3; ++x) {
+      const float neighbours =
+          static_cast<float>(above[x - 3] + above[x] + above[x + 3] + row[x - 3] + row[x + 3] +
+                             below[x - 3] + below[x] + below[x + 3]);
+      const float smoothed =
+          std::nearbyint(neighbours * edge + static_cast<float>(row[x]) * middle);
+      const float value = static_cast<float>(row[x]);
+      out[x] = ClampToByte(value + alpha * (smoothed - value));
+    }
+  }
+}
+
+void AdjustBrightnessImage(cv::Mat& image, double factor) {
+  Table table;
+  for (int v = 0; v < 256; ++v) {
+    table[v] = ClampToByte(static_cast<float>(v) * static_cast<float>(factor));
+  }
+  ApplyTable(image, table);
+}
+
+void AdjustContrastImage(cv::Mat& image, double factor) {
+  double sum = 0;
+  for (int y = 0; y < image.rows; ++y) {
+    const uint8_t* pixel = image.ptr<uint8_t>(y);
+    for (int x = 0; x < image.cols; ++x, pixel += 3) {
+      sum += FlooredLuma(pixel);
+    }
+  }
+  const float mean = static_cast<float>(sum / std::max(1, image.rows * image.cols));
+  const float ratio = static_cast<float>(factor);
+  const float other_ratio = static_cast<float>(1.0 - factor);
+  Table table;
+  for (int v = 0; v < 256; ++v) {
+    table[v] = ClampToByte(Blend(static_cast<float>(v), mean, ratio, other_ratio));
+  }
+  ApplyTable(image, table);
+}
+
+void AdjustSaturationImage(cv::Mat& image, double factor) {
+  const float ratio = static_cast<float>(factor);
+  const float other_ratio = static_cast<float>(1.0 - factor);
+  for (int y = 0; y < image.rows; ++y) {
+    uint8_t* pixel = image.ptr<uint8_t>(y);
+    for (int x = 0; x < image.cols; ++x, pixel += 3) {
+      const float gray = FlooredLuma(pixel);
+      for (int c = 0; c < 3; ++c) {
+        pixel[c] = ClampToByte(Blend(static_cast<float>(pixel[c]), gray, ratio, other_ratio));
+      }
+    }
+  }
+}
+
+Affine AffineImage(cv::Mat& image, const AffineParameters& parameters, int fill, cv::Mat* mask,
+                   int mask_fill) {
+  const int width = image.cols;
+  const int height = image.rows;
+  // torchvision's inverse matrix (output to input), in coordinates centred
+  // on the image: _get_inverse_affine_matrix.
+  const double center_x = parameters.has_center ? parameters.center_x - width * 0.5 : 0;
+  const double center_y = parameters.has_center ? parameters.center_y - height * 0.5 : 0;
+  const double rotation = parameters.angle * CV_PI / 180;
+  const double shear_x = parameters.shear_x * CV_PI / 180;
+  const double shear_y = parameters.shear_y * CV_PI / 180;
+  const double a = std::cos(rotation - shear_y) / std::cos(shear_y);
+  const double b =
+      -std::cos(rotation - shear_y) * std::tan(shear_x) / std::cos(shear_y) - std::sin(rotation);
+  const double c = std::sin(rotation - shear_y) / std::cos(shear_y);
+  const double d =
+      -std::sin(rotation - shear_y) * std::tan(shear_x) / std::cos(shear_y) + std::cos(rotation);
+  double m[6] = {d / parameters.scale,  -b / parameters.scale, 0,
+                 -c / parameters.scale, a / parameters.scale,  0};
+  const double tx = -center_x - parameters.translate_x;
+  const double ty = -center_y - parameters.translate_y;
+  m[2] += m[0] * tx + m[1] * ty + center_x;
+  m[5] += m[3] * tx + m[4] * ty + center_y;
+
+  // The sampling grid as torchvision builds it in float32 (_affine_grid,
+  // then grid_sample's unnormalization with align_corners=False), so that
+  // nearest-neighbour ties go the same way; remap rounds half to even, as
+  // grid_sample does.
+  float theta[6];
+  for (int i = 0; i < 6; ++i) {
+    theta[i] = static_cast<float>(m[i]);
+  }
+  const float half_width = 0.5f * static_cast<float>(width);
+  const float half_height = 0.5f * static_cast<float>(height);
+  const float gx[3] = {theta[0] / half_width, theta[1] / half_width, theta[2] / half_width};
+  const float gy[3] = {theta[3] / half_height, theta[4] / half_height, theta[5] / half_height};
+  cv::Mat map_x(height, width, CV_32FC1);
+  cv::Mat map_y(height, width, CV_32FC1);
+  for (int row = 0; row < height; ++row) {
+    const float y = static_cast<float>(row) + (1.0f - static_cast<float>(height)) * 0.5f;
+    float* out_x = map_x.ptr<float>(row);
+    float* out_y = map_y.ptr<float>(row);
+    for (int column = 0; column < width; ++column) {
+      const float x = static_cast<float>(column) + (1.0f - static_cast<float>(width)) * 0.5f;
+      const float grid_x = x * gx[0] + y * gx[1] + gx[2];
+      const float grid_y = x * gy[0] + y * gy[1] + gy[2];
+      out_x[column] = ((grid_x + 1) * static_cast<float>(width) - 1) / 2;
+      out_y[column] = ((grid_y + 1) * static_cast<float>(height) - 1) / 2;
+    }
+  }
+  cv::Mat warped;
+  cv::remap(image, warped, map_x, map_y, cv::INTER_NEAREST, cv::BORDER_CONSTANT,
+            cv::Scalar::all(fill));
+  image = warped;
+  if (mask != nullptr) {
+    cv::Mat moved;
+    cv::remap(*mask, moved, map_x, map_y, cv::INTER_NEAREST, cv::BORDER_CONSTANT,
+              cv::Scalar::all(mask_fill));
+    *mask = moved;
+  }
+  // For boxes: the same map in continuous coordinates (a pixel's centre is
+  // its index + 0.5), centred, inverted to run input to output.
+  const Affine output_to_input(
+      m[0], m[1], m[2] + width * 0.5 - m[0] * width * 0.5 - m[1] * height * 0.5, m[3], m[4],
+      m[5] + height * 0.5 - m[3] * width * 0.5 - m[4] * height * 0.5);
+  Affine input_to_output;
+  cv::invertAffineTransform(output_to_input, input_to_output);
+  return input_to_output;
+}
+
+float LinspaceAt(float start, float end, int steps, int index) {
+  if (steps == 1) {
+    return start;
+  }
+  // ATen's kernel: from the start for the first half, from the end for the
+  // second, each a fused multiply-add (vectorized): one rounding, not two.
+  const float step = (end - start) / static_cast<float>(steps - 1);
+  const int halfway = steps / 2;
+  return index < halfway ? std::fma(step, static_cast<float>(index), start)
+                         : std::fma(-step, static_cast<float>(steps - index - 1), end);
+}
+
+}  // namespace heterodl
