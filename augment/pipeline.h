@@ -23,6 +23,12 @@
 //   grayscale(p)
 //   gaussian_blur(kernel_size[,sigma=lo:hi])
 //   rotation(degrees | lo:hi)
+//   affine(degrees[,translate][,scale][,shear][,fill])
+//   solarize(threshold[,p]) posterize(bits[,p]) equalize(p) autocontrast(p)
+//   adjust_sharpness(sharpness_factor[,p])
+//   random_erasing([p][,scale][,ratio][,value])
+//   rand_augment([num_ops][,magnitude][,num_magnitude_bins][,fill])
+//   trivial_augment_wide([num_magnitude_bins][,fill])
 //
 // Every random draw comes from a CounterRng keyed by (seed, epoch, index), so
 // a sample's output is bit-identical on any thread, process or server.
