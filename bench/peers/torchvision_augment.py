@@ -66,6 +66,14 @@ def build(spec, transforms):
         name, args = match.group(1), [a.strip() for a in match.group(2).split(",") if a.strip()]
         positional = [a for a in args if "=" not in a]
         named = dict(a.split("=", 1) for a in args if "=" in a)
+
+        def arg(index, key, default=None, positional=positional, named=named):
+            """A parameter given by position or by name, as heterodl binds them."""
+            return positional[index] if index < len(positional) else named.get(key, default)
+
+        def symmetric(text):
+            """heterodl's `d` (meaning -d:d) or `lo:hi`, as torchvision takes degrees."""
+            return parse_range(text) if ":" in text else float(text)
         if name == "decode":
             continue  # PIL always decodes one way (libjpeg's exact defaults)
         if name == "random_resized_crop":
@@ -96,22 +104,59 @@ def build(spec, transforms):
                 else None, pad_if_needed=named.get("pad_if_needed", "false") == "true",
                 fill=fill))
         elif name == "color_jitter":
-            values = [float(v) for v in positional] + [0.0] * (4 - len(positional))
             keys = ["brightness", "contrast", "saturation", "hue"]
-            values = [float(named.get(k, v)) for k, v in zip(keys, values)]
-            ops.append(transforms.ColorJitter(*values))
+            jitter = transforms.ColorJitter(*[float(arg(i, k, 0)) for i, k in enumerate(keys)])
+            p = float(arg(4, "p", 1))
+            ops.append(jitter if p >= 1 else transforms.RandomApply([jitter], p=p))
         elif name == "grayscale":
             ops.append(transforms.RandomGrayscale(float(positional[0] if positional
                                                         else named.get("p", 0.1))))
         elif name == "gaussian_blur":
-            sigma = named.get("sigma", "0.1:2")
-            ops.append(transforms.GaussianBlur(int(positional[0]),
-                                               parse_range(sigma) if ":" in sigma
-                                               else float(sigma)))
+            sigma = arg(1, "sigma", "0.1:2")
+            blur = transforms.GaussianBlur(int(positional[0]),
+                                           parse_range(sigma) if ":" in sigma else float(sigma))
+            p = float(arg(2, "p", 1))
+            ops.append(blur if p >= 1 else transforms.RandomApply([blur], p=p))
         elif name == "rotation":
             degrees = positional[0] if positional else named["degrees"]
             ops.append(transforms.RandomRotation(parse_range(degrees) if ":" in degrees
                                                  else float(degrees)))
+        elif name == "affine":
+            translate = arg(1, "translate")
+            scale, shear = arg(2, "scale"), arg(3, "shear")
+            ops.append(transforms.RandomAffine(
+                symmetric(arg(0, "degrees")),
+                translate=(parse_range(translate) if ":" in translate
+                           else (float(translate),) * 2) if translate else None,
+                scale=parse_range(scale) if scale else None,
+                shear=symmetric(shear) if shear else None, fill=int(arg(4, "fill", 0))))
+        elif name == "solarize":
+            ops.append(transforms.RandomSolarize(float(arg(0, "threshold")),
+                                                 p=float(arg(1, "p", 0.5))))
+        elif name == "posterize":
+            ops.append(transforms.RandomPosterize(int(arg(0, "bits")), p=float(arg(1, "p", 0.5))))
+        elif name == "equalize":
+            ops.append(transforms.RandomEqualize(p=float(arg(0, "p", 0.5))))
+        elif name == "autocontrast":
+            ops.append(transforms.RandomAutocontrast(p=float(arg(0, "p", 0.5))))
+        elif name == "adjust_sharpness":
+            ops.append(transforms.RandomAdjustSharpness(float(arg(0, "sharpness_factor")),
+                                                        p=float(arg(1, "p", 0.5))))
+        elif name == "random_erasing":
+            value = arg(3, "value", "0")
+            ops.append(transforms.RandomErasing(
+                p=float(arg(0, "p", 0.5)), scale=parse_range(arg(1, "scale", "0.02:0.33")),
+                ratio=parse_range(arg(2, "ratio", "0.3:3.3")),
+                value=value if value == "random" else int(value)))
+        elif name == "rand_augment":
+            ops.append(transforms.RandAugment(
+                num_ops=int(arg(0, "num_ops", 2)), magnitude=int(arg(1, "magnitude", 9)),
+                num_magnitude_bins=int(arg(2, "num_magnitude_bins", 31)),
+                fill=int(arg(3, "fill", 0))))
+        elif name == "trivial_augment_wide":
+            ops.append(transforms.TrivialAugmentWide(
+                num_magnitude_bins=int(arg(0, "num_magnitude_bins", 31)),
+                fill=int(arg(1, "fill", 0))))
         elif name == "hflip":
             ops.append(transforms.RandomHorizontalFlip(float(positional[0] if positional
                                                              else named.get("p", 0.5))))
@@ -163,8 +208,12 @@ def make_runner(spec, decoder, masks=False, boxes=False):
             return pipeline(image, mask)
         return run_tensor
     if decoder == "pil":
-        pipeline = transforms_v1.Compose(build(spec, transforms_v1)
-                                         + [transforms_v1.PILToTensor()])
+        ops = build(spec, transforms_v1)
+        # v1's RandomErasing takes tensors: the image becomes one before the
+        # first erasing, as DeiT's recipe erases after ToTensor.
+        erasing = [i for i, op in enumerate(ops) if isinstance(op, transforms_v1.RandomErasing)]
+        ops.insert(erasing[0] if erasing else len(ops), transforms_v1.PILToTensor())
+        pipeline = transforms_v1.Compose(ops)
         return lambda blob: pipeline(Image.open(io.BytesIO(blob)).convert("RGB"))
     pipeline = transforms_v2.Compose(build(spec, transforms_v2))
     return lambda blob: pipeline(decode_image(torch.frombuffer(blob, dtype=torch.uint8),
