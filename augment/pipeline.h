@@ -30,8 +30,15 @@
 //   rand_augment([num_ops][,magnitude][,num_magnitude_bins][,fill])
 //   trivial_augment_wide([num_magnitude_bins][,fill])
 //
-// Every random draw comes from a CounterRng keyed by (seed, epoch, index), so
-// a sample's output is bit-identical on any thread, process or server.
+// Several views of each sample (multi-crop self-supervised recipes): groups
+// of COUNT*SPEC separated by ';', e.g.
+//   2*random_resized_crop(224,scale=0.4:1)|hflip(0.5);8*random_resized_crop(96,scale=0.05:0.4)
+// The image is decoded once per sample, only the region every view's first
+// crop needs, at the largest scale any needs; each view is cut from it.
+//
+// Every random draw comes from a CounterRng keyed by (seed, epoch, index)
+// (and the view), so a sample's output is bit-identical on any thread,
+// process or server.
 #ifndef HETERODL_AUGMENT_PIPELINE_H_
 #define HETERODL_AUGMENT_PIPELINE_H_
 
@@ -61,6 +68,19 @@ struct SampleKey {
 };
 
 class Transform;  // one operation of the chain; defined in transforms.h
+
+// One group of views of a multi-view pipeline: `count` views of height x
+// width x 3 bytes each.
+struct ViewGroupShape {
+  int count = 1;
+  int height = 0;
+  int width = 0;
+  size_t view_bytes() const { return static_cast<size_t>(height) * width * 3; }
+  size_t bytes() const { return view_bytes() * count; }
+};
+
+// The most views a sample may have, over all groups.
+inline constexpr int kMaxViews = 64;
 
 // A sample's segmentation mask (class ids), for Pipeline::Run to move with
 // its image.
@@ -161,7 +181,8 @@ class Pipeline {
   // Parses `spec`. Errors name the character position and the reason, e.g.
   // "pipeline spec: at 20: unknown operation 'hflp'". The last operation that
   // sets the size must give a fixed size (a crop), since a batch is a dense
-  // [B,H,W,3] array.
+  // [B,H,W,3] array. A spec of view groups ("2*A;8*B", at most kMaxViews
+  // views) makes a multi-view pipeline.
   static absl::StatusOr<Pipeline> Parse(absl::string_view spec,
                                         const PipelineOptions& options = {});
 
@@ -181,17 +202,36 @@ class Pipeline {
   // mask->ignore_index) and photometric ones leave it alone; a mask whose
   // size is not the image's is INVALID_ARGUMENT (a bad sample).
   // With `boxes`, geometric operations move them too (SampleBoxes).
+  // A multi-view pipeline writes every view of the sample to `out`, group
+  // after group (output_bytes() in all); it takes no mask or boxes.
   absl::Status Run(absl::string_view encoded, const SampleKey& key, uint8_t* out,
                    PipelineTimings* timings = nullptr, const std::atomic<bool>* abandoned = nullptr,
                    const SegmentationMask* mask = nullptr, SampleBoxes* boxes = nullptr) const;
+
+  // Every view of the sample: group g's count views, one after the other, to
+  // `group_outputs[g]` (view_groups()[g].bytes()). Decodes once, the union of
+  // the regions the views' first crops need at the largest scale any needs
+  // (the whole image at full scale when a view starts with another
+  // operation); view v draws from (seed, epoch, index) on stream
+  // kStreamViewAugment + v. A single-view pipeline runs as Run() does.
+  absl::Status RunViews(absl::string_view encoded, const SampleKey& key,
+                        const std::vector<uint8_t*>& group_outputs,
+                        PipelineTimings* timings = nullptr,
+                        const std::atomic<bool>* abandoned = nullptr) const;
 
   // The cost of one sample (see PipelineCost).
   PipelineCost EstimateCost() const;
 
   const PipelineOptions& options() const { return options_; }
-  int output_height() const { return output_height_; }
-  int output_width() const { return output_width_; }
-  size_t output_bytes() const { return static_cast<size_t>(output_height_) * output_width_ * 3; }
+  // The view groups, in spec order; one group of one view unless the spec
+  // names several.
+  const std::vector<ViewGroupShape>& view_groups() const { return shapes_; }
+  bool multi_view() const { return shapes_.size() > 1 || shapes_.front().count > 1; }
+  // The (first group's) view's size.
+  int output_height() const { return shapes_.front().height; }
+  int output_width() const { return shapes_.front().width; }
+  // Bytes of every view of one sample.
+  size_t output_bytes() const;
   // The spec in canonical form, every parameter written out.
   std::string CanonicalSpec() const;
   // How Run() decodes `encoded` (for reports), e.g. "libjpeg-turbo: region at
@@ -210,13 +250,22 @@ class Pipeline {
                                 cv::Mat& image, std::string* warning, cv::Mat* mask,
                                 MovingBoxes* boxes) const;
 
+  // RunViews' work for a multi-view pipeline: the shared decode, then each
+  // view.
+  absl::Status RunMultiView(absl::string_view encoded, const SampleKey& key,
+                            const std::vector<uint8_t*>& group_outputs, PipelineTimings* timings,
+                            const std::atomic<bool>* abandoned) const;
+
+  // One group's operations (pipeline.cc).
+  struct ViewGroup;
+
   PipelineOptions options_;
   // decode(exact): libjpeg's accurate IDCT and fancy upsampling, as PIL
   // decodes; decode(fast) (default): its fast IDCT and merged upsampler.
+  // A multi-view pipeline decodes exactly when any group asks to.
   bool exact_decode_ = false;
-  std::vector<std::unique_ptr<Transform>> transforms_;
-  int output_height_ = 0;
-  int output_width_ = 0;
+  std::vector<ViewGroup> groups_;
+  std::vector<ViewGroupShape> shapes_;
 };
 
 // Pipelines run one sample per thread, many threads at once (a data

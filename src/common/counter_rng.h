@@ -23,6 +23,10 @@ enum RngStream : uint32_t {
   kStreamAugment = 2,
   kStreamReplacement = 3,
   kStreamSampleDataset = 4,
+  // View v of a multi-view pipeline draws from stream kStreamViewAugment + v
+  // (a single-view pipeline from kStreamAugment), so every view of a sample
+  // is distinct and each is the same on any server.
+  kStreamViewAugment = 0x10000,
 };
 
 class CounterRng {
