@@ -104,8 +104,10 @@ TEST(ViewPipelineTest, ViewsAreDistinctReproducibleAndKeyedBySample) {
   std::vector<uint8_t> globals(pipeline->view_groups()[0].bytes());
   std::vector<uint8_t> locals(pipeline->view_groups()[1].bytes());
   ASSERT_TRUE(pipeline->RunViews(jpeg, {5, 1, 9}, {globals.data(), locals.data()}).ok());
-  EXPECT_TRUE(std::equal(globals.begin(), globals.begin() + 64 * 64 * 3, views[0].begin()));
-  EXPECT_TRUE(std::equal(locals.end() - 32 * 32 * 3, locals.end(), views[9].begin()));
+  const auto global_bytes = static_cast<std::ptrdiff_t>(views[0].size());
+  const auto local_bytes = static_cast<std::ptrdiff_t>(views[9].size());
+  EXPECT_TRUE(std::equal(globals.begin(), globals.begin() + global_bytes, views[0].begin()));
+  EXPECT_TRUE(std::equal(locals.end() - local_bytes, locals.end(), views[9].begin()));
 }
 
 TEST(ViewPipelineTest, ADecodeSharedByTheViewsGivesWhatEachViewAloneGives) {
