@@ -17,10 +17,13 @@
 
 namespace heterodl {
 
-// One batch: its fields (the servers' DatasetInfo.fields), always images
-// uint8 [size, height, width, channels] (NHWC, RGB) first; a segmentation
+// One batch: its fields (the servers' DatasetInfo.fields), images uint8
+// [size, height, width, channels] (NHWC, RGB) first; a segmentation
 // dataset's also masks [size, height, width] of class ids (uint8, or int32
-// for 16-bit masks). Fields are views into one payload, no copies:
+// for 16-bit masks). A multi-view pipeline's batch holds, instead of images,
+// one field per group of views: views_0, views_1, ... uint8 [size, count,
+// H, W, 3] (`height` and `width` are the first group's; images() is not
+// meaningful). Fields are views into one payload, no copies:
 //
 //   ASSIGN_OR_RETURN(absl::Span<const int32_t> masks, batch.View<int32_t>("masks"));
 struct Batch {

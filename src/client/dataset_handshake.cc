@@ -222,6 +222,19 @@ bool IsMasksFieldOf(const v1::FieldSpec& masks, const v1::FieldSpec& images) {
          masks.shape(1) == images.shape(1);
 }
 
+// A multi-view batch's fields: views_0, views_1, ..., each uint8 [count, H,
+// W, 3], and nothing else.
+bool AreViewFields(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
+  for (int g = 0; g < fields.size(); ++g) {
+    const v1::FieldSpec& field = fields[g];
+    if (field.name() != absl::StrCat("views_", g) || field.ragged() ||
+        field.dtype() != v1::DTYPE_UINT8 || field.shape_size() != 4 || field.shape(3) != 3) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> FirstServers(ServerDiscovery& discovery,
@@ -270,9 +283,10 @@ absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
         absl::StrCat("the data servers' batches: ", checked.message()));
   }
   const bool known =
-      IsImagesField(fields[0]) &&
-      (fields.size() == 1 || (fields.size() == 2 && IsMasksFieldOf(fields[1], fields[0])) ||
-       AreObjectFields(fields));
+      (IsImagesField(fields[0]) &&
+       (fields.size() == 1 || (fields.size() == 2 && IsMasksFieldOf(fields[1], fields[0])) ||
+        AreObjectFields(fields))) ||
+      AreViewFields(fields);
   if (!known) {
     std::vector<std::string> names;
     for (const v1::FieldSpec& field : fields) {
@@ -280,8 +294,9 @@ absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
     }
     return absl::UnimplementedError(absl::StrCat(
         "the data servers' batches hold the fields ", absl::StrJoin(names, ", "),
-        "; this loader takes images alone, images and masks, or images and objects (boxes, "
-        "box_labels, iscrowd) (a newer heterodl knows more)"));
+        "; this loader takes images alone, images and masks, images and objects (boxes, "
+        "box_labels, iscrowd), or groups of views (views_0, views_1, ...) (a newer heterodl "
+        "knows more)"));
   }
   return fields;
 }

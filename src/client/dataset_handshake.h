@@ -41,7 +41,8 @@ absl::StatusOr<v1::DatasetInfo> AgreeOnDataset(const std::vector<const ServerCon
 // The fields of the servers' batches (DatasetInfo.fields), checked
 // (FAILED_PRECONDITION saying why not). A server from before the batch
 // contract declares none: its batches are images alone. The loader hands out
-// images alone, or images and their masks (Batch): UNIMPLEMENTED naming the
+// images alone, images and their masks, images and their objects, or the
+// groups of views of a multi-view pipeline (Batch): UNIMPLEMENTED naming the
 // fields of a pipeline that makes others.
 absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
     const v1::DatasetInfo& info);

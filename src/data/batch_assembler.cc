@@ -82,8 +82,8 @@ absl::StatusOr<cv::Mat> BatchAssembler::ReadMask(int64_t index, StageSeconds* se
 }
 
 absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t index,
-                                        uint8_t* image, uint8_t* mask, StageSeconds* seconds,
-                                        SlotResult* slot) const {
+                                        const std::vector<uint8_t*>& views, uint8_t* mask,
+                                        StageSeconds* seconds, SlotResult* slot) const {
   bool* warned = &slot->decoded_with_warning;
   if (request.abandoned != nullptr && request.abandoned->load(std::memory_order_relaxed)) {
     return absl::CancelledError("abandoned: no stream wants this sample any more");
@@ -120,10 +120,12 @@ absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t
   }
   if (status.ok()) {
     PipelineTimings timings;
-    status = pipeline_.Run(*bytes, {request.seed, request.epoch, static_cast<uint64_t>(index)},
-                           image, &timings, request.abandoned,
-                           mask_ids_ != MaskIds::kNone ? &segmentation : nullptr,
-                           sample.detection ? &boxes : nullptr);
+    const SampleKey key{request.seed, request.epoch, static_cast<uint64_t>(index)};
+    status = pipeline_.multi_view()
+                 ? pipeline_.RunViews(*bytes, key, views, &timings, request.abandoned)
+                 : pipeline_.Run(*bytes, key, views.front(), &timings, request.abandoned,
+                                 mask_ids_ != MaskIds::kNone ? &segmentation : nullptr,
+                                 sample.detection ? &boxes : nullptr);
     if (absl::IsCancelled(status)) {
       return status;  // not the sample's fault: neither logged nor counted
     }
@@ -176,13 +178,19 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
                                         StageSeconds* seconds) const {
   const int64_t index = request.indices[slot];
   uint8_t* image = destination.images + slot * image_bytes();
+  // Where each group of the sample's views goes (one group: its image).
+  std::vector<uint8_t*> views = {image};
+  const std::vector<ViewGroupShape>& groups = pipeline_.view_groups();
+  for (size_t g = 1; g < groups.size(); ++g) {
+    views.push_back(destination.more_views[g - 1] + slot * groups[g].bytes());
+  }
   uint8_t* mask = mask_ids_ == MaskIds::kNone ? nullptr : destination.masks + slot * mask_bytes();
   SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk};
   if (dataset_.synthetic()) {
     std::memset(image, kSyntheticPixel, image_bytes());
     return result;
   }
-  const absl::Status loaded = LoadSample(request, index, image, mask, seconds, &result);
+  const absl::Status loaded = LoadSample(request, index, views, mask, seconds, &result);
   if (loaded.ok()) {
     return result;
   }
@@ -197,7 +205,7 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     if (candidate == index) {
       continue;
     }
-    const absl::Status replaced = LoadSample(request, candidate, image, mask, seconds, &result);
+    const absl::Status replaced = LoadSample(request, candidate, views, mask, seconds, &result);
     if (absl::IsCancelled(replaced)) {
       result.outcome = SampleOutcome::kAbandoned;
       return result;
@@ -209,6 +217,9 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     }
   }
   std::memset(image, 0, image_bytes());
+  for (size_t g = 1; g < groups.size(); ++g) {
+    std::memset(views[g], 0, groups[g].bytes());
+  }
   // A loss ignores the zero image's pixels rather than learning them as a
   // class.
   const int ignore = pipeline_.options().mask_ignore_index;

@@ -82,6 +82,9 @@ MaskIds MaskIdsOf(const Dataset& dataset, int64_t max_pixels);
 struct BatchDestination {
   uint8_t* images = nullptr;  // samples x image_bytes()
   uint8_t* masks = nullptr;   // samples x mask_bytes(); with masks only
+  // A multi-view pipeline's groups after the first (whose views go to
+  // `images`): samples x view_groups()[g].bytes() each.
+  std::vector<uint8_t*> more_views;
 };
 
 class BatchAssembler {
@@ -93,10 +96,11 @@ class BatchAssembler {
   BatchAssembler(const Dataset& dataset, const Pipeline& pipeline, MaskIds mask_ids);
 
   // Bytes of one sample's image, and of its mask (0 without masks).
-  size_t image_bytes() const { return pipeline_.output_bytes(); }
+  // A multi-view pipeline's image bytes are its first group's views.
+  size_t image_bytes() const { return pipeline_.view_groups().front().bytes(); }
   size_t mask_bytes() const;
   // Of all its fields together.
-  size_t sample_bytes() const { return image_bytes() + mask_bytes(); }
+  size_t sample_bytes() const { return pipeline_.output_bytes() + mask_bytes(); }
   MaskIds mask_ids() const { return mask_ids_; }
   // Whether slots carry their images' boxes (a detection dataset).
   bool has_boxes() const { return dataset_.has_boxes(); }
@@ -131,8 +135,9 @@ class BatchAssembler {
   // first failure or warning of each sample.
   // With a detection dataset, the sample's boxes go through the pipeline
   // into `slot`'s boxes, labels and crowd flags.
-  absl::Status LoadSample(const BatchRequestSpec& request, int64_t index, uint8_t* image,
-                          uint8_t* mask, StageSeconds* seconds, SlotResult* slot) const
+  absl::Status LoadSample(const BatchRequestSpec& request, int64_t index,
+                          const std::vector<uint8_t*>& views, uint8_t* mask, StageSeconds* seconds,
+                          SlotResult* slot) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Sample `index`'s mask, decoded, for Pipeline::Run to move into `out`.
   absl::StatusOr<cv::Mat> ReadMask(int64_t index, StageSeconds* seconds) const;

@@ -96,10 +96,36 @@ absl::Status CheckPipelineCost(const Pipeline& pipeline, double limit) {
       kCostReferenceHeight, cost.costliest_pixel_operations / 1e6));
 }
 
+absl::Status CheckViewsFit(const Pipeline& pipeline, const Dataset& dataset) {
+  if (!pipeline.multi_view()) {
+    return absl::OkStatus();
+  }
+  if (dataset.has_masks() || dataset.has_boxes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a pipeline of several views takes images (and labels) alone, but this server's dataset '",
+        dataset.source(), "' has ", dataset.has_masks() ? "segmentation masks" : "boxes"));
+  }
+  if (dataset.synthetic()) {
+    return absl::InvalidArgumentError(
+        "a pipeline of several views needs images to decode; this server's dataset is synthetic");
+  }
+  return absl::OkStatus();
+}
+
 google::protobuf::RepeatedPtrField<v1::FieldSpec> FieldsOf(const BatchAssembler& assembler) {
   const auto height = static_cast<uint32_t>(assembler.pipeline().output_height());
   const auto width = static_cast<uint32_t>(assembler.pipeline().output_width());
   google::protobuf::RepeatedPtrField<v1::FieldSpec> fields;
+  if (assembler.pipeline().multi_view()) {
+    // One field per group of views (views_0, views_1, ...); images alone.
+    const std::vector<ViewGroupShape>& groups = assembler.pipeline().view_groups();
+    for (size_t g = 0; g < groups.size(); ++g) {
+      *fields.Add() = ViewsField(static_cast<uint32_t>(g), static_cast<uint32_t>(groups[g].count),
+                                 static_cast<uint32_t>(groups[g].height),
+                                 static_cast<uint32_t>(groups[g].width));
+    }
+    return fields;
+  }
   *fields.Add() = ImagesField(height, width);
   switch (assembler.mask_ids()) {
     case MaskIds::kUint8:
@@ -188,6 +214,7 @@ absl::StatusOr<std::shared_ptr<const BatchAssembler>> BatchService::AssemblerFor
   if (compiled == nullptr) {
     // Outside the lock: a long spec takes a while to parse.
     ASSIGN_OR_RETURN(Pipeline parsed, Pipeline::Parse(pipeline, pipeline_options_));
+    RETURN_IF_ERROR(CheckViewsFit(parsed, dataset_));
     if (absl::Status within = CheckPipelineCost(parsed, limits_.max_sample_pixel_operations);
         !within.ok()) {
       pipelines_refused_costly_.fetch_add(1, std::memory_order_relaxed);
@@ -413,6 +440,11 @@ absl::Status BatchService::Prepare(BatchJob& job) {
   job.destination.images = payload + layout.fields[0].offset;
   if (assembler.mask_ids() != MaskIds::kNone) {
     job.destination.masks = payload + layout.fields[1].offset;
+  }
+  if (assembler.pipeline().multi_view()) {
+    for (size_t g = 1; g < assembler.pipeline().view_groups().size(); ++g) {
+      job.destination.more_views.push_back(payload + layout.fields[static_cast<int>(g)].offset);
+    }
   }
   // The gaps that align fields would carry a pooled buffer's earlier bytes
   // (another client's pixels): zeros instead.

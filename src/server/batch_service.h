@@ -86,6 +86,10 @@ struct StreamPlan {
 // The fields of `assembler`'s batches, as DatasetInfo.fields declares them.
 google::protobuf::RepeatedPtrField<v1::FieldSpec> FieldsOf(const BatchAssembler& assembler);
 
+// INVALID_ARGUMENT when `pipeline` makes several views of a sample and
+// `dataset` is not one of images and labels alone (masks, boxes, synthetic).
+absl::Status CheckViewsFit(const Pipeline& pipeline, const Dataset& dataset);
+
 // A built batch: the message fields, and its payload, every field's bytes
 // (sent without a copy, see src/wire/batch_codec.h).
 struct BuiltBatch {

@@ -169,6 +169,17 @@ v1::FieldSpec ImagesField(uint32_t height, uint32_t width) {
   return field;
 }
 
+v1::FieldSpec ViewsField(uint32_t group, uint32_t count, uint32_t height, uint32_t width) {
+  v1::FieldSpec field;
+  field.set_name(absl::StrCat("views_", group));
+  field.set_dtype(v1::DTYPE_UINT8);
+  field.add_shape(count);
+  field.add_shape(height);
+  field.add_shape(width);
+  field.add_shape(3);
+  return field;
+}
+
 v1::FieldSpec MasksField(uint32_t height, uint32_t width, v1::DType dtype) {
   v1::FieldSpec field;
   field.set_name("masks");

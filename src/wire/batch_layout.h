@@ -72,6 +72,9 @@ absl::StatusOr<BatchLayout> LayOutBatch(
 // The one field of a classification pipeline's batches: images uint8
 // [height, width, 3].
 v1::FieldSpec ImagesField(uint32_t height, uint32_t width);
+// Group `group` of a multi-view pipeline's views: views_<group> uint8
+// [count, height, width, 3].
+v1::FieldSpec ViewsField(uint32_t group, uint32_t count, uint32_t height, uint32_t width);
 // A segmentation pipeline's second field: masks of class ids, `dtype`
 // (uint8 or int32) [height, width].
 v1::FieldSpec MasksField(uint32_t height, uint32_t width, v1::DType dtype);

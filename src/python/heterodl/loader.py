@@ -74,6 +74,22 @@ def _string(name: str, value) -> str:
     return value
 
 
+def _views_spec(views) -> str:
+    """[(2, A), (8, B)] as the servers' spec of view groups: "2*A;8*B"."""
+    if isinstance(views, (str, bytes)) or not isinstance(views, Sequence) or not views:
+        raise TypeError("views must be a non-empty list of (count, pipeline) pairs")
+    groups = []
+    for group in views:
+        if not isinstance(group, (tuple, list)) or len(group) != 2:
+            raise TypeError(f"views: {group!r} is not a (count, pipeline) pair")
+        count = _integer("views count", group[0], 1, 64)
+        spec = _string("views pipeline", group[1])
+        if ";" in spec or "*" in spec:
+            raise ValueError(f"views: pipeline {spec!r} holds ';' or '*'")
+        groups.append(f"{count}*{spec}")
+    return ";".join(groups)
+
+
 def shutdown_servers(servers: Union[str, Sequence[str]], reason: str = "training finished",
                      timeout: float = 10.0, auth_token: Optional[str] = None,
                      tls_ca: str = "", tls_cert: str = "", tls_key: str = "",
@@ -106,6 +122,10 @@ class Batch:
     `targets` is the per-sample list torchvision's detection models take,
     [{"boxes": float32 [n, 4], "labels": int64 [n], "iscrowd": uint8 [n]}],
     views of the same memory.
+
+    A loader made with `views` (several views of each image) gets `views`:
+    one uint8 array [B, count, H, W, 3] per group, in the order given (the
+    fields "views_0", "views_1", ...); `images` is None.
 
     A batch unpacks as (images, labels), like a DataLoader's batch of an
     ImageFolder: `for images, labels in loader:`; a segmentation batch as
@@ -146,7 +166,17 @@ class Batch:
             start = end
         return targets
 
+    @property
+    def views(self) -> Optional[List[Any]]:
+        """A multi-view batch's groups of views; None for other batches."""
+        if "views_0" not in self.fields:
+            return None
+        return [self.fields[f"views_{g}"] for g in range(len(self.fields))
+                if f"views_{g}" in self.fields]
+
     def __iter__(self) -> Iterator[Any]:
+        if "views_0" in self.fields:
+            return iter((self.views, self.labels))
         if "masks" in self.fields:
             return iter((self.images, self.fields["masks"]))
         if "boxes" in self.fields:
@@ -285,8 +315,9 @@ class _EpochIterator:
         images, labels, indices, failed, epoch, index, warned, others, lengths = received
         if guard is not None:
             guard.delivered((images, labels, indices, others))
-        imported = self._import(images)
-        fields = {"images": imported}
+        # A multi-view batch has no images field: its views are the fields.
+        imported = None if "views_0" in others else self._import(images)
+        fields = {} if imported is None else {"images": imported}
         fields.update((name, self._import(array)) for name, array in others.items())
         return Batch(imported, self._import(labels), self._import(indices), failed, epoch, index,
                      warned, fields, lengths)
@@ -377,6 +408,14 @@ class RemoteDataLoader:
         pipeline: the augmentation pipeline the servers run, e.g.
             "random_resized_crop(224)|hflip(0.5)"; "" is the servers'
             default. One the servers cannot parse is a ValueError here.
+        views: several views of each image instead of one image, as
+            multi-crop self-supervised recipes take them: a list of
+            (count, pipeline), e.g. [(2, "random_resized_crop(224,
+            scale=0.4:1)|hflip(0.5)"), (8, "random_resized_crop(96,
+            scale=0.05:0.4)|hflip(0.5)")]. Each image is decoded once for
+            all its views; every view draws its own randomness. Batches
+            then have `views`, one uint8 [B, count, H, W, 3] per group
+            (docs/pipeline.md, "Views"). Not with `pipeline`.
         rank: this rank, in [0, world_size). Default: torch.distributed's
             rank when it is initialized, else $RANK (torchrun) or
             $SLURM_PROCID, else 0.
@@ -452,7 +491,8 @@ class RemoteDataLoader:
                  pin_memory: Optional[bool] = None, format: Optional[str] = None,
                  tls_ca: str = "", tls_cert: str = "", tls_key: str = "",
                  tls_server_name: str = "", pixel_channel: bool = True,
-                 servers_file: str = "", servers_dns: str = ""):
+                 servers_file: str = "", servers_dns: str = "",
+                 views: Optional[Sequence[Tuple[int, str]]] = None):
         servers_file = os.fspath(servers_file)
         servers_file = _string("servers_file", servers_file)
         servers_dns = _string("servers_dns", servers_dns)
@@ -466,6 +506,10 @@ class RemoteDataLoader:
         world_size = _integer("world_size", world_size, 1, 1 << 20)
         rank = _integer("rank", rank, 0, world_size - 1)
         pipeline = _string("pipeline", pipeline)
+        if views is not None:
+            if pipeline:
+                raise ValueError("give pipeline or views, not both")
+            pipeline = _views_spec(views)
         if auth_token is not None and not isinstance(auth_token, str):
             raise TypeError("auth_token must be a str or None")
         format = _default_format() if format is None else _string("format", format)
