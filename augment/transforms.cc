@@ -538,7 +538,12 @@ class GaussianBlur final : public Transform {
       return;
     }
     const double sigma = rng.Uniform(sigma_.low, sigma_.high);
-    cv::GaussianBlur(image, image, {kernel_size_, kernel_size_}, sigma, sigma,
+    // Taps beyond 4 sigma weigh less than 3e-4 of the centre's and together
+    // under 1e-4: on 8-bit pixels they change nothing torchvision's kernel
+    // of kernel_size would not round away, and skipping them makes DINO's
+    // blur (23 taps at sigma 0.1 to 2) about twice as fast.
+    const int radius = std::min(kernel_size_ / 2, static_cast<int>(std::ceil(4 * sigma)));
+    cv::GaussianBlur(image, image, {2 * radius + 1, 2 * radius + 1}, sigma, sigma,
                      cv::BORDER_REFLECT_101);
   }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "augment/decode.h"
 #include "augment/image_format.h"
@@ -202,6 +203,12 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
     absl::StrAppendFormat(&text, "\n  %-34s %8.0f images/s per core   heterodl is %.2fx\n",
                           "OpenCV imdecode + same crop (all)",
                           report.opencv_images_per_sec_per_core(), report.ratio_vs_opencv());
+  }
+  if (report.separate_views_images_per_sec_per_core() > 0) {
+    absl::StrAppendFormat(
+        &text, "\n  %-34s %8.0f images/s per core   decoding once costs %.2fx per image\n",
+        absl::StrCat("the ", report.views(), " views as separate pipelines"),
+        report.separate_views_images_per_sec_per_core(), report.views_cost_vs_separate());
   }
   if (report.png_row_inflate_images_per_sec_per_core() > 0) {
     absl::StrAppendFormat(&text, "  %-34s %8.0f images/s per core   heterodl is %.2fx\n",
@@ -470,6 +477,33 @@ void AddFormatRow(const FileGroup& group, const GroupRates& rates, const Pipelin
   }
 }
 
+// A multi-view pipeline's groups as single-view pipelines, with their view
+// counts: what running every view on its own (decoding each time) takes.
+absl::StatusOr<std::vector<std::pair<int, Pipeline>>> SeparateViewPipelines(
+    const Pipeline& pipeline) {
+  std::vector<std::pair<int, Pipeline>> separate;
+  const std::vector<std::string> groups = absl::StrSplit(pipeline.CanonicalSpec(), ';');
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const absl::string_view spec = groups[g];
+    ASSIGN_OR_RETURN(Pipeline single, Pipeline::Parse(spec.substr(spec.find('*') + 1)));
+    separate.emplace_back(pipeline.view_groups()[g].count, std::move(single));
+  }
+  return separate;
+}
+
+// Images per second when every view of an image runs as its own pipeline:
+// one image costs the sum of its views' times.
+double SeparateViewsRate(const std::vector<std::pair<int, Pipeline>>& separate,
+                         const std::vector<EncodedSample>& files, double seconds) {
+  double seconds_per_image = 0;
+  for (const auto& [count, single] : separate) {
+    const double rate =
+        MeasureRate(files, PipelineWorker(single), single.output_bytes(), 1, seconds);
+    seconds_per_image += count / rate;
+  }
+  return 1 / seconds_per_image;
+}
+
 // One core each, the contenders alternated over the rounds so that drifts
 // in the machine's speed hit all alike; medians into the report.
 absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::string& spec,
@@ -486,7 +520,11 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   const auto png = std::find_if(files.groups.begin(), files.groups.end(),
                                 [](const FileGroup& group) { return group.kind == "PNG"; });
   std::vector<GroupRates> rates(files.groups.size());
-  std::vector<double> opencv, png_row_inflate;
+  std::vector<double> opencv, png_row_inflate, separate_views;
+  std::vector<std::pair<int, Pipeline>> separate;
+  if (pipeline.multi_view()) {
+    ASSIGN_OR_RETURN(separate, SeparateViewPipelines(pipeline));
+  }
   std::vector<PeerRun> peer_runs;
   if (options.peer) {
     peer_runs = {{"pil", &GroupRates::pil}, {"tensor", &GroupRates::tensor}};
@@ -526,6 +564,9 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
       png_row_inflate.push_back(
           MeasureRate(png->bytes, PipelineWorker(row_inflate), out_bytes, 1, options.seconds));
     }
+    if (!separate.empty()) {
+      separate_views.push_back(SeparateViewsRate(separate, files.all().bytes, options.seconds));
+    }
   }
   for (size_t g = 0; g < files.groups.size(); ++g) {
     AddFormatRow(files.groups[g], rates[g], pipeline, report);
@@ -542,6 +583,10 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   if (!opencv.empty()) {
     report.set_opencv_images_per_sec_per_core(Median(opencv));
     report.set_ratio_vs_opencv(all.heterodl_images_per_sec() / Median(opencv));
+  }
+  if (!separate_views.empty()) {
+    report.set_separate_views_images_per_sec_per_core(Median(separate_views));
+    report.set_views_cost_vs_separate(Median(separate_views) / all.heterodl_images_per_sec());
   }
   if (png != files.groups.end()) {
     report.set_png_row_inflate_images_per_sec_per_core(Median(png_row_inflate));
@@ -594,6 +639,11 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
   report.set_mean_width(files.all().mean_width);
   report.set_mean_height(files.all().mean_height);
   report.set_pipeline(pipeline.CanonicalSpec());
+  int views = 0;
+  for (const ViewGroupShape& group : pipeline.view_groups()) {
+    views += group.count;
+  }
+  report.set_views(static_cast<uint32_t>(views));
   report.set_seconds_per_run(options.seconds);
   report.set_rounds(options.rounds);
   const absl::Status measured = MeasureOneCore(options, spec, pipeline, files, report);

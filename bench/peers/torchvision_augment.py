@@ -32,11 +32,12 @@ import argparse
 import io
 import json
 import os
+import random
 import re
 import time
 
 import torch
-from PIL import Image
+from PIL import Image, ImageFilter
 from torchvision import transforms as transforms_v1
 from torchvision import tv_tensors
 from torchvision.io import ImageReadMode, decode_image
@@ -56,8 +57,25 @@ def parse_size(text):
     return int(text)
 
 
-def build(spec, transforms):
-    """The heterodl pipeline spec as torchvision `transforms` (v1 or v2)."""
+class PilGaussianBlur:
+    """DINO's utils.GaussianBlur: PIL's own blur of a radius (sigma) uniform
+    in `sigma`, with probability p. DINO's repository blurs this way rather
+    than with torchvision's GaussianBlur, whose 23 x 23 convolution of a PIL
+    image (made a float tensor) is many times slower."""
+
+    def __init__(self, sigma, p):
+        self.sigma = sigma if isinstance(sigma, tuple) else (sigma, sigma)
+        self.p = p
+
+    def __call__(self, image):
+        if random.random() > self.p:
+            return image
+        return image.filter(ImageFilter.GaussianBlur(radius=random.uniform(*self.sigma)))
+
+
+def build(spec, transforms, pil_blur=False):
+    """The heterodl pipeline spec as torchvision `transforms` (v1 or v2);
+    with `pil_blur`, gaussian_blur as DINO's repository writes it for PIL."""
     ops = []
     for op in spec.split("|"):
         match = re.fullmatch(r"\s*(\w+)\s*\((.*)\)\s*", op)
@@ -113,6 +131,10 @@ def build(spec, transforms):
                                                         else named.get("p", 0.1))))
         elif name == "gaussian_blur":
             sigma = arg(1, "sigma", "0.1:2")
+            if pil_blur:
+                ops.append(PilGaussianBlur(parse_range(sigma) if ":" in sigma else float(sigma),
+                                           float(arg(2, "p", 1))))
+                continue
             blur = transforms.GaussianBlur(int(positional[0]),
                                            parse_range(sigma) if ":" in sigma else float(sigma))
             p = float(arg(2, "p", 1))
@@ -165,9 +187,62 @@ def build(spec, transforms):
     return ops
 
 
+def view_groups(spec):
+    """heterodl's "2*A;8*B" as [(2, "A"), (8, "B")]."""
+    groups = []
+    for part in spec.split(";"):
+        count, _, group_spec = part.partition("*") if "*" in part.split("(")[0] else ("1", "", part)
+        groups.append((int(count), group_spec))
+    return groups
+
+
+def make_single_runner(spec, decoder):
+    """One image's encoded bytes to a uint8 CHW tensor, as the peer does it."""
+    if decoder == "pil":
+        ops = build(spec, transforms_v1)
+        # v1's RandomErasing takes tensors: the image becomes one before the
+        # first erasing, as DeiT's recipe erases after ToTensor.
+        erasing = [i for i, op in enumerate(ops) if isinstance(op, transforms_v1.RandomErasing)]
+        ops.insert(erasing[0] if erasing else len(ops), transforms_v1.PILToTensor())
+        pipeline = transforms_v1.Compose(ops)
+        return lambda blob: pipeline(Image.open(io.BytesIO(blob)).convert("RGB"))
+    pipeline = transforms_v2.Compose(build(spec, transforms_v2))
+    return lambda blob: pipeline(decode_image(torch.frombuffer(blob, dtype=torch.uint8),
+                                              mode=ImageReadMode.RGB))
+
+
+def make_views_runner(spec, decoder):
+    """Every view of one image, as DINO's DataAugmentationDINO makes them:
+    the image decoded once (PIL, or decode_image), each view its group's
+    transforms applied to it; the PIL peer blurs with PIL's own filter, as
+    DINO's repository does, the tensor peer with transforms.v2."""
+    groups = view_groups(spec)
+    if decoder == "pil":
+        pipelines = [(count, transforms_v1.Compose(build(group_spec, transforms_v1, pil_blur=True)
+                                                   + [transforms_v1.PILToTensor()]))
+                     for count, group_spec in groups]
+
+        def decode(blob):
+            return Image.open(io.BytesIO(blob)).convert("RGB")
+    else:
+        pipelines = [(count, transforms_v2.Compose(build(group_spec, transforms_v2)))
+                     for count, group_spec in groups]
+
+        def decode(blob):
+            return decode_image(torch.frombuffer(blob, dtype=torch.uint8), mode=ImageReadMode.RGB)
+
+    def run(blob):
+        image = decode(blob)
+        return [pipeline(image) for count, pipeline in pipelines for _ in range(count)]
+    return run
+
+
 def make_runner(spec, decoder, masks=False, boxes=False):
     """One image (with `masks`, an (image, mask) pair), encoded bytes to a
-    uint8 CHW tensor (and its mask), as the peer does it."""
+    uint8 CHW tensor (and its mask), as the peer does it; a spec of several
+    views ("2*A;8*B") makes a list of them."""
+    if ";" in spec or "*" in spec.split("(")[0]:
+        return make_views_runner(spec, decoder)
     if boxes:
         pipeline = transforms_v2.Compose(build(spec, transforms_v2)
                                          + [transforms_v2.SanitizeBoundingBoxes(
@@ -207,17 +282,7 @@ def make_runner(spec, decoder, masks=False, boxes=False):
                                                 mode=ImageReadMode.UNCHANGED))
             return pipeline(image, mask)
         return run_tensor
-    if decoder == "pil":
-        ops = build(spec, transforms_v1)
-        # v1's RandomErasing takes tensors: the image becomes one before the
-        # first erasing, as DeiT's recipe erases after ToTensor.
-        erasing = [i for i, op in enumerate(ops) if isinstance(op, transforms_v1.RandomErasing)]
-        ops.insert(erasing[0] if erasing else len(ops), transforms_v1.PILToTensor())
-        pipeline = transforms_v1.Compose(ops)
-        return lambda blob: pipeline(Image.open(io.BytesIO(blob)).convert("RGB"))
-    pipeline = transforms_v2.Compose(build(spec, transforms_v2))
-    return lambda blob: pipeline(decode_image(torch.frombuffer(blob, dtype=torch.uint8),
-                                              mode=ImageReadMode.RGB))
+    return make_single_runner(spec, decoder)
 
 
 def measure(run, blobs, seconds):

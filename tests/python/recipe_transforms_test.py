@@ -124,6 +124,13 @@ class RecipeTransformsTest(unittest.TestCase):
             self.assert_forced(f"adjust_sharpness({factor},p=1)",
                                lambda x, f=factor: F.adjust_sharpness(x, f), 1)
 
+    def test_a_forced_gaussian_blur_is_torchvision_s_within_one(self):
+        # heterodl's kernel stops at 4 sigma (what lies beyond rounds away
+        # on 8-bit pixels); torchvision's spans kernel_size.
+        for sigma in (0.1, 0.7, 2.0, 5.0):
+            self.assert_forced(f"gaussian_blur(23,sigma={sigma}:{sigma},p=1)",
+                               lambda x, s=sigma: F.gaussian_blur(x, [23, 23], [s, s]), 1)
+
     def test_a_probability_of_zero_leaves_the_image_alone(self):
         for operation in ("solarize(0,p=0)", "equalize(p=0)", "color_jitter(0.4,0.4,0.4,0.1,p=0)",
                           "gaussian_blur(5,p=0)", "random_erasing(p=0)"):
