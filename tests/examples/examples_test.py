@@ -131,6 +131,55 @@ class ExamplesTest(unittest.TestCase):
             server.kill()
             server.wait()
 
+    def test_the_dino_script_pretrains_on_multi_crop_views(self):
+        python = install_built_wheel(SOURCE_DIR, "examples")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        script = os.path.join(EXAMPLES, "pytorch", "train_dino.py")
+        server, address = start_server(HETERODL, self.dataset, os.path.join(self.tmp, "port-dino"))
+        try:
+            common = ["--servers", address, "--batch-size", "4", "--global-size", "64",
+                      "--local-size", "32", "--local-crops", "4", "--patch-size", "8",
+                      "--out-dim", "256"]
+            result = subprocess.run([python, script, *common, "--steps", "3", "--keep-servers"],
+                                    env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            # The student sees 2 global and 4 local views of each of 4 images.
+            self.assertIn("step 3 loss", result.stdout)
+            self.assertIn("views (8, 3, 64, 64) + (16, 3, 32, 32)", result.stdout)
+            # Data-parallel; at the end rank 0 shuts the server down.
+            result = subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node",
+                                     "2", "--master-port", str(free_port()), script, *common,
+                                     "--steps", "2"],
+                                    env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertIn("step 2 loss", result.stdout)
+            self.assertEqual(server.wait(timeout=30), 0)
+        finally:
+            server.kill()
+            server.wait()
+
+    def test_the_deit_script_mixes_batches_on_the_device(self):
+        python = install_built_wheel(SOURCE_DIR, "examples")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        script = os.path.join(EXAMPLES, "pytorch", "train_deit.py")
+        server, address = start_server(HETERODL, self.dataset, os.path.join(self.tmp, "port-deit"))
+        try:
+            result = subprocess.run([python, script, "--servers", address, "--batch-size", "8",
+                                     "--image-size", "64", "--patch-size", "8", "--steps", "3"],
+                                    env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertIn("step 3 loss", result.stdout)
+            # MixUp / CutMix made soft targets: some batch's every sample
+            # is a mix, its largest target share under 1.
+            shares = [float(s) for s in re.findall(r"mixed targets: largest ([0-9.]+)",
+                                                   result.stdout)]
+            self.assertEqual(len(shares), 3, result.stdout)
+            self.assertLess(min(shares), 0.99)
+            self.assertEqual(server.wait(timeout=30), 0)
+        finally:
+            server.kill()
+            server.wait()
+
     def test_the_detection_script_trains_on_boxes(self):
         python = install_built_wheel(SOURCE_DIR, "examples")
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
