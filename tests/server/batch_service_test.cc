@@ -10,7 +10,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "augment/pipeline.h"
 #include "gtest/gtest.h"
+#include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"
 #include "src/wire/batch_layout.h"
 #include "src/wire/plan_config.h"
@@ -213,6 +215,61 @@ TEST_F(BatchServiceTest, ABatchHoldsThePlansSamplesAndIsTheSameWhoeverBuildsIt) 
   EXPECT_EQ(stats.samples_sent(), 11u);
   EXPECT_EQ(stats.worker_threads(), 3u);
   EXPECT_GT(stats.decode_seconds(), 0);
+}
+
+TEST_F(BatchServiceTest, AMultiViewPipelineMakesAFieldPerGroupTheSameOnAnyServer) {
+  constexpr char kViews[] =
+      "2*random_resized_crop(24,scale=0.4:1)|hflip(0.5);3*random_resized_crop(12x16)|solarize(99)";
+  std::unique_ptr<BatchService> one_thread = MakeService(1);
+  std::unique_ptr<BatchService> three_threads = MakeService(3);
+  ASSERT_OK_AND_ASSIGN(const v1::DatasetInfo info, one_thread->Info(kViews));
+  ASSERT_EQ(info.fields_size(), 2);
+  EXPECT_EQ(info.fields(0).name(), "views_0");
+  EXPECT_EQ(std::vector<uint32_t>(info.fields(0).shape().begin(), info.fields(0).shape().end()),
+            (std::vector<uint32_t>{2, 24, 24, 3}));
+  EXPECT_EQ(info.fields(1).name(), "views_1");
+  EXPECT_EQ(std::vector<uint32_t>(info.fields(1).shape().begin(), info.fields(1).shape().end()),
+            (std::vector<uint32_t>{3, 12, 16, 3}));
+  v1::PlanConfig config = Config(*one_thread, 7, 1);
+  config.set_pipeline(kViews);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> a, one_thread->OpenStream(config));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> b, three_threads->OpenStream(config));
+  ASSERT_OK_AND_ASSIGN(const Pipeline reference, Pipeline::Parse(kViews));
+  ASSERT_OK_AND_ASSIGN(const Dataset dataset, Dataset::Open(*folder_));
+  int failed = 0;
+  for (uint32_t index = 0; index < 3; ++index) {
+    ASSERT_OK_AND_ASSIGN(BuiltBatch from_a, Build(*one_thread, a, Id(1, 0, index)));
+    ASSERT_OK_AND_ASSIGN(BuiltBatch from_b, Build(*three_threads, b, Id(1, 0, index)));
+    const v1::Batch& header = from_a.header;
+    ASSERT_OK_AND_ASSIGN(const BatchLayout layout,
+                         LayOutBatch(info.fields(), static_cast<uint32_t>(header.indices_size()),
+                                     header.ragged_lengths(), uint64_t{1} << 30));
+    ASSERT_EQ(from_a.pixels.size, layout.payload_bytes);
+    ASSERT_EQ(from_b.pixels.size, from_a.pixels.size);
+    EXPECT_EQ(std::memcmp(from_a.pixels.data, from_b.pixels.data, from_a.pixels.size), 0);
+    failed += static_cast<int>(header.failed());
+    // Each sample's views are where its fields say, as the pipeline makes
+    // them (a replaced sample's are its replacement's: not compared).
+    for (int slot = 0; slot < header.indices_size(); ++slot) {
+      const int64_t sample = header.indices(slot);
+      if (dataset.sample(static_cast<size_t>(sample)).path.find("broken") != std::string::npos) {
+        continue;
+      }
+      std::vector<uint8_t> globals(reference.view_groups()[0].bytes());
+      std::vector<uint8_t> locals(reference.view_groups()[1].bytes());
+      ASSERT_OK_AND_ASSIGN(const std::string bytes,
+                           dataset.ReadSample(static_cast<size_t>(sample)));
+      ASSERT_OK(reference.RunViews(bytes, {5, 1, static_cast<uint64_t>(sample)},
+                                   {globals.data(), locals.data()}));
+      EXPECT_EQ(std::memcmp(from_a.pixels.data + layout.fields[0].offset + slot * globals.size(),
+                            globals.data(), globals.size()),
+                0);
+      EXPECT_EQ(std::memcmp(from_a.pixels.data + layout.fields[1].offset + slot * locals.size(),
+                            locals.data(), locals.size()),
+                0);
+    }
+  }
+  EXPECT_EQ(failed, 1);  // the file that is no image, replaced with all its views
 }
 
 TEST_F(BatchServiceTest, AFileThatIsNoImageIsReplacedAndCounted) {
