@@ -234,28 +234,42 @@ Affine AffineImage(cv::Mat& image, const AffineParameters& parameters, int fill,
   const float half_height = 0.5f * static_cast<float>(height);
   const float gx[3] = {theta[0] / half_width, theta[1] / half_width, theta[2] / half_width};
   const float gy[3] = {theta[3] / half_height, theta[4] / half_height, theta[5] / half_height};
-  cv::Mat map_x(height, width, CV_32FC1);
-  cv::Mat map_y(height, width, CV_32FC1);
-  for (int row = 0; row < height; ++row) {
-    const float y = static_cast<float>(row) + (1.0f - static_cast<float>(height)) * 0.5f;
-    float* out_x = map_x.ptr<float>(row);
-    float* out_y = map_y.ptr<float>(row);
-    for (int column = 0; column < width; ++column) {
-      const float x = static_cast<float>(column) + (1.0f - static_cast<float>(width)) * 0.5f;
-      const float grid_x = x * gx[0] + y * gx[1] + gx[2];
-      const float grid_y = x * gy[0] + y * gy[1] + gy[2];
-      out_x[column] = ((grid_x + 1) * static_cast<float>(width) - 1) / 2;
-      out_y[column] = ((grid_y + 1) * static_cast<float>(height) - 1) / 2;
+  // In bands of rows, so the maps stay small whatever the image's size.
+  constexpr int kBandRows = 32;
+  cv::Mat warped(image.size(), image.type());
+  cv::Mat moved;
+  if (mask != nullptr) {
+    moved.create(mask->size(), mask->type());
+  }
+  cv::Mat map_x(std::min(kBandRows, height), width, CV_32FC1);
+  cv::Mat map_y(map_x.size(), CV_32FC1);
+  for (int band = 0; band < height; band += kBandRows) {
+    const int rows = std::min(kBandRows, height - band);
+    for (int r = 0; r < rows; ++r) {
+      const float y = static_cast<float>(band + r) + (1.0f - static_cast<float>(height)) * 0.5f;
+      float* out_x = map_x.ptr<float>(r);
+      float* out_y = map_y.ptr<float>(r);
+      for (int column = 0; column < width; ++column) {
+        const float x = static_cast<float>(column) + (1.0f - static_cast<float>(width)) * 0.5f;
+        const float grid_x = x * gx[0] + y * gx[1] + gx[2];
+        const float grid_y = x * gy[0] + y * gy[1] + gy[2];
+        out_x[column] = ((grid_x + 1) * static_cast<float>(width) - 1) / 2;
+        out_y[column] = ((grid_y + 1) * static_cast<float>(height) - 1) / 2;
+      }
+    }
+    const cv::Rect rows_of_band(0, 0, width, rows);
+    const cv::Rect output_band(0, band, width, rows);
+    cv::Mat out_band = warped(output_band);
+    cv::remap(image, out_band, map_x(rows_of_band), map_y(rows_of_band), cv::INTER_NEAREST,
+              cv::BORDER_CONSTANT, cv::Scalar::all(fill));
+    if (mask != nullptr) {
+      cv::Mat mask_band = moved(output_band);
+      cv::remap(*mask, mask_band, map_x(rows_of_band), map_y(rows_of_band), cv::INTER_NEAREST,
+                cv::BORDER_CONSTANT, cv::Scalar::all(mask_fill));
     }
   }
-  cv::Mat warped;
-  cv::remap(image, warped, map_x, map_y, cv::INTER_NEAREST, cv::BORDER_CONSTANT,
-            cv::Scalar::all(fill));
   image = warped;
   if (mask != nullptr) {
-    cv::Mat moved;
-    cv::remap(*mask, moved, map_x, map_y, cv::INTER_NEAREST, cv::BORDER_CONSTANT,
-              cv::Scalar::all(mask_fill));
     *mask = moved;
   }
   // For boxes: the same map in continuous coordinates (a pixel's centre is
