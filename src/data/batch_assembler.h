@@ -137,8 +137,7 @@ class BatchAssembler {
   // into `slot`'s boxes, labels and crowd flags.
   absl::Status LoadSample(const BatchRequestSpec& request, int64_t index,
                           const std::vector<uint8_t*>& views, uint8_t* mask, StageSeconds* seconds,
-                          SlotResult* slot) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+                          SlotResult* slot) const ABSL_LOCKS_EXCLUDED(mu_);
   // Sample `index`'s mask, decoded, for Pipeline::Run to move into `out`.
   absl::StatusOr<cv::Mat> ReadMask(int64_t index, StageSeconds* seconds) const;
   // True the first time sample `index` fails (or, with `failure` false, is
