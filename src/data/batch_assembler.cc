@@ -216,8 +216,7 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
       return result;
     }
   }
-  std::memset(image, 0, image_bytes());
-  for (size_t g = 1; g < groups.size(); ++g) {
+  for (size_t g = 0; g < groups.size(); ++g) {
     std::memset(views[g], 0, groups[g].bytes());
   }
   // A loss ignores the zero image's pixels rather than learning them as a
