@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "opencv2/core.hpp"
+#include "opencv2/core/hal/intrin.hpp"
 #include "opencv2/imgproc.hpp"
 
 namespace heterodl {
@@ -194,6 +196,136 @@ void AdjustSaturationImage(cv::Mat& image, double factor) {
       for (int c = 0; c < 3; ++c) {
         pixel[c] = ClampToByte(Blend(static_cast<float>(pixel[c]), gray, ratio, other_ratio));
       }
+    }
+  }
+}
+
+namespace {
+
+// The hue rotation in integers. A pixel's hue is its position on the
+// hexagon of the six sectors where one channel is largest and one smallest:
+// 0..6c, c = max - min, kept in sixteenths (at most 16 x 6 x 255 = 24480, so
+// it fits int16 lanes). Rotating moves that position; the largest and
+// smallest values stay. Each channel then takes max - d, d its distance
+// from its own full sector, clamped to [0, c]: that is hsv_to_rgb's choice
+// among v, p, t and q without choosing, and its rounding matches
+// torchvision's float32 arithmetic within 1.
+struct HueRotation {
+  // 6 x factor in 1/8192ths: a pixel of range c moves (128c x shift) >> 16
+  // sixteenths.
+  int16_t shift;
+  // Forward rotations take a whole turn off first, so that every
+  // intermediate stays within int16.
+  bool forward;
+};
+
+HueRotation MakeHueRotation(double factor) {
+  const double shift = std::clamp(6 * factor, -3.0, 3.0) * 8192;
+  return {static_cast<int16_t>(std::lround(shift)), shift > 0};
+}
+
+// Where each channel's value is largest, in units of c before its turn:
+// red at 0 (sectors 5 and 0), green at 2, blue at 4; stored as how far
+// back from a whole turn a channel's distance is measured (6 - 1, 6 - 3,
+// 6 - 5 units).
+constexpr int kChannelOffset[3] = {1, 3, 5};
+
+void RotateHuePixel(uint8_t* pixel, HueRotation rotation) {
+  const int r = pixel[0], g = pixel[1], b = pixel[2];
+  const int largest = std::max({r, g, b});
+  const int smallest = std::min({r, g, b});
+  const int range = largest - smallest;
+  int position;  // in units of c: torchvision's h x 6
+  if (largest == r) {
+    position = g - b < 0 ? g - b + 6 * range : g - b;
+  } else if (largest == g) {
+    position = 2 * range + b - r;
+  } else {
+    position = 4 * range + r - g;
+  }
+  const int unit = 16 * range;
+  const int turn = 6 * unit;
+  const int shift = ((128 * range * rotation.shift) >> 16) - (rotation.forward ? turn : 0);
+  int moved = 16 * position + shift;
+  moved += moved < 0 ? turn : 0;
+  for (int channel = 0; channel < 3; ++channel) {
+    int along = moved - kChannelOffset[channel] * unit;
+    along += along < 0 ? turn : 0;
+    const int distance = std::clamp(std::min(along, 4 * unit - along), 0, unit);
+    // torchvision's float-to-uint8 conversion, x * 255.999 truncated, on a
+    // value in sixteenths: (8v x 514) >> 16 is v / 16 x 1.0039.
+    pixel[channel] = static_cast<uint8_t>(((16 * largest - distance) * 8 * 514) >> 16);
+  }
+}
+
+#if CV_SIMD
+// RotateHuePixel on a vector of pixels, the same integers lane by lane.
+void RotateHueLanes(cv::v_int16 (&rgb)[3], HueRotation rotation) {
+  using cv::v_int16;
+  const v_int16 zero = cv::vx_setzero_s16();
+  const v_int16& r = rgb[0];
+  const v_int16& g = rgb[1];
+  const v_int16& b = rgb[2];
+  const v_int16 largest = cv::v_max(r, cv::v_max(g, b));
+  const v_int16 range = largest - cv::v_min(r, cv::v_min(g, b));
+  const v_int16 range2 = range + range;
+  const v_int16 range6 = range2 + range2 + range2;
+  const v_int16 red_position = g - b;
+  const v_int16 from_red = red_position + (range6 & (red_position < zero));
+  const v_int16 from_green = range2 + b - r;
+  const v_int16 from_blue = range2 + range2 + r - g;
+  const v_int16 position =
+      cv::v_select(largest == r, from_red, cv::v_select(largest == g, from_green, from_blue));
+  const v_int16 unit = cv::v_shl<4>(range);
+  const v_int16 turn = cv::v_shl<4>(range6);
+  v_int16 shift = cv::v_mul_hi(cv::v_shl<7>(range), cv::vx_setall_s16(rotation.shift));
+  if (rotation.forward) {
+    shift = shift - turn;
+  }
+  v_int16 moved = cv::v_shl<4>(position) + shift;
+  moved = moved + (turn & (moved < zero));
+  const v_int16 unit3 = unit + unit + unit;
+  const v_int16 offsets[3] = {unit, unit3, unit3 + unit + unit};
+  const v_int16 unit4 = cv::v_shl<2>(unit);
+  const v_int16 high = cv::v_shl<4>(largest);
+  const v_int16 to_byte = cv::vx_setall_s16(514);
+  for (int channel = 0; channel < 3; ++channel) {
+    v_int16 along = moved - offsets[channel];
+    along = along + (turn & (along < zero));
+    const v_int16 distance = cv::v_min(cv::v_max(cv::v_min(along, unit4 - along), zero), unit);
+    rgb[channel] = cv::v_mul_hi(cv::v_shl<3>(high - distance), to_byte);
+  }
+}
+#endif
+
+}  // namespace
+
+void AdjustHueImage(cv::Mat& image, double factor) {
+  const HueRotation rotation = MakeHueRotation(factor);
+  for (int y = 0; y < image.rows; ++y) {
+    uint8_t* row = image.ptr<uint8_t>(y);
+    int x = 0;
+#if CV_SIMD
+    const int lanes = cv::v_uint8::nlanes;
+    for (; x + lanes <= image.cols; x += lanes) {
+      uint8_t* pixels = row + static_cast<ptrdiff_t>(3) * x;
+      cv::v_uint8 bytes[3];
+      cv::v_load_deinterleave(pixels, bytes[0], bytes[1], bytes[2]);
+      cv::v_int16 low[3], high[3];
+      for (int c = 0; c < 3; ++c) {
+        cv::v_uint16 wide_low, wide_high;
+        cv::v_expand(bytes[c], wide_low, wide_high);
+        low[c] = cv::v_reinterpret_as_s16(wide_low);
+        high[c] = cv::v_reinterpret_as_s16(wide_high);
+      }
+      RotateHueLanes(low, rotation);
+      RotateHueLanes(high, rotation);
+      cv::v_store_interleave(pixels, cv::v_pack_u(low[0], high[0]), cv::v_pack_u(low[1], high[1]),
+                             cv::v_pack_u(low[2], high[2]));
+    }
+#endif
+    for (; x < image.cols; ++x) {
+      RotateHuePixel(row + static_cast<ptrdiff_t>(3) * x, rotation);
     }
   }
 }

@@ -31,6 +31,11 @@ void AdjustSharpnessImage(cv::Mat& image, double factor);
 void AdjustBrightnessImage(cv::Mat& image, double factor);
 void AdjustContrastImage(cv::Mat& image, double factor);
 void AdjustSaturationImage(cv::Mat& image, double factor);
+// F.adjust_hue: the HSV hue rotated by `factor` turns (-0.5..0.5). Each
+// pixel keeps its largest and smallest values and moves its middle one, as
+// torchvision's float32 round trip through HSV does; computed in 1/16ths of
+// a value, so outputs are within 1 of torchvision's.
+void AdjustHueImage(cv::Mat& image, double factor);
 
 // F.affine's parameters: about the centre of the image, or of `center`
 // (pixel coordinates) when has_center; shear in degrees along x and y.

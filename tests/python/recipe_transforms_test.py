@@ -131,6 +131,26 @@ class RecipeTransformsTest(unittest.TestCase):
             self.assert_forced(f"gaussian_blur(23,sigma={sigma}:{sigma},p=1)",
                                lambda x, s=sigma: F.gaussian_blur(x, [23, 23], [s, s]), 1)
 
+    def test_color_jitter_s_hue_is_torchvision_s_adjust_hue(self):
+        # The factor is drawn on the server; find it: the best of a coarse
+        # grid, then of a fine one around it. heterodl's rotation is within
+        # 1 of F.adjust_hue at the factor it drew (tests/augment/
+        # image_ops_test.cc, against a port); a grid factor may sit a
+        # rounding away from that one, hence 2 here, and nearly every value
+        # must agree.
+        for image, [ours] in zip(self.images, self.outputs("color_jitter(hue=0.5)")):
+            def difference(factor):
+                theirs = self.cropped(F.adjust_hue(image, factor))
+                return (ours.int() - theirs.int()).abs()
+
+            best = min(numpy.linspace(-0.5, 0.5, 2001),
+                       key=lambda f: difference(float(f)).float().mean().item())
+            fine = numpy.linspace(max(-0.5, best - 5e-4), min(0.5, best + 5e-4), 1001)
+            found = min(fine, key=lambda f: difference(float(f)).float().mean().item())
+            closest = difference(float(found))
+            self.assertLessEqual(closest.max().item(), 2, f"factor {found}")
+            self.assertLess(closest.float().mean().item(), 0.05, f"factor {found}")
+
     def test_a_probability_of_zero_leaves_the_image_alone(self):
         for operation in ("solarize(0,p=0)", "equalize(p=0)", "color_jitter(0.4,0.4,0.4,0.1,p=0)",
                           "gaussian_blur(5,p=0)", "random_erasing(p=0)"):
