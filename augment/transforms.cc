@@ -415,6 +415,9 @@ class HorizontalFlip final : public GeometricTransform {
   double probability_;
 };
 
+// torchvision's luma weights (r, g, b) for grayscale conversion.
+constexpr float kLumaWeights[3] = {0.2989f, 0.587f, 0.114f};
+
 // Luma as torchvision computes it for grayscale conversion (ITU-R 601-2).
 cv::Mat Luma(const cv::Mat& rgb) {
   cv::Mat gray;
@@ -465,18 +468,25 @@ class ColorJitter final : public Transform {
         const double mean = cv::mean(Luma(image))[0];
         image.convertTo(image, -1, contrast, (1 - contrast) * mean);
       } else if (step == 2 && saturation_ > 0) {
-        cv::Mat gray;
-        cv::cvtColor(Luma(image), gray, cv::COLOR_GRAY2RGB);
-        cv::addWeighted(image, saturation, gray, 1 - saturation, 0, image);
+        // Each pixel blended with its luma: one 3x3 colour transform, one
+        // pass (a gray image and a blend took three).
+        const auto blend = static_cast<float>(saturation);
+        cv::Matx33f transform;
+        for (int row = 0; row < 3; ++row) {
+          for (int column = 0; column < 3; ++column) {
+            transform(row, column) =
+                (1 - blend) * kLumaWeights[column] + (row == column ? blend : 0.0f);
+          }
+        }
+        cv::transform(image, image, transform);
       } else if (step == 3 && hue_ > 0) {
         AdjustHueImage(image, hue);
       }
     }
   }
 
-  // Brightness one pass, contrast two (luma, blend), saturation three
-  // (luma, gray image, blend); hue is one pass, but of about four passes'
-  // arithmetic per pixel.
+  // Brightness one pass, contrast two (luma, blend), saturation one of
+  // three passes' arithmetic, hue one of about four's.
   double Cost(cv::Size input) const override {
     const double passes = (brightness_ > 0 ? 1 : 0) + (contrast_ > 0 ? 2 : 0) +
                           (saturation_ > 0 ? 3 : 0) + (hue_ > 0 ? 4 : 0);
