@@ -47,11 +47,11 @@ std::array<std::array<int64_t, 256>, 3> Histograms(const cv::Mat& image) {
   return histograms;
 }
 
-// torchvision's luma in float32, floored (uint8 images):
-// r * 0.2989 + g * 0.587 + b * 0.114.
+// torchvision's luma in float32 (kLumaWeights), floored (uint8 images).
 float FlooredLuma(const uint8_t* pixel) {
-  return std::floor(static_cast<float>(pixel[0]) * 0.2989f + static_cast<float>(pixel[1]) * 0.587f +
-                    static_cast<float>(pixel[2]) * 0.114f);
+  return std::floor(static_cast<float>(pixel[0]) * kLumaWeights[0] +
+                    static_cast<float>(pixel[1]) * kLumaWeights[1] +
+                    static_cast<float>(pixel[2]) * kLumaWeights[2]);
 }
 
 // _blend(image, other, ratio): image * ratio + other * (1 - ratio), float32.

@@ -15,6 +15,10 @@
 
 namespace heterodl {
 
+// torchvision's luma weights (r, g, b), ITU-R 601-2 as rgb_to_grayscale
+// computes it in float32.
+inline constexpr float kLumaWeights[3] = {0.2989f, 0.587f, 0.114f};
+
 // F.solarize: every value >= threshold inverted (255 - v).
 void SolarizeImage(cv::Mat& image, double threshold);
 // F.posterize: each value keeps its `bits` (0..8) highest bits.

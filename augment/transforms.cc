@@ -415,9 +415,6 @@ class HorizontalFlip final : public GeometricTransform {
   double probability_;
 };
 
-// torchvision's luma weights (r, g, b) for grayscale conversion.
-constexpr float kLumaWeights[3] = {0.2989f, 0.587f, 0.114f};
-
 // Luma as torchvision computes it for grayscale conversion (ITU-R 601-2).
 cv::Mat Luma(const cv::Mat& rgb) {
   cv::Mat gray;
