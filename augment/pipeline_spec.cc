@@ -213,12 +213,20 @@ class ArgumentBinder {
 
   const Argument* Get(size_t slot) const { return bound_[slot]; }
 
+  // An error naming the parameter when `slot` was not given.
+  absl::Status Require(size_t slot) const {
+    if (bound_[slot] == nullptr) {
+      return SpecError(operation_.position,
+                       absl::StrCat(operation_.name, " needs '", names_[slot], "'"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<int> Size(size_t slot, bool required) const {
     const Argument* argument = bound_[slot];
     if (argument == nullptr) {
       if (required) {
-        return SpecError(operation_.position,
-                         absl::StrCat(operation_.name, " needs '", names_[slot], "'"));
+        return Require(slot);
       }
       return 0;
     }
@@ -232,11 +240,8 @@ class ArgumentBinder {
   // A size "N" (N x N) or "HxW", each side an integer in [1, 8192]; as a
   // cv::Size, (W, H). Sets `*pair` to whether it was written HxW.
   absl::StatusOr<cv::Size> SizeOrPair(size_t slot, bool* pair = nullptr) const {
+    RETURN_IF_ERROR(Require(slot));
     const Argument* argument = bound_[slot];
-    if (argument == nullptr) {
-      return SpecError(operation_.position,
-                       absl::StrCat(operation_.name, " needs '", names_[slot], "'"));
-    }
     if (argument->is_range || !IsSide(argument->low) || !IsSide(argument->high)) {
       return SpecError(
           argument->position,
@@ -457,9 +462,7 @@ TransformOrError GaussianBlurFrom(const Operation& operation) {
 TransformOrError SolarizeFrom(const Operation& operation) {
   ArgumentBinder binder(operation, {"threshold", "p"});
   RETURN_IF_ERROR(binder.Bind());
-  if (binder.Get(0) == nullptr) {
-    return SpecError(operation.position, "solarize needs 'threshold'");
-  }
+  RETURN_IF_ERROR(binder.Require(0));
   ASSIGN_OR_RETURN(double threshold, binder.NonNegative(0, 0, 255));
   ASSIGN_OR_RETURN(double p, binder.Probability(1, 0.5));
   return MakeRandomSolarize(threshold, p);
@@ -468,9 +471,7 @@ TransformOrError SolarizeFrom(const Operation& operation) {
 TransformOrError PosterizeFrom(const Operation& operation) {
   ArgumentBinder binder(operation, {"bits", "p"});
   RETURN_IF_ERROR(binder.Bind());
-  if (binder.Get(0) == nullptr) {
-    return SpecError(operation.position, "posterize needs 'bits'");
-  }
+  RETURN_IF_ERROR(binder.Require(0));
   ASSIGN_OR_RETURN(int bits, binder.Count(0, 8, 8));
   ASSIGN_OR_RETURN(double p, binder.Probability(1, 0.5));
   return MakeRandomPosterize(bits, p);
@@ -487,9 +488,7 @@ TransformOrError AutocontrastFrom(const Operation& operation) {
 TransformOrError AdjustSharpnessFrom(const Operation& operation) {
   ArgumentBinder binder(operation, {"sharpness_factor", "p"});
   RETURN_IF_ERROR(binder.Bind());
-  if (binder.Get(0) == nullptr) {
-    return SpecError(operation.position, "adjust_sharpness needs 'sharpness_factor'");
-  }
+  RETURN_IF_ERROR(binder.Require(0));
   ASSIGN_OR_RETURN(double factor, binder.NonNegative(0, 1, 100));
   ASSIGN_OR_RETURN(double p, binder.Probability(1, 0.5));
   return MakeRandomAdjustSharpness(factor, p);
@@ -499,9 +498,7 @@ TransformOrError AdjustSharpnessFrom(const Operation& operation) {
 TransformOrError AffineFrom(const Operation& operation) {
   ArgumentBinder binder(operation, {"degrees", "translate", "scale", "shear", "fill"});
   RETURN_IF_ERROR(binder.Bind());
-  if (binder.Get(0) == nullptr) {
-    return SpecError(operation.position, "affine needs 'degrees'");
-  }
+  RETURN_IF_ERROR(binder.Require(0));
   AffineRanges ranges;
   ASSIGN_OR_RETURN(ranges.degrees, binder.RangeOrValue(0, {0, 0}, /*symmetric=*/true));
   if (ranges.degrees.low < -360 || ranges.degrees.high > 360) {
@@ -583,9 +580,7 @@ TransformOrError TrivialAugmentWideFrom(const Operation& operation) {
 TransformOrError RotationFrom(const Operation& operation) {
   ArgumentBinder binder(operation, {"degrees"});
   RETURN_IF_ERROR(binder.Bind());
-  if (binder.Get(0) == nullptr) {
-    return SpecError(operation.position, "rotation needs 'degrees'");
-  }
+  RETURN_IF_ERROR(binder.Require(0));
   ASSIGN_OR_RETURN(Range degrees, binder.RangeOrValue(0, {0, 0}, /*symmetric=*/true));
   if (degrees.low < -360 || degrees.high > 360) {
     return SpecError(binder.Get(0)->position, "'degrees' must lie within [-360, 360]");
