@@ -3,6 +3,9 @@
 # Idempotent: installs only what is missing, rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The venvs are the installs: pip's cache would hold every wheel a second
+# time (torch's CUDA libraries are gigabytes), on a CI disk that is finite.
+export PIP_NO_CACHE_DIR=1
 
 # Pinned: its C++ ABI matches Debian's libraries, and it is the torch of the
 # reference GPU machine (2.11.0+cu130).

@@ -4,6 +4,9 @@
 # by CI; `bench feed --peers` runs it on demand.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The venvs are the installs: pip's cache would hold every wheel a second
+# time (torch's CUDA libraries are gigabytes), on a CI disk that is finite.
+export PIP_NO_CACHE_DIR=1
 if [[ ! -x .venv-peers/bin/python ]]; then
   python3 -m venv .venv-peers
 fi

@@ -171,6 +171,7 @@ class NetnsClusterTest(unittest.TestCase):
     def tearDownClass(cls):
         if cls.cluster.namespaces:
             Cluster.teardown()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def train_flags(self, name, steps, step_ms=60):
         out = os.path.join(self.tmp, name)

@@ -9,11 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import free_port, read_until, sample_dataset, start_server  # noqa: E402
+from processes import free_port, read_until, sample_dataset, scratch_dir, start_server  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
@@ -127,7 +126,7 @@ class UsageErrorTest(unittest.TestCase):
 
     def test_switches_are_written_as_the_docs_write_them(self):
         for form in ("--no-overwrite", "--nooverwrite", "--overwrite=false"):
-            target = tempfile.mkdtemp(prefix="heterodl-switch-")
+            target = scratch_dir("heterodl-switch-")
             with open(os.path.join(target, "keep.txt"), "w") as f:
                 f.write("mine")
             result = heterodl("dataset", "sample", target, "--images", "2", form, timeout=120)
@@ -142,7 +141,7 @@ class UsageErrorTest(unittest.TestCase):
 
 class LogLevelTest(unittest.TestCase):
     def test_log_level_quiets_info_lines(self):
-        tmp = tempfile.mkdtemp(prefix="heterodl-log-")
+        tmp = scratch_dir("heterodl-log-")
         loud = heterodl("dataset", "sample", os.path.join(tmp, "a"), "--images", "2",
                         timeout=120)
         self.assertEqual(loud.returncode, 0, loud.stderr)
@@ -211,7 +210,7 @@ class BusyPortTest(unittest.TestCase):
 
 class SampleDatasetTest(unittest.TestCase):
     def test_refuses_to_replace_what_is_there(self):
-        tmp = tempfile.mkdtemp(prefix="heterodl-sample-")
+        tmp = scratch_dir("heterodl-sample-")
         target = os.path.join(tmp, "data")
         self.assertEqual(heterodl("dataset", "sample", target, "--images", "4",
                                   timeout=120).returncode, 0)

@@ -19,11 +19,10 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import free_port, read_until, start_server  # noqa: E402
+from processes import free_port, read_until, scratch_dir, start_server  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
@@ -52,7 +51,7 @@ def batches_sent(address):
 
 class ElasticDataGroupTest(unittest.TestCase):
     def test_servers_join_leave_and_die_mid_run_and_every_sample_arrives_once(self):
-        tmp = tempfile.mkdtemp(prefix="heterodl-elastic-")
+        tmp = scratch_dir("heterodl-elastic-")
         dataset = os.path.join(tmp, "data")
         subprocess.run([HETERODL, "dataset", "sample", dataset, "--images", str(IMAGES)],
                        check=True, timeout=300, capture_output=True)

@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import free_port, read_until, sample_dataset, start_server  # noqa: E402
+from processes import free_port, read_until, sample_dataset, scratch_dir, start_server  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
@@ -56,7 +56,7 @@ def read_samples(sample_dir):
 class LocalRunTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-e2e-")
+        cls.tmp = scratch_dir("heterodl-e2e-")
         cls.dataset = os.path.join(cls.tmp, "sample")
         subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "96",
                         "--seed", "3"], check=True, timeout=120)
@@ -234,7 +234,7 @@ class LocalRunTest(unittest.TestCase):
         self.assertEqual(processes_mentioning(marker_dataset), [])
 
     def test_ctrl_c_stops_everything_at_once_and_says_how_to_resume(self):
-        checkpoints = tempfile.mkdtemp(prefix="heterodl-ctrl-c-")
+        checkpoints = scratch_dir("heterodl-ctrl-c-")
         # Its own process group, signalled as a terminal's Ctrl-C signals one:
         # every child gets SIGINT at the same time.
         process = subprocess.Popen(
@@ -315,7 +315,7 @@ class LocalRunTest(unittest.TestCase):
     def test_augment_benchmark_times_image_and_mask_pairs_on_both_sides(self):
         # Street-scene-shaped pairs (--sample-size HxW), the segmentation
         # recipe: both peers run transforms.v2 on the image with its Mask.
-        pairs = os.path.join(tempfile.mkdtemp(prefix="heterodl-seg-bench-"), "data")
+        pairs = os.path.join(scratch_dir("heterodl-seg-bench-"), "data")
         subprocess.run([HETERODL, "dataset", "sample", pairs, "--task", "segmentation",
                         "--images", "6", "--sample-size", "256x512"], check=True, timeout=120,
                        capture_output=True)
@@ -339,7 +339,7 @@ class LocalRunTest(unittest.TestCase):
     def test_augment_benchmark_times_images_with_their_boxes_on_both_sides(self):
         # A COCO file (the detection sample), the references' lsj recipe:
         # both peers move tv_tensors.BoundingBoxes with the image.
-        images = os.path.join(tempfile.mkdtemp(prefix="heterodl-det-bench-"), "data")
+        images = os.path.join(scratch_dir("heterodl-det-bench-"), "data")
         subprocess.run([HETERODL, "dataset", "sample", images, "--task", "detection",
                         "--images", "6"], check=True, timeout=120, capture_output=True)
         result = subprocess.run([HETERODL, "bench", "augment", "--dataset",
@@ -518,7 +518,7 @@ class FailoverTest(unittest.TestCase):
     reaches its rank exactly once, the surviving server exits 0."""
 
     def test_sigkill_of_a_data_server_mid_epoch(self):
-        tmp = tempfile.mkdtemp(prefix="heterodl-failover-")
+        tmp = scratch_dir("heterodl-failover-")
         dataset = os.path.join(tmp, "data")
         subprocess.run([HETERODL, "dataset", "sample", dataset, "--images", "128"], check=True,
                        timeout=120, capture_output=True)

@@ -9,11 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import read_until  # noqa: E402
+from processes import read_until, scratch_dir  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
@@ -28,7 +27,7 @@ def read_metrics(path):
 class TrainerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-train-")
+        cls.tmp = scratch_dir("heterodl-train-")
         cls.dataset = os.path.join(cls.tmp, "sample")
         subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "96",
                         "--seed", "5"], check=True, timeout=120)

@@ -10,13 +10,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import free_port, install_built_wheel, start_server  # noqa: E402
+from processes import free_port, install_built_wheel, scratch_dir, start_server  # noqa: E402
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 SOURCE_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else ".")
@@ -43,7 +42,7 @@ def expand(pattern):
 class ExamplesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-examples-")
+        cls.tmp = scratch_dir("heterodl-examples-")
         cls.dataset = os.path.join(cls.tmp, "sample")
         # Odd, so that two ranks get a padding repeat (DistributedSampler's).
         cls.samples = 63

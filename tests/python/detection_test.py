@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import unittest
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
@@ -32,7 +31,7 @@ import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from pixels import coordinates  # noqa: E402
-from processes import start_server  # noqa: E402
+from processes import scratch_dir, start_server  # noqa: E402
 
 # (width, height) of the test images, and their objects: (xywh, category).
 IMAGES = [((60, 40), [((4, 6, 20, 10), 1), ((30.5, 12, 25, 27.5), 2)]),
@@ -43,7 +42,7 @@ IMAGES = [((60, 40), [((4, 6, 20, 10), 1), ((30.5, 12, 25, 27.5), 2)]),
 class DetectionTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-detection-")
+        cls.tmp = scratch_dir("heterodl-detection-")
         coco = {"images": [], "annotations": [],
                 "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"},
                                {"id": 3, "name": "c"}]}

@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
@@ -22,7 +21,7 @@ HETERODL = os.path.join(BUILD_DIR, "heterodl")
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "testing"))
-from processes import sample_dataset, start_server  # noqa: E402
+from processes import sample_dataset, scratch_dir, start_server  # noqa: E402
 
 
 def python_blocks(markdown):
@@ -37,7 +36,7 @@ class ReadmeTest(unittest.TestCase):
         # One batch per epoch of the README's batch size: a CPU step of
         # ResNet-18 at 224 x 224 takes seconds here.
         dataset = sample_dataset(HETERODL, 24, "heterodl-readme-")
-        workdir = tempfile.mkdtemp(prefix="heterodl-readme-run-")
+        workdir = scratch_dir("heterodl-readme-run-")
         server, address = start_server(HETERODL, dataset, os.path.join(workdir, "port"))
         # The segmentation block's: one batch of its 4.
         segmentation_dataset = os.path.join(workdir, "segmentation")

@@ -22,7 +22,6 @@ Python and PYTHONPATH=BUILD_DIR/python).
 import os
 import signal
 import sys
-import tempfile
 import unittest
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
@@ -39,7 +38,7 @@ import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from pixels import coordinates  # noqa: E402
-from processes import start_server  # noqa: E402
+from processes import scratch_dir, start_server  # noqa: E402
 
 # (width, height): odd and even sides, wide and tall.
 SIZES = [(30, 20), (33, 27), (40, 48)]
@@ -62,7 +61,7 @@ def test_images():
 class RecipeTransformsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-recipe-")
+        cls.tmp = scratch_dir("heterodl-recipe-")
         listing = os.path.join(cls.tmp, "list.txt")
         cls.images = []
         with open(listing, "w") as f:

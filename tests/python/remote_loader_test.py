@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -22,13 +21,13 @@ import torch  # noqa: E402
 import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import sample_dataset, start_server  # noqa: E402
+from processes import sample_dataset, scratch_dir, start_server  # noqa: E402
 
 
 class RemoteDataLoaderTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-py-")
+        cls.tmp = scratch_dir("heterodl-py-")
         cls.dataset = os.path.join(cls.tmp, "sample")
         subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "90"],
                        check=True, timeout=120, capture_output=True)

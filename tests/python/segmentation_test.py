@@ -16,7 +16,6 @@ and PYTHONPATH=BUILD_DIR/python).
 import os
 import signal
 import sys
-import tempfile
 import unittest
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
@@ -32,7 +31,7 @@ import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from pixels import coordinates  # noqa: E402
-from processes import start_server  # noqa: E402
+from processes import scratch_dir, start_server  # noqa: E402
 
 # (width, height) of the test images.
 SIZES = [(30, 20), (50, 40), (64, 48)]
@@ -63,7 +62,7 @@ def write_folder(root, scale):
 class SegmentationTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-segmentation-")
+        cls.tmp = scratch_dir("heterodl-segmentation-")
         cls.pairs = write_folder(os.path.join(cls.tmp, "eight"), 1)
         cls.server, cls.address = start_server(HETERODL, os.path.join(cls.tmp, "eight"),
                                                os.path.join(cls.tmp, "port"))

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
@@ -30,7 +29,7 @@ import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from pixels import coordinates  # noqa: E402
-from processes import start_server  # noqa: E402
+from processes import scratch_dir, start_server  # noqa: E402
 
 # (width, height) of the test images.
 SIZES = [(30, 20), (50, 40), (64, 48)]
@@ -39,7 +38,7 @@ SIZES = [(30, 20), (50, 40), (64, 48)]
 class TransformsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="heterodl-transforms-")
+        cls.tmp = scratch_dir("heterodl-transforms-")
         listing = os.path.join(cls.tmp, "list.txt")
         cls.images = []
         with open(listing, "w") as f:

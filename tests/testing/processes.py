@@ -1,11 +1,21 @@
 """Helpers for tests that start real heterodl processes (standard library only)."""
 
+import atexit
 import glob
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
 import time
+
+
+def scratch_dir(prefix):
+    """A new temporary folder that is removed, with whatever the test left
+    in it, when the test process exits: a suite run leaves nothing in /tmp."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def sample_dataset(heterodl, images, prefix="heterodl-test-", formats="jpeg"):
@@ -13,7 +23,7 @@ def sample_dataset(heterodl, images, prefix="heterodl-test-", formats="jpeg"):
     see `heterodl dataset sample --formats`) into a new temporary folder;
     returns the dataset's path (its parent is the folder, for a test's other
     files)."""
-    dataset = os.path.join(tempfile.mkdtemp(prefix=prefix), "data")
+    dataset = os.path.join(scratch_dir(prefix), "data")
     subprocess.run([heterodl, "dataset", "sample", dataset, "--images", str(images),
                     "--formats", formats], check=True, timeout=120, capture_output=True)
     return dataset
