@@ -28,8 +28,6 @@ ABSL_FLAG(int32_t, connections, 2,
 ABSL_FLAG(std::vector<std::string>, batch_sizes,
           std::vector<std::string>({"64", "128", "256", "512"}),
           "bench transport: batch sizes to measure (224x224x3 images)");
-ABSL_FLAG(std::string, python, HETERODL_DEFAULT_PYTHON,
-          "bench: Python with torchvision, for the peer");
 ABSL_FLAG(bool, peers, false,
           "bench feed: also run the system-level peers (heterodl's Python loader, PyTorch "
           "DataLoader, tf.data service) on the same files; installs TensorFlow into .venv-peers "
@@ -64,7 +62,7 @@ int RunAugment() {
     options.rounds = absl::GetFlag(FLAGS_rounds);
   }
   options.peer = !absl::GetFlag(FLAGS_no_peer);
-  options.python = absl::GetFlag(FLAGS_python);
+  options.python = PythonFlagOr(HETERODL_DEFAULT_PYTHON);
   options.peer_script = HETERODL_PEER_AUGMENT_SCRIPT;
   options.json = absl::GetFlag(FLAGS_json);
   return PrintReport(RunAugmentBench(options));
@@ -139,7 +137,7 @@ int RunFeed() {
     options.rounds = absl::GetFlag(FLAGS_rounds);
   }
   options.peers = absl::GetFlag(FLAGS_peers);
-  options.python = absl::GetFlag(FLAGS_python);
+  options.python = PythonFlagOr(HETERODL_DEFAULT_PYTHON);
   options.python_path = HETERODL_PYTHON_MODULE_DIR;
   options.tensorflow_python = absl::GetFlag(FLAGS_tensorflow_python);
   options.peers_dir = HETERODL_PEERS_DIR;

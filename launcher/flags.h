@@ -15,6 +15,11 @@
 
 // Data and pipeline.
 ABSL_DECLARE_FLAG(std::string, dataset);
+ABSL_DECLARE_FLAG(std::string, python_dataset);
+ABSL_DECLARE_FLAG(std::vector<std::string>, python_path);
+ABSL_DECLARE_FLAG(int32_t, python_workers);
+ABSL_DECLARE_FLAG(std::string, python);
+ABSL_DECLARE_FLAG(absl::Duration, python_sample_timeout);
 ABSL_DECLARE_FLAG(std::string, pipeline);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(int32_t, batch_size);
@@ -116,6 +121,9 @@ std::vector<std::string> TrainingFlagsAsArguments();
 absl::StatusOr<std::string> AuthTokenFromFlags();
 // --tls-cert, --tls-key, --tls-ca, --tls-server-name.
 TlsConfig TlsFromFlags();
+
+// --python, or `fallback` when it is not given (each command has its own).
+std::string PythonFlagOr(const std::string& fallback);
 
 }  // namespace heterodl
 

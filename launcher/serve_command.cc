@@ -39,8 +39,26 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   DataServerOptions options;
   options.dataset = absl::GetFlag(FLAGS_dataset);
   options.synthetic_samples = absl::GetFlag(FLAGS_synthetic);
-  if (options.dataset.empty() && options.synthetic_samples <= 0) {
-    return absl::InvalidArgumentError("serve needs --dataset DIR (an image folder or a file list)");
+  options.python.worker.dataset = absl::GetFlag(FLAGS_python_dataset);
+  options.python.worker.python_path = absl::GetFlag(FLAGS_python_path);
+  options.python.worker.python = PythonFlagOr("python3");
+  options.python.workers = absl::GetFlag(FLAGS_python_workers);
+  options.python.sample_timeout = absl::GetFlag(FLAGS_python_sample_timeout);
+  if (!options.python.worker.dataset.empty()) {
+    if (!options.dataset.empty() || options.synthetic_samples > 0) {
+      return absl::InvalidArgumentError(
+          "serve takes one of --dataset, --synthetic and --python-dataset");
+    }
+    if (options.python.workers < 0 || options.python.sample_timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "--python-workers must be >= 0 and --python-sample-timeout positive");
+    }
+  }
+  if (options.dataset.empty() && options.synthetic_samples <= 0 &&
+      options.python.worker.dataset.empty()) {
+    return absl::InvalidArgumentError(
+        "serve needs --dataset DIR (an image folder or a file list) or --python-dataset "
+        "MODULE:CALLABLE");
   }
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
@@ -101,7 +119,11 @@ int Serve(const DataServerOptions& options, StopSignal& stop) {
   absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
   if (!server.ok()) {
     LogError("cannot start the data server: %s", server.status().ToString());
-    return kExitFailure;
+    // A user's dataset that cannot be loaded is a usage error, as a bad flag.
+    const bool python_dataset_refused =
+        !options.python.worker.dataset.empty() &&
+        (absl::IsFailedPrecondition(server.status()) || absl::IsUnavailable(server.status()));
+    return python_dataset_refused ? kExitUsage : kExitFailure;
   }
   DataServer* running = server->get();
   const StopSignal::Subscription on_signal = stop.Subscribe([running](int signal) {

@@ -21,7 +21,8 @@ absl::Duration SaneSeconds(double seconds) {
 
 absl::StatusOr<uint64_t> CheckBatchHeader(
     const v1::Batch& header, const EpochPlan& plan, uint32_t rank,
-    const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint64_t max_batch_bytes) {
+    const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint64_t max_batch_bytes,
+    bool user_fields) {
   const int64_t k = header.id().index();
   const std::vector<int64_t> expected = plan.BatchIndices(rank, k);
   const size_t n = expected.size();
@@ -42,11 +43,14 @@ absl::StatusOr<uint64_t> CheckBatchHeader(
   if (header.decoded_with_warnings() > n) {
     return malformed("more samples decoded with warnings than samples");
   }
-  if (header.channels() != 3) {
+  if (user_fields) {
+    if (header.channels() != 0 || header.height() != 0 || header.width() != 0) {
+      return malformed("an image size in a batch of a user's own dataset");
+    }
+  } else if (header.channels() != 3) {
     return malformed(absl::StrCat(header.channels(), " channels"));
-  }
-  if (header.height() == 0 || header.width() == 0 || header.height() > kMaxImageSide ||
-      header.width() > kMaxImageSide) {
+  } else if (header.height() == 0 || header.width() == 0 || header.height() > kMaxImageSide ||
+             header.width() > kMaxImageSide) {
     return malformed(absl::StrCat("images of ", header.width(), "x", header.height()));
   }
   for (size_t i = 0; i < n; ++i) {
@@ -58,8 +62,9 @@ absl::StatusOr<uint64_t> CheckBatchHeader(
     }
   }
   for (const v1::FieldSpec& field : fields) {
-    if (field.name() == "images" && (field.shape_size() != 3 || field.shape(0) != header.height() ||
-                                     field.shape(1) != header.width())) {
+    if (!user_fields && field.name() == "images" &&
+        (field.shape_size() != 3 || field.shape(0) != header.height() ||
+         field.shape(1) != header.width())) {
       return malformed(absl::StrCat("images of ", header.width(), "x", header.height(),
                                     " where the server declared others"));
     }

@@ -37,9 +37,13 @@ inline constexpr uint32_t kMaxImageSide = 1 << 16;
 // the loader's limit or the pipeline must change).
 // REQUIRES: the header's rank and index name a batch of the plan (the
 // loader asked for it); CheckFieldSpecs(fields) is OK.
+// `user_fields`: the fields are a user's own Python dataset's
+// (DatasetInfo.sample_structure), which say their shapes themselves: the
+// header names no image size.
 absl::StatusOr<uint64_t> CheckBatchHeader(
     const v1::Batch& header, const EpochPlan& plan, uint32_t rank,
-    const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint64_t max_batch_bytes);
+    const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint64_t max_batch_bytes,
+    bool user_fields = false);
 
 // The header's timing fields, with what cannot be (negative, NaN, infinite)
 // read as zero.

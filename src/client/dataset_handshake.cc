@@ -282,6 +282,9 @@ absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
     return absl::FailedPreconditionError(
         absl::StrCat("the data servers' batches: ", checked.message()));
   }
+  if (info.has_sample_structure()) {
+    return fields;  // a user's own Python dataset: whatever its samples hold
+  }
   const bool known =
       (IsImagesField(fields[0]) &&
        (fields.size() == 1 || (fields.size() == 2 && IsMasksFieldOf(fields[1], fields[0])) ||

@@ -42,8 +42,9 @@ absl::StatusOr<v1::DatasetInfo> AgreeOnDataset(const std::vector<const ServerCon
 // (FAILED_PRECONDITION saying why not). A server from before the batch
 // contract declares none: its batches are images alone. The loader hands out
 // images alone, images and their masks, images and their objects, or the
-// groups of views of a multi-view pipeline (Batch): UNIMPLEMENTED naming the
-// fields of a pipeline that makes others.
+// groups of views of a multi-view pipeline (Batch), or whatever a user's own
+// Python dataset's samples hold (DatasetInfo.sample_structure): UNIMPLEMENTED
+// naming the fields of a pipeline that makes others.
 absl::StatusOr<google::protobuf::RepeatedPtrField<v1::FieldSpec>> BatchFieldsOf(
     const v1::DatasetInfo& info);
 

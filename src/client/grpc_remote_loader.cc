@@ -238,8 +238,8 @@ absl::StatusOr<uint64_t> GrpcRemoteLoader::Admit(int connection, const v1::Batch
     }
   }
   ASSIGN_OR_RETURN(const std::shared_ptr<const EpochPlan> plan, PlanFor(key.epoch));
-  return CheckBatchHeader(header, *plan, options_.rank, settings_->fields,
-                          options_.max_batch_bytes);
+  return CheckBatchHeader(header, *plan, options_.rank, settings_->fields, options_.max_batch_bytes,
+                          settings_->user_fields);
 }
 
 void GrpcRemoteLoader::Received(int connection, DecodedBatch batch) {

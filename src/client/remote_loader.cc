@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
 #include "src/client/dataset_handshake.h"
 #include "src/client/grpc_remote_loader.h"
 #include "src/client/server_channel.h"
@@ -55,6 +56,11 @@ DatasetDescription Describe(const v1::DatasetInfo& info,
   dataset.class_names.assign(info.class_names().begin(), info.class_names().end());
   dataset.height = static_cast<int>(info.height());
   dataset.width = static_cast<int>(info.width());
+  if (info.has_sample_structure()) {
+    // Printing a message cannot fail: there is no input to reject.
+    (void)google::protobuf::util::MessageToJsonString(info.sample_structure(),
+                                                      &dataset.sample_structure);
+  }
   return dataset;
 }
 
@@ -116,6 +122,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   settings->fingerprint = info.fingerprint();
   settings->plan = ToPlanConfig(params, info.fingerprint(), options.pipeline);
   settings->fields = fields;
+  settings->user_fields = info.has_sample_structure();
   // Shared by all its streams: a server builds one loader's batches in the
   // order asked, whichever connection asked.
   settings->client_id = PixelTicketBytes(NewPixelTicket());

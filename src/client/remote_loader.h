@@ -134,6 +134,9 @@ struct DatasetDescription {
   // What its batches hold (Batch::fields): "images", and "masks" for a
   // segmentation dataset, "boxes", "box_labels", "iscrowd" for detection.
   std::vector<std::string> fields;
+  // A user's own Python dataset's: how its fields make a sample
+  // (DatasetInfo.sample_structure, in protobuf's JSON); empty for others.
+  std::string sample_structure;
 };
 
 // Where the loader is: resume with SetEpoch(position.epoch, position.next_batch).

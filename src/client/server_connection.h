@@ -48,6 +48,8 @@ struct ConnectionSettings {
   v1::PlanConfig plan;
   // The fields of its batches, as the servers declared them (checked).
   google::protobuf::RepeatedPtrField<v1::FieldSpec> fields;
+  // They are a user's own Python dataset's (DatasetInfo.sample_structure).
+  bool user_fields = false;
   std::string client_id;
   // Batches larger than this are refused before they are allocated.
   uint64_t max_batch_bytes = 0;

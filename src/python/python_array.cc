@@ -20,6 +20,10 @@ struct ArrayObject {
 
 ArrayObject* AsArray(PyObject* self) { return reinterpret_cast<ArrayObject*>(self); }
 
+// DLPack's code for booleans (one byte each), from DLPack 0.8 on; Debian's
+// header is older. torch and NumPy read it.
+constexpr auto kDLBool = static_cast<DLDataTypeCode>(6);
+
 // How each element type reads in the buffer protocol, DLPack and NumPy.
 struct ElementTraits {
   Py_ssize_t bytes;
@@ -38,6 +42,16 @@ ElementTraits TraitsOf(ElementType type) {
       return {8, "q", {kDLInt, 64, 1}, "int64"};
     case ElementType::kFloat32:
       return {4, "f", {kDLFloat, 32, 1}, "float32"};
+    case ElementType::kBool:
+      return {1, "?", {kDLBool, 8, 1}, "bool"};
+    case ElementType::kInt8:
+      return {1, "b", {kDLInt, 8, 1}, "int8"};
+    case ElementType::kInt16:
+      return {2, "h", {kDLInt, 16, 1}, "int16"};
+    case ElementType::kFloat16:
+      return {2, "e", {kDLFloat, 16, 1}, "float16"};
+    case ElementType::kFloat64:
+      return {8, "d", {kDLFloat, 64, 1}, "float64"};
   }
   return {1, "B", {kDLUInt, 8, 1}, "uint8"};
 }

@@ -184,13 +184,14 @@ PyObject* RaggedLengths(const Batch& batch) {
 }
 
 // {name: Array} of the batch's fields other than images (the tuple's first).
-PyObject* OtherFields(PyTypeObject* array_type, const std::shared_ptr<Batch>& batch) {
+PyObject* OtherFields(PyTypeObject* array_type, const std::shared_ptr<Batch>& batch,
+                      bool all_fields) {
   PyObject* fields = PyDict_New();
   if (fields == nullptr) {
     return nullptr;
   }
   for (const FieldSlice& field : batch->fields) {
-    if (field.name == "images") {
+    if (field.name == "images" && !all_fields) {
       continue;
     }
     PyObject* array = NewArray(
@@ -225,7 +226,9 @@ PyObject* ToPython(PyObject* self, Batch&& received) {
       NewArray(array_type, {batch, batch->labels.data(), ElementType::kInt64, {size}});
   PyObject* indices =
       NewArray(array_type, {batch, batch->indices.data(), ElementType::kInt64, {size}});
-  PyObject* others = OtherFields(array_type, batch);
+  // A user's own dataset's fields are all "others", whatever their names.
+  PyObject* others =
+      OtherFields(array_type, batch, !Loader(self).dataset().sample_structure.empty());
   PyObject* lengths = RaggedLengths(*batch);
   if (images == nullptr || labels == nullptr || indices == nullptr || others == nullptr ||
       lengths == nullptr) {
@@ -328,6 +331,14 @@ PyObject* ClassNames(PyObject* self, PyObject* /*unused*/) {
   return list;
 }
 
+PyObject* SampleStructure(PyObject* self, PyObject* /*unused*/) {
+  const std::string& json = Loader(self).dataset().sample_structure;
+  if (json.empty()) {
+    Py_RETURN_NONE;
+  }
+  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+}
+
 PyObject* NumSamples(PyObject* self, PyObject* /*unused*/) {
   return PyLong_FromUnsignedLongLong(Loader(self).dataset().num_samples);
 }
@@ -353,6 +364,8 @@ PyMethodDef kMethods[] = {
     {"stats", Stats, METH_NOARGS, "requested, received, delivered, dropped, reassigned, ..."},
     {"class_names", ClassNames, METH_NOARGS, "the dataset's class names"},
     {"num_samples", NumSamples, METH_NOARGS, "samples in the dataset, all ranks together"},
+    {"sample_structure", SampleStructure, METH_NOARGS,
+     "a user's own Python dataset's sample structure (SampleNode as JSON), or None"},
     {"samples_per_rank", SamplesPerRank, METH_NOARGS, "samples of this rank per epoch"},
     {"fingerprint", Fingerprint, METH_NOARGS, "the dataset's fingerprint, in hex"},
     {nullptr, nullptr, 0, nullptr}};

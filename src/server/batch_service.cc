@@ -161,6 +161,10 @@ BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threa
                            RequestLimits limits, PipelineOptions pipeline_options, int worker_nice,
                            HostAllocator buffer_allocator)
     : dataset_(std::move(dataset)),
+      fingerprint_(dataset_.fingerprint()),
+      num_samples_(dataset_.size()),
+      source_(dataset_.source()),
+      synthetic_(dataset_.synthetic()),
       mask_ids_(MaskIdsOf(dataset_, pipeline_options.max_pixels)),
       default_pipeline_(std::move(default_pipeline)),
       default_assembler_(dataset_, default_pipeline_, mask_ids_),
@@ -174,6 +178,29 @@ BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threa
       pipelines_(kMaxCachedPipelines, kMaxCachedPipelineBytes),
       pool_(threads, worker_nice) {}
 
+BatchService::BatchService(std::shared_ptr<PythonDataset> python, RequestLimits limits,
+                           HostAllocator buffer_allocator)
+    : dataset_(Dataset::Synthetic(0, 0)),
+      python_(std::move(python)),
+      fingerprint_(python_->fingerprint()),
+      num_samples_(python_->size()),
+      source_(python_->source()),
+      synthetic_(false),
+      mask_ids_(MaskIds::kNone),
+      // Never run: the dataset's samples are its own. The default
+      // pipeline's assembler is every stream's placeholder.
+      default_pipeline_(Pipeline::Parse(kDefaultPipeline).value()),
+      default_assembler_(dataset_, default_pipeline_, mask_ids_),
+      limits_(limits),
+      start_time_(absl::Now()),
+      buffers_(BufferPool::Create(2 * static_cast<size_t>(python_->workers()) + 4,
+                                  std::move(buffer_allocator))),
+      memory_(MemoryBudget::Create(limits.memory_budget_bytes > 0 ? limits.memory_budget_bytes
+                                                                  : DefaultMemoryBudgetBytes())),
+      pipelines_(kMaxCachedPipelines, kMaxCachedPipelineBytes),
+      // A thread per worker, each waiting on its worker's sample.
+      pool_(python_->workers(), 0) {}
+
 BatchService::~BatchService() {
   // Waiting builds refer to this service: they are dropped, and a grant
   // released later (pixels still being sent) starts none.
@@ -183,12 +210,17 @@ BatchService::~BatchService() {
 absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) {
   ASSIGN_OR_RETURN(const std::shared_ptr<const BatchAssembler> assembler, AssemblerFor(pipeline));
   v1::DatasetInfo info;
-  info.set_fingerprint(dataset_.fingerprint());
-  info.set_num_samples(dataset_.size());
+  info.set_fingerprint(fingerprint_);
+  info.set_num_samples(num_samples_);
+  info.set_source(source_);
+  if (python_ != nullptr) {
+    *info.mutable_fields() = python_->fields();
+    *info.mutable_sample_structure() = python_->structure();
+    return info;
+  }
   for (const std::string& name : dataset_.class_names()) {
     info.add_class_names(name);
   }
-  info.set_source(dataset_.source());
   info.set_default_pipeline(default_pipeline_.CanonicalSpec());
   info.set_height(assembler->pipeline().output_height());
   info.set_width(assembler->pipeline().output_width());
@@ -198,6 +230,12 @@ absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) 
 
 absl::StatusOr<std::shared_ptr<const BatchAssembler>> BatchService::AssemblerFor(
     const std::string& pipeline) {
+  if (python_ != nullptr && !pipeline.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("this server serves the Python dataset ", source_,
+                     " (--python-dataset), whose samples are made by its own code: a pipeline ('",
+                     pipeline.substr(0, 64), "') does not apply"));
+  }
   if (pipeline.empty()) {
     // Not owned: the service outlives its streams.
     return std::shared_ptr<const BatchAssembler>(std::shared_ptr<void>(), &default_assembler_);
@@ -234,11 +272,11 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
     return absl::InvalidArgumentError(
         absl::StrCat("client_id of ", client_id.size(), " bytes, over ", kMaxClientIdBytes));
   }
-  if (config.dataset_fingerprint() != dataset_.fingerprint()) {
+  if (config.dataset_fingerprint() != fingerprint_) {
     return absl::FailedPreconditionError(
         absl::StrCat("dataset mismatch: the client expects fingerprint ",
                      FingerprintToHex(config.dataset_fingerprint()), " but this server's dataset '",
-                     dataset_.source(), "' has ", FingerprintToHex(dataset_.fingerprint())));
+                     source_, "' has ", FingerprintToHex(fingerprint_)));
   }
   if (config.batch_size() == 0 || config.batch_size() > limits_.max_batch_size) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size ", config.batch_size(),
@@ -249,11 +287,11 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
                                                    " outside [1, ", limits_.max_world_size, "]"));
   }
   auto stream = std::make_shared<StreamPlan>();
-  stream->params = FromPlanConfig(config, dataset_.size());
+  stream->params = FromPlanConfig(config, num_samples_);
   RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
 
   ASSIGN_OR_RETURN(stream->assembler, AssemblerFor(config.pipeline()));
-  stream->fields = FieldsOf(*stream->assembler);
+  stream->fields = python_ != nullptr ? python_->fields() : FieldsOf(*stream->assembler);
   const absl::StatusOr<BatchLayout> layout =
       PlannedLayout(stream->fields, config.batch_size(), limits_.max_batch_bytes);
   if (!layout.ok()) {
@@ -261,11 +299,12 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
         absl::StrCat("a batch of ", config.batch_size(), " samples: ", layout.status().message()));
   }
   const uint64_t batch_bytes = layout->payload_bytes;
-  if (!dataset_.synthetic()) {
+  if (!synthetic_) {
     RETURN_IF_ERROR(memory_->Fits(batch_bytes));
   }
   stream->client_id = client_id;
-  stream->sample_cost = stream->assembler->pipeline().EstimateCost().pixel_operations;
+  stream->sample_cost =
+      python_ != nullptr ? 1 : stream->assembler->pipeline().EstimateCost().pixel_operations;
   if (client_id.empty()) {
     stream->work_queue = pool_.OpenQueue();
     return stream;
@@ -361,6 +400,7 @@ struct BatchService::BatchJob {
   // Into `pixels`; null for a shared synthetic batch.
   BatchDestination destination;
   uint8_t* payload = nullptr;  // the start of `pixels`, writable
+  BatchLayout layout;          // where its fields lie in `pixels`
 
   absl::Mutex mu;
   std::vector<SlotResult> slots ABSL_GUARDED_BY(mu);
@@ -375,10 +415,10 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
   job->done = std::move(done);
   // A synthetic batch is shared pixels and a list of labels: one item.
   const absl::StatusOr<int64_t> samples = SamplesInBatch(stream->params, id.index());
-  const int items = dataset_.synthetic() ? 1 : static_cast<int>(samples.value_or(1));
+  const int items = synthetic_ ? 1 : static_cast<int>(samples.value_or(1));
   const SamplePool::QueueId queue = stream->work_queue;
   const uint64_t bytes =
-      dataset_.synthetic() ? 0 : PayloadBytes(*stream, static_cast<uint32_t>(samples.value_or(0)));
+      synthetic_ ? 0 : PayloadBytes(*stream, static_cast<uint32_t>(samples.value_or(0)));
   const StreamPlan* key = stream.get();
   job->stream = std::move(stream);
   // Runs now, or once other batches' pixels are sent; with an empty grant
@@ -421,13 +461,14 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     absl::MutexLock lock(&job.mu);
     job.slots.resize(job.indices.size());
   }
-  if (dataset_.synthetic()) {
+  if (synthetic_) {
     job.pixels = OutgoingPixels::Share(SyntheticPixels(assembler, job.indices));
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(const BatchLayout layout,
+  ASSIGN_OR_RETURN(job.layout,
                    PlannedLayout(job.stream->fields, static_cast<uint32_t>(job.indices.size()),
                                  limits_.max_batch_bytes));
+  const BatchLayout& layout = job.layout;
   ASSIGN_OR_RETURN(PooledBuffer pixels, buffers_->Get(layout.payload_bytes));
   // The reservation lasts as long as the pixels: until the last send is done.
   struct BatchMemory {
@@ -437,6 +478,18 @@ absl::Status BatchService::Prepare(BatchJob& job) {
   auto memory =
       std::make_shared<BatchMemory>(BatchMemory{std::move(pixels), std::move(job.memory)});
   uint8_t* payload = memory->buffer.data();
+  job.pixels = OutgoingPixels{memory, payload, layout.payload_bytes};
+  job.payload = payload;
+  if (python_ != nullptr) {
+    // Every row of every field is written (or zeroed) by its sample; the
+    // gaps between fields are zeroed here.
+    uint64_t end = 0;
+    for (const FieldSlice& field : layout.fields) {
+      std::memset(payload + end, 0, field.offset - end);
+      end = field.offset + field.bytes;
+    }
+    return absl::OkStatus();
+  }
   job.destination.images = payload + layout.fields[0].offset;
   if (assembler.mask_ids() != MaskIds::kNone) {
     job.destination.masks = payload + layout.fields[1].offset;
@@ -453,14 +506,25 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     std::memset(payload + end, 0, field.offset - end);
     end = field.offset + field.bytes;
   }
-  job.pixels = OutgoingPixels{memory, payload, layout.payload_bytes};
-  job.payload = payload;
   return absl::OkStatus();
 }
 
 void BatchService::BuildSample(BatchJob& job, int slot) {
   const BatchAssembler& assembler = *job.stream->assembler;
-  if (dataset_.synthetic()) {
+  if (python_ != nullptr) {
+    if (job.stream->abandoned->load()) {
+      return;  // no one wants the batch: its slots stay as they are
+    }
+    const absl::Time start = absl::Now();
+    const SlotResult result =
+        python_->BuildSlot(job.stream->params.seed, job.id.epoch(), job.indices,
+                           static_cast<size_t>(slot), job.payload, job.layout);
+    absl::MutexLock lock(&job.mu);
+    job.slots[static_cast<size_t>(slot)] = result;
+    job.seconds.augment += absl::ToDoubleSeconds(absl::Now() - start);
+    return;
+  }
+  if (synthetic_) {
     std::vector<SlotResult> slots = assembler.SyntheticSlots(job.indices);
     absl::MutexLock lock(&job.mu);
     job.slots = std::move(slots);
@@ -524,9 +588,11 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
   BuiltBatch built;
   v1::Batch* batch = &built.header;
   *batch->mutable_id() = job.id;
-  batch->set_height(assembler.pipeline().output_height());
-  batch->set_width(assembler.pipeline().output_width());
-  batch->set_channels(3);
+  if (python_ == nullptr) {  // a Python dataset's fields say their own shapes
+    batch->set_height(assembler.pipeline().output_height());
+    batch->set_width(assembler.pipeline().output_width());
+    batch->set_channels(3);
+  }
   batch->set_queue_seconds(absl::ToDoubleSeconds(job.started - job.requested));
   batch->set_build_seconds(absl::ToDoubleSeconds(finished - job.started));
   built.pixels = std::move(job.pixels);
@@ -593,8 +659,8 @@ std::shared_ptr<const std::vector<uint8_t>> BatchService::SyntheticPixels(
 
 v1::ServerStats BatchService::Stats() {
   v1::ServerStats stats;
-  stats.set_dataset(dataset_.source());
-  stats.set_num_samples(dataset_.size());
+  stats.set_dataset(source_);
+  stats.set_num_samples(num_samples_);
   stats.set_default_pipeline(default_pipeline_.CanonicalSpec());
   stats.set_recent_images_per_second(recent_samples_.PerSecond(samples_built_.load(), absl::Now()));
   const double uptime = absl::ToDoubleSeconds(absl::Now() - start_time_);

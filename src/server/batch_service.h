@@ -30,6 +30,7 @@
 #include "src/data/batch_assembler.h"
 #include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"
+#include "src/data/python/python_dataset.h"
 #include "src/server/memory_budget.h"
 #include "src/server/recent_rate.h"
 #include "src/server/sample_pool.h"
@@ -110,6 +111,12 @@ class BatchService {
   BatchService(Dataset dataset, Pipeline default_pipeline, int threads, RequestLimits limits = {},
                PipelineOptions pipeline_options = {}, int worker_nice = 0,
                HostAllocator buffer_allocator = {});
+  // Serves a user's own Python dataset: its samples are made by `python`'s
+  // worker processes, one thread here per worker, into buffers from
+  // `buffer_allocator`, which must be the shared regions `python` was
+  // started with. Streams may name no pipeline.
+  BatchService(std::shared_ptr<PythonDataset> python, RequestLimits limits,
+               HostAllocator buffer_allocator);
   ~BatchService();
 
   // The dataset, and `pipeline`'s output shape (the default pipeline's when
@@ -199,7 +206,15 @@ class BatchService {
                                                               absl::Span<const int64_t> indices)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  const Dataset dataset_;
+  const Dataset dataset_;  // empty when serving a Python dataset
+  // Null unless serving a user's own Python dataset.
+  const std::shared_ptr<PythonDataset> python_;
+  // What clients see of either dataset.
+  const uint64_t fingerprint_;
+  const size_t num_samples_;
+  const std::string source_;
+  // Batches of a synthetic dataset: shared pixels, built once.
+  const bool synthetic_;
   // How its masks' ids go in batches (MaskIdsOf).
   const MaskIds mask_ids_;
   const Pipeline default_pipeline_;

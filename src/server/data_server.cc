@@ -17,6 +17,7 @@
 #include "src/server/batch_service.h"
 #include "src/server/grpc_data_server.h"
 #include "src/server/pixel_channel_listener.h"
+#include "src/wire/batch_layout.h"
 
 namespace heterodl {
 namespace {
@@ -52,9 +53,40 @@ absl::StatusOr<PixelChannels> ListenForPixelChannels(const DataServerOptions& op
   return channels;
 }
 
+// Starts a server of a user's own Python dataset: its workers first (the
+// dataset's errors stop the start), then the service over them.
+absl::StatusOr<std::unique_ptr<DataServer>> StartPythonServer(const DataServerOptions& options) {
+  ASSIGN_OR_RETURN(PixelChannels pixel_channels, ListenForPixelChannels(options));
+  // The workers write batches into shared memory whether or not a same-host
+  // loader reads them there.
+  std::shared_ptr<SharedRegions> regions = pixel_channels.shared_regions != nullptr
+                                               ? pixel_channels.shared_regions
+                                               : SharedRegions::Create();
+  ASSIGN_OR_RETURN(std::shared_ptr<PythonDataset> python,
+                   PythonDataset::Start(options.python, regions));
+  std::vector<std::string> fields;
+  for (const v1::FieldSpec& field : python->fields()) {
+    fields.push_back(absl::StrCat(field.name(), " ", DTypeName(field.dtype()), " [",
+                                  absl::StrJoin(field.shape(), ", "), "]"));
+  }
+  LogInfo("Python dataset %s: %d samples, fields %s, fingerprint %s; %d worker processes (%s)",
+          python->source(), python->size(), absl::StrJoin(fields, ", "),
+          FingerprintToHex(python->fingerprint()), python->workers(), options.python.worker.python);
+  RequestLimits limits;
+  limits.memory_budget_bytes = options.max_memory_bytes;
+  auto service = std::make_unique<BatchService>(std::move(python), limits, regions->allocator());
+  auto server = std::make_unique<GrpcDataServer>(options, std::move(pixel_channels.listener),
+                                                 std::move(service));
+  RETURN_IF_ERROR(server->Listen());
+  return server;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options) {
+  if (!options.python.worker.dataset.empty()) {
+    return StartPythonServer(options);
+  }
   RunPipelinesOnCallerThreadsOnly();
   absl::StatusOr<Dataset> opened =
       options.synthetic_samples > 0

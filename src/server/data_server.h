@@ -18,11 +18,17 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "src/common/net/tls_config.h"
+#include "src/data/python/python_dataset.h"
 
 namespace heterodl {
 
 struct DataServerOptions {
   std::string dataset;
+  // A user's own Python dataset instead (python.worker.dataset non-empty:
+  // serve --python-dataset MODULE:CALLABLE): its samples are made by worker
+  // processes (src/data/python/python_dataset.h); `dataset`, `pipeline`
+  // and the decoding options do not apply.
+  PythonDatasetOptions python;
   // > 0: serve this many synthetic samples instead of `dataset` (no files,
   // no decoding), to measure the transport alone.
   int64_t synthetic_samples = 0;

@@ -36,6 +36,16 @@ std::optional<ElementType> KnownElementType(v1::DType dtype) {
       return ElementType::kInt64;
     case v1::DTYPE_FLOAT32:
       return ElementType::kFloat32;
+    case v1::DTYPE_BOOL:
+      return ElementType::kBool;
+    case v1::DTYPE_INT8:
+      return ElementType::kInt8;
+    case v1::DTYPE_INT16:
+      return ElementType::kInt16;
+    case v1::DTYPE_FLOAT16:
+      return ElementType::kFloat16;
+    case v1::DTYPE_FLOAT64:
+      return ElementType::kFloat64;
     default:
       return std::nullopt;
   }

@@ -11,23 +11,40 @@
 namespace heterodl {
 
 // A field's element type (data_service.proto's DType, less UNSPECIFIED).
-enum class ElementType { kUInt8, kInt32, kInt64, kFloat32 };
+// The last five come only from a user's own Python dataset.
+enum class ElementType {
+  kUInt8,
+  kInt32,
+  kInt64,
+  kFloat32,
+  kBool,
+  kInt8,
+  kInt16,
+  kFloat16,
+  kFloat64
+};
 
 // Bytes of one element.
 inline uint64_t ElementBytes(ElementType type) {
   switch (type) {
     case ElementType::kUInt8:
+    case ElementType::kBool:
+    case ElementType::kInt8:
       return 1;
+    case ElementType::kInt16:
+    case ElementType::kFloat16:
+      return 2;
     case ElementType::kInt32:
     case ElementType::kFloat32:
       return 4;
     case ElementType::kInt64:
+    case ElementType::kFloat64:
       return 8;
   }
   return 1;
 }
 
-// NumPy's name: "uint8", "int32", "int64", "float32".
+// NumPy's name: "uint8", "int32", "int64", "float32", "bool", ...
 inline const char* ElementTypeName(ElementType type) {
   switch (type) {
     case ElementType::kUInt8:
@@ -38,6 +55,16 @@ inline const char* ElementTypeName(ElementType type) {
       return "int64";
     case ElementType::kFloat32:
       return "float32";
+    case ElementType::kBool:
+      return "bool";
+    case ElementType::kInt8:
+      return "int8";
+    case ElementType::kInt16:
+      return "int16";
+    case ElementType::kFloat16:
+      return "float16";
+    case ElementType::kFloat64:
+      return "float64";
   }
   return "uint8";
 }
@@ -60,6 +87,22 @@ struct ElementTypeOf<int64_t> {
 template <>
 struct ElementTypeOf<float> {
   static constexpr ElementType kValue = ElementType::kFloat32;
+};
+template <>
+struct ElementTypeOf<int8_t> {
+  static constexpr ElementType kValue = ElementType::kInt8;
+};
+template <>
+struct ElementTypeOf<int16_t> {
+  static constexpr ElementType kValue = ElementType::kInt16;
+};
+template <>
+struct ElementTypeOf<double> {
+  static constexpr ElementType kValue = ElementType::kFloat64;
+};
+template <>
+struct ElementTypeOf<bool> {
+  static constexpr ElementType kValue = ElementType::kBool;
 };
 
 struct FieldSlice {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -126,6 +127,12 @@ void SharedRegions::SetReleaseListener(ReleaseListener listener) {
 size_t SharedRegions::live() const {
   absl::MutexLock lock(&mu_);
   return regions_.size();
+}
+
+bool SharedRegions::IsLive(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  return std::any_of(regions_.begin(), regions_.end(),
+                     [id](const auto& entry) { return entry.second.id == id; });
 }
 
 absl::StatusOr<MappedRegion> MapSharedRegion(int fd, size_t min_bytes) {

@@ -64,6 +64,8 @@ class SharedRegions : public std::enable_shared_from_this<SharedRegions> {
 
   // Regions allocated and not yet freed.
   size_t live() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether region `id` is still allocated.
+  bool IsLive(uint64_t id) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   SharedRegions() = default;

@@ -1,5 +1,6 @@
 #include "src/common/process/child_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "src/common/net/unique_fd.h"
 #include "src/common/read_file.h"
 
 extern char** environ;
@@ -35,7 +37,8 @@ int DecodeWaitStatus(int status) {
 }  // namespace
 
 absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
-                                                 const std::vector<std::string>& extra_env) {
+                                                 const std::vector<std::string>& extra_env,
+                                                 int pass_fd) {
   if (argv.empty()) {
     return absl::InvalidArgumentError("empty argv");
   }
@@ -69,8 +72,25 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>&
   posix_spawnattr_setsigdefault(&attr, &default_signals);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
+  // dup2 clears close-on-exec on its target, unless source and target are
+  // the same descriptor: then a copy elsewhere goes first.
+  UniqueFd moved;
+  if (pass_fd == kPassedFd) {
+    moved.reset(fcntl(pass_fd, F_DUPFD_CLOEXEC, kPassedFd + 1));
+    if (!moved.valid()) {
+      posix_spawnattr_destroy(&attr);
+      return absl::InternalError(absl::StrCat("dup: ", std::strerror(errno)));
+    }
+    pass_fd = moved.get();
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (pass_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, pass_fd, kPassedFd);
+  }
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, args[0], nullptr, &attr, args.data(), env.data());
+  int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     return absl::InternalError(

@@ -24,10 +24,16 @@ namespace heterodl {
 
 class ChildProcess {
  public:
-  // Starts argv[0] (a path) with the given arguments, inheriting stdio and
-  // the environment plus `extra_env` ("NAME=value" entries).
+  // Starts argv[0] (a path, or a name looked up in PATH) with the given
+  // arguments, inheriting stdio and the environment plus `extra_env`
+  // ("NAME=value" entries). `pass_fd` >= 0: that descriptor is the child's
+  // descriptor 3 (it may be close-on-exec here); no other descriptor of
+  // this process that is close-on-exec reaches the child.
   static absl::StatusOr<ChildProcess> Spawn(const std::vector<std::string>& argv,
-                                            const std::vector<std::string>& extra_env = {});
+                                            const std::vector<std::string>& extra_env = {},
+                                            int pass_fd = -1);
+  // The descriptor number `pass_fd` has in the child.
+  static constexpr int kPassedFd = 3;
 
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) noexcept;

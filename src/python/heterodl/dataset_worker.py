@@ -27,13 +27,20 @@ Internal to heterodl's data group: the server runs it in worker processes,
 never in its own.
 """
 
+import argparse
 import dataclasses
 import hashlib
 import importlib
+import json
+import mmap
 import numbers
+import os
 import random
+import re
+import socket
 import struct
 import sys
+import traceback
 from collections.abc import Mapping, Sequence
 
 import numpy
@@ -45,6 +52,10 @@ class DatasetLoadError(Exception):
 
 class SampleError(Exception):
     """A sample the batch contract cannot carry."""
+
+
+# The dtypes a batch field may have (data_service.proto's DType).
+DTYPES = ("uint8", "int32", "int64", "float32", "bool", "int8", "int16", "float16", "float64")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,3 +241,198 @@ def _rebuild(sample, path, columns):
             return type(sample)(*items)
         return items
     return columns[path]
+
+
+def _name_part(key):
+    return re.sub(r"[^a-z0-9_]", "_", str(key).lower())
+
+
+def structure(sample):
+    """The sample's structure as data_service.proto's SampleNode (in its
+    JSON form) and a wire name per leaf, in collation order: a dict's keys
+    (`{"image": ..., "label": ...}` gives image, label), joined by "_" when
+    nested, `field_0`, `field_1`, ... for a tuple's or list's items."""
+    names = []
+
+    def node(value, parts):
+        if isinstance(value, Mapping):
+            keys = list(value.keys())
+            return {"kind": "DICT", "keys": keys,
+                    "items": [node(value[k], parts + [_name_part(k)]) for k in keys]}
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+            items = [node(v, parts + [str(i)]) for i, v in enumerate(value)]
+            if isinstance(value, tuple) and hasattr(value, "_fields"):
+                return {"kind": "NAMEDTUPLE", "type_name": type(value).__name__,
+                        "keys": list(value._fields), "items": items}
+            return {"kind": "LIST", "items": items}
+        name = "_".join(p for p in parts if p) or "sample"
+        if not name[0].isalpha():
+            name = "field_" + name
+        name = name[:56]
+        unique, n = name, 1
+        while unique in names:
+            unique, n = f"{name}_{n}", n + 1
+        names.append(unique)
+        return {"kind": "FIELD", "field": len(names) - 1}
+
+    leaves(sample)  # refuses what cannot be carried, naming it
+    return node(sample, []), names
+
+
+def check_dtype(field):
+    """SampleError unless the field's dtype can travel in a batch."""
+    if field.dtype.name not in DTYPES:
+        raise SampleError(f"{field.path or 'the sample'}: dtype {field.dtype} is not supported "
+                          f"(one of {', '.join(DTYPES)}; convert it in the dataset)")
+
+
+def write_sample(sample, fields, destinations):
+    """Writes one sample's leaves into `destinations` (one array per field,
+    of the field's shape and dtype): SampleError naming the leaf when the
+    sample's fields, shapes or dtypes are not the dataset's (its first
+    sample's)."""
+    found = leaves(sample)
+    if [path for path, _ in found] != [field.path for field in fields]:
+        raise SampleError(f"the sample has fields {[path for path, _ in found]}, "
+                          f"the dataset's first sample {[field.path for field in fields]}")
+    for field, (path, array), destination in zip(fields, found, destinations):
+        where = path or "the sample"
+        if array.shape != field.shape:
+            raise SampleError(f"{where}: shape {array.shape}, {field.shape} in the dataset's "
+                              "first sample; every sample must agree (resize in the dataset)")
+        if array.dtype != field.dtype:
+            raise SampleError(f"{where}: dtype {array.dtype}, {field.dtype} in the dataset's "
+                              "first sample")
+        destination[...] = array
+
+
+def describe_error(error):
+    """One line for an exception: its type and message, and where the
+    innermost frame of its traceback was (the user's code, usually)."""
+    where = ""
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames:
+        last = frames[-1]
+        where = f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
+    message = str(error).replace("\n", " ")
+    return f"{type(error).__name__}: {message}{where}"[:1000]
+
+
+# Samples tried, from index 0, for one that describes the dataset.
+DESCRIBE_ATTEMPTS = 16
+
+
+def _first_description(loaded):
+    last = None
+    for index in range(min(len(loaded), DESCRIBE_ATTEMPTS)):
+        try:
+            sample = loaded.sample(0, 0, index)
+        except Exception as error:  # the user's code: any exception
+            last = error
+            continue
+        fields = describe(sample)
+        for field in fields:
+            check_dtype(field)
+        node, names = structure(sample)
+        specs = [{"name": name, "dtype": "DTYPE_" + field.dtype.name.upper(),
+                  "shape": list(field.shape)} for name, field in zip(names, fields)]
+        return fields, specs, node
+    if last is None:
+        raise DatasetLoadError("the dataset is empty (len() is 0)")
+    raise DatasetLoadError(f"none of its first {min(len(loaded), DESCRIBE_ATTEMPTS)} samples could "
+                           f"be made; the last: {describe_error(last)}")
+
+
+class _Regions:
+    """The server's batch memory this worker has mapped, by region id."""
+
+    def __init__(self):
+        self._maps = {}
+
+    def add(self, region, fd):
+        try:
+            self._maps[region] = mmap.mmap(fd, 0)
+        finally:
+            os.close(fd)
+
+    def forget(self, region):
+        mapped = self._maps.pop(region, None)
+        if mapped is not None:
+            mapped.close()
+
+    def get(self, region):
+        return self._maps[region]
+
+
+def _send(sock, message):
+    sock.send(json.dumps(message).encode())
+
+
+def serve(sock, spec, python_path):
+    """The worker's life: load the dataset and describe it from its first
+    sample that can be made (every worker does, so each knows the fields
+    and the server can check that they agree), say hello, then make the
+    samples the server asks for until it closes the socket."""
+    try:
+        loaded = load_dataset(spec, python_path)
+        fields, specs, node = _first_description(loaded)
+    except (DatasetLoadError, SampleError) as error:
+        _send(sock, {"load_error": str(error)})
+        return 2
+    except Exception as error:  # len() raised, or something stranger
+        _send(sock, {"load_error": describe_error(error)})
+        return 2
+    _send(sock, {"num_samples": str(len(loaded)), "fields": specs, "structure": node})
+    regions = _Regions()
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 1)
+        except ConnectionResetError:
+            return 0
+        if not data:
+            return 0  # the server closed: it stops, or replaces this worker
+        task = json.loads(data)
+        for region in task.get("forget", ()):
+            regions.forget(int(region))
+        region = int(task.get("region", 0))
+        if fds:
+            regions.add(region, fds[0])
+        _send(sock, {"error": _make_sample(loaded, fields, task, regions.get(region))})
+
+
+def _make_sample(loaded, fields, task, memory):
+    """Makes and writes one sample; "" when written, else the error."""
+    try:
+        sample = loaded.sample(int(task.get("seed", 0)), int(task.get("epoch", 0)),
+                               int(task.get("index", 0)))
+    except Exception as error:  # the user's code: any exception
+        return describe_error(error)
+    offsets = [int(o) for o in task.get("offsets", ())]
+    destinations = [numpy.ndarray(f.shape, f.dtype, buffer=memory, offset=o)
+                    for f, o in zip(fields, offsets)]
+    try:
+        write_sample(sample, fields, destinations)
+    except SampleError as error:
+        return f"SampleError: {error}"
+    return ""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m heterodl.dataset_worker",
+        description="A heterodl data server's worker process (started by `heterodl serve "
+                    "--python-dataset`, not by hand).")
+    parser.add_argument("--fd", type=int, required=True,
+                        help="the SOCK_SEQPACKET socket to the server")
+    parser.add_argument("--dataset", required=True, help="MODULE:CALLABLE")
+    parser.add_argument("--python-path", action="append", default=[])
+    args = parser.parse_args(argv)
+    sock = socket.socket(fileno=args.fd)
+    try:
+        return serve(sock, args.dataset, args.python_path)
+    finally:
+        sock.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

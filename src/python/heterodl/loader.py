@@ -2,7 +2,9 @@
 
 import collections
 import dataclasses
+import functools
 import importlib.util
+import json
 import logging
 import numbers
 import os
@@ -298,6 +300,8 @@ class _EpochIterator:
         self._import = importer
         self._copy_guard = copy_guard
         self._start = start
+        structure = loader.sample_structure()
+        self._structure = None if structure is None else json.loads(structure)
 
     def __iter__(self) -> "_EpochIterator":
         return self
@@ -315,12 +319,37 @@ class _EpochIterator:
         images, labels, indices, failed, epoch, index, warned, others, lengths = received
         if guard is not None:
             guard.delivered((images, labels, indices, others))
+        if self._structure is not None:
+            # A user's own dataset: its batch as default_collate makes it.
+            columns = [self._import(array) for array in others.values()]
+            return _rebuild(self._structure, columns)
         # A multi-view batch has no images field: its views are the fields.
         imported = None if "views_0" in others else self._import(images)
         fields = {} if imported is None else {"images": imported}
         fields.update((name, self._import(array)) for name, array in others.items())
         return Batch(imported, self._import(labels), self._import(indices), failed, epoch, index,
                      warned, fields, lengths)
+
+
+@functools.lru_cache(maxsize=64)
+def _namedtuple(name: str, keys: Tuple[str, ...]):
+    return collections.namedtuple(name, keys)
+
+
+def _rebuild(node: Dict[str, Any], columns: List[Any]) -> Any:
+    """A batch in its samples' structure (data_service.proto's SampleNode,
+    as protobuf's JSON prints it: defaults left out), each leaf its field's
+    column: dicts and namedtuples as they are, tuples and lists as lists, as
+    torch's default_collate returns them."""
+    kind = node.get("kind", "FIELD")
+    if kind == "FIELD":
+        return columns[int(node.get("field", 0))]
+    items = [_rebuild(item, columns) for item in node.get("items", ())]
+    if kind == "DICT":
+        return dict(zip(node.get("keys", ()), items))
+    if kind == "NAMEDTUPLE":
+        return _namedtuple(node.get("typeName", "Sample"), tuple(node.get("keys", ())))(*items)
+    return items
 
 
 def _default_format() -> str:

@@ -1,0 +1,267 @@
+#include "src/data/python/python_dataset.h"
+
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "src/common/counter_rng.h"
+#include "src/common/fingerprint.h"
+#include "src/common/log.h"
+#include "src/common/status_macros.h"
+
+namespace heterodl {
+namespace {
+
+// As BatchAssembler: replacement candidates tried before a slot is zeroed.
+constexpr int kReplacementAttempts = 3;
+
+// What two workers of one dataset must agree on, and what a loader compares
+// between servers.
+uint64_t FingerprintOf(const std::string& spec, const v1::PythonWorkerHello& hello) {
+  return Fingerprint()
+      .Add("python-dataset")
+      .Add(spec)
+      .Add(hello.num_samples())
+      .Add(hello.structure().SerializeAsString())
+      .Add([&] {
+        std::string fields;
+        for (const v1::FieldSpec& field : hello.fields()) {
+          fields += field.SerializeAsString();
+        }
+        return fields;
+      }())
+      .value();
+}
+
+// Each field a FIELD node exactly once, and nothing deeper than Python
+// would nest.
+absl::Status CheckStructure(const v1::SampleNode& node, int fields, std::vector<bool>& seen,
+                            int depth) {
+  if (depth > 64) {
+    return absl::InvalidArgumentError("the sample is nested more than 64 deep");
+  }
+  switch (node.kind()) {
+    case v1::SampleNode::FIELD:
+      if (static_cast<int>(node.field()) >= fields || seen[node.field()]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the sample structure names field ", node.field(), " wrongly"));
+      }
+      seen[node.field()] = true;
+      return absl::OkStatus();
+    case v1::SampleNode::DICT:
+    case v1::SampleNode::NAMEDTUPLE:
+      if (node.keys_size() != node.items_size()) {
+        return absl::InvalidArgumentError("the sample structure's keys and items disagree");
+      }
+      break;
+    default:
+      break;
+  }
+  for (const v1::SampleNode& item : node.items()) {
+    RETURN_IF_ERROR(CheckStructure(item, fields, seen, depth + 1));
+  }
+  return absl::OkStatus();
+}
+
+// One sample's bytes of a dense field ([samples, ...]).
+uint64_t RowBytes(const FieldSlice& field) {
+  return field.shape.empty() || field.shape[0] == 0
+             ? 0
+             : field.bytes / static_cast<uint64_t>(field.shape[0]);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
+    const PythonDatasetOptions& options, std::shared_ptr<SharedRegions> regions) {
+  PythonDatasetOptions resolved = options;
+  if (resolved.workers <= 0) {
+    resolved.workers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  // Workers write into batches where the loader and the server read them:
+  // heap memory (memfds refused here) would not reach them.
+  HostAllocator allocator = regions->allocator();
+  void* probe = allocator.allocate(4096);
+  const bool shared =
+      probe != nullptr && regions->Find(static_cast<const uint8_t*>(probe), 4096).has_value();
+  if (probe != nullptr) {
+    allocator.release(probe);
+  }
+  if (!shared) {
+    return absl::FailedPreconditionError(
+        "--python-dataset needs shared memory (memfd_create) for its workers to write batches "
+        "into, and this host refused it (see the warning above)");
+  }
+  std::unique_ptr<PythonDataset> dataset(new PythonDataset(resolved, std::move(regions)));
+  const int count = resolved.workers;
+  std::vector<absl::StatusOr<std::unique_ptr<PythonWorker>>> started(count);
+  std::vector<v1::PythonWorkerHello> hellos(count);
+  {
+    std::vector<std::thread> starting;
+    for (int i = 0; i < count; ++i) {
+      starting.emplace_back(
+          [&, i] { started[i] = PythonWorker::Start(resolved.worker, &hellos[i]); });
+    }
+    for (std::thread& thread : starting) {
+      thread.join();
+    }
+  }
+  for (int i = 0; i < count; ++i) {
+    RETURN_IF_ERROR(started[i].status());
+  }
+  const v1::PythonWorkerHello& first = hellos[0];
+  dataset->fingerprint_ = FingerprintOf(resolved.worker.dataset, first);
+  for (int i = 1; i < count; ++i) {
+    if (FingerprintOf(resolved.worker.dataset, hellos[i]) != dataset->fingerprint_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--python-dataset ", resolved.worker.dataset,
+          ": two worker processes made different datasets (length or first sample's fields); "
+          "the dataset must not depend on the process it runs in"));
+    }
+  }
+  if (const absl::Status fields = CheckFieldSpecs(first.fields()); !fields.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("--python-dataset ", resolved.worker.dataset,
+                                                      ": its samples: ", fields.message()));
+  }
+  std::vector<bool> seen(static_cast<size_t>(first.fields_size()), false);
+  RETURN_IF_ERROR(CheckStructure(first.structure(), first.fields_size(), seen, 0));
+  dataset->num_samples_ = first.num_samples();
+  dataset->fields_ = first.fields();
+  dataset->structure_ = first.structure();
+  absl::MutexLock lock(&dataset->mu_);
+  for (auto& worker : started) {
+    dataset->idle_.push_back(std::move(*worker));
+  }
+  return dataset;
+}
+
+PythonDataset::~PythonDataset() {
+  absl::MutexLock lock(&mu_);
+  idle_.clear();  // each closes its socket, then is killed and reaped
+}
+
+absl::StatusOr<std::unique_ptr<PythonWorker>> PythonDataset::CheckOut() {
+  std::unique_ptr<PythonWorker> worker;
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](std::vector<std::unique_ptr<PythonWorker>>* idle) { return !idle->empty(); }, &idle_));
+    worker = std::move(idle_.back());
+    idle_.pop_back();
+  }
+  if (worker != nullptr) {
+    return worker;
+  }
+  v1::PythonWorkerHello hello;
+  absl::StatusOr<std::unique_ptr<PythonWorker>> started =
+      PythonWorker::Start(options_.worker, &hello);
+  if (started.ok() && FingerprintOf(options_.worker.dataset, hello) != fingerprint_) {
+    started = absl::FailedPreconditionError(
+        "a restarted Python worker made a different dataset (length or first sample's fields)");
+  }
+  if (!started.ok()) {
+    CheckIn(nullptr);  // tried again next time
+    return absl::UnavailableError(
+        absl::StrCat("cannot restart a Python worker: ", started.status().message()));
+  }
+  LogInfo("Python worker %d started in place of one lost", (*started)->pid());
+  return std::move(*started);
+}
+
+void PythonDataset::CheckIn(std::unique_ptr<PythonWorker> worker) {
+  absl::MutexLock lock(&mu_);
+  idle_.push_back(std::move(worker));
+}
+
+void PythonDataset::NoteError(const std::string& error) {
+  int64_t count = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    count = ++error_counts_[error];
+  }
+  if (count == 1) {
+    LogWarning("Python dataset %s: a sample failed and is replaced: %s", source(), error);
+    return;
+  }
+  for (int64_t power = 10; power <= count; power *= 10) {
+    if (count == power) {
+      LogWarning("Python dataset %s: %d samples failed so far with: %s", source(), count, error);
+    }
+  }
+}
+
+absl::Status PythonDataset::MakeSample(uint64_t seed, uint32_t epoch, int64_t index, size_t slot,
+                                       uint8_t* payload, const BatchLayout& layout) {
+  const std::optional<SharedSpan> span = regions_->Find(payload, layout.payload_bytes);
+  if (!span) {
+    return absl::InternalError("the batch is not in shared memory");
+  }
+  v1::PythonSampleTask task;
+  task.set_seed(seed);
+  task.set_epoch(epoch);
+  task.set_index(static_cast<uint64_t>(index));
+  for (const FieldSlice& field : layout.fields) {
+    task.add_offsets(span->offset + field.offset + slot * RowBytes(field));
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<std::unique_ptr<PythonWorker>> worker = CheckOut();
+    if (!worker.ok()) {
+      NoteError(std::string(worker.status().message()));
+      return worker.status();
+    }
+    absl::StatusOr<std::string> ran =
+        (*worker)->Run(task, *span, *regions_, options_.sample_timeout);
+    if (ran.ok()) {
+      CheckIn(std::move(*worker));
+      if (ran->empty()) {
+        return absl::OkStatus();
+      }
+      NoteError(*ran);
+      return absl::InvalidArgumentError(*ran);
+    }
+    const pid_t pid = (*worker)->pid();
+    worker->reset();  // killed and reaped, if it was hung
+    workers_replaced_.fetch_add(1);
+    LogWarning("Python worker %d was lost making sample %d (%s); %s", pid, index,
+               ran.status().message(),
+               attempt == 0 ? "starting another, which tries the sample again"
+                            : "starting another; the sample counts as failed");
+    CheckIn(nullptr);
+  }
+  const std::string lost = absl::StrCat(
+      "two Python workers in turn were lost making one sample (a crash, or a hang past "
+      "--python-sample-timeout ",
+      absl::FormatDuration(options_.sample_timeout), ")");
+  NoteError(lost);
+  return absl::UnavailableError(lost);
+}
+
+SlotResult PythonDataset::BuildSlot(uint64_t seed, uint32_t epoch,
+                                    absl::Span<const int64_t> indices, size_t slot,
+                                    uint8_t* payload, const BatchLayout& layout) {
+  const int64_t index = indices[slot];
+  SlotResult result{index, 0, SampleOutcome::kOk};
+  if (MakeSample(seed, epoch, index, slot, payload, layout).ok()) {
+    return result;
+  }
+  CounterRng rng(seed, {kStreamReplacement, epoch, static_cast<uint32_t>(index)});
+  for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
+    const auto candidate = static_cast<int64_t>(rng.Below(num_samples_));
+    if (candidate == index) {
+      continue;
+    }
+    if (MakeSample(seed, epoch, candidate, slot, payload, layout).ok()) {
+      result.outcome = SampleOutcome::kReplaced;
+      return result;
+    }
+  }
+  result.outcome = SampleOutcome::kZeroFilled;
+  for (const FieldSlice& field : layout.fields) {
+    std::memset(payload + field.offset + slot * RowBytes(field), 0, RowBytes(field));
+  }
+  return result;
+}
+
+}  // namespace heterodl

@@ -1,0 +1,112 @@
+// PythonDataset: a user's own map-style PyTorch Dataset (serve
+// --python-dataset MODULE:CALLABLE), run by worker processes (PythonWorker)
+// and collated into batches as default_collate does: the fields of its
+// first sample, each sample's leaves written by a worker straight into the
+// batch's shared memory.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<PythonDataset> dataset,
+//                    PythonDataset::Start(options, regions));
+//   dataset->fields();   // DatasetInfo.fields, e.g. field_0 uint8 [H, W, 3]
+//   SlotResult slot = dataset->BuildSlot(seed, epoch, indices, i, payload, layout);
+//
+// The guarantees of the native path hold: a sample is a pure function of
+// (seed, epoch, index) (the worker seeds Python's, NumPy's and torch's
+// generators from it), so any server builds the same batch. A sample whose
+// __getitem__ raises, or that does not match the first sample's fields, is
+// replaced as a native sample that cannot be decoded is; the error is
+// logged once per distinct message, with a count as it recurs. A worker
+// that dies or hangs (past `sample_timeout`) is replaced, and its sample
+// tried once more on the new one before it counts as failed.
+#ifndef HETERODL_SRC_DATA_PYTHON_PYTHON_DATASET_H_
+#define HETERODL_SRC_DATA_PYTHON_PYTHON_DATASET_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "heterodl/data_service.pb.h"
+#include "src/common/memory/shared_regions.h"
+#include "src/data/batch_assembler.h"
+#include "src/data/python/python_worker.h"
+#include "src/wire/batch_layout.h"
+
+namespace heterodl {
+
+struct PythonDatasetOptions {
+  PythonWorkerOptions worker;
+  // Worker processes: samples made at once. 0: one per core.
+  int workers = 0;
+  // A worker that takes longer than this over one sample is replaced.
+  absl::Duration sample_timeout = absl::Minutes(5);
+};
+
+class PythonDataset {
+ public:
+  // Starts the workers (in parallel) and checks that they agree on the
+  // dataset. FAILED_PRECONDITION with the Python error when the dataset
+  // cannot be imported, made or described, or when `regions` cannot give
+  // shared memory (memfds refused); UNAVAILABLE when a worker cannot start.
+  static absl::StatusOr<std::unique_ptr<PythonDataset>> Start(
+      const PythonDatasetOptions& options, std::shared_ptr<SharedRegions> regions);
+  ~PythonDataset();
+
+  size_t size() const { return num_samples_; }
+  // Of the spec, the number of samples, the fields and the structure: two
+  // servers of the same dataset code agree, and a change of either shows.
+  uint64_t fingerprint() const { return fingerprint_; }
+  const std::string& source() const { return options_.worker.dataset; }
+  const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields() const { return fields_; }
+  const v1::SampleNode& structure() const { return structure_; }
+  int workers() const { return static_cast<int>(options_.workers); }
+
+  // Makes sample `indices[slot]` into row `slot` of every field of `layout`
+  // in `payload` (memory of the regions given to Start), blocking the
+  // calling thread until a worker has. A failed sample is replaced by one
+  // picked from (seed, epoch, index) as BatchAssembler does, or zeroed.
+  SlotResult BuildSlot(uint64_t seed, uint32_t epoch, absl::Span<const int64_t> indices,
+                       size_t slot, uint8_t* payload, const BatchLayout& layout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Workers that died or hung and were replaced, so far.
+  int64_t workers_replaced() const { return workers_replaced_.load(); }
+
+ private:
+  PythonDataset(PythonDatasetOptions options, std::shared_ptr<SharedRegions> regions)
+      : options_(std::move(options)), regions_(std::move(regions)) {}
+
+  // Makes one sample with a worker; the user's or the worker's error.
+  absl::Status MakeSample(uint64_t seed, uint32_t epoch, int64_t index, size_t slot,
+                          uint8_t* payload, const BatchLayout& layout) ABSL_LOCKS_EXCLUDED(mu_);
+  // A worker to use, waiting for one to be free; null when none can be
+  // started (the error says why).
+  absl::StatusOr<std::unique_ptr<PythonWorker>> CheckOut() ABSL_LOCKS_EXCLUDED(mu_);
+  void CheckIn(std::unique_ptr<PythonWorker> worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // Logs `error` the first time, then when its count reaches 10, 100, ...
+  void NoteError(const std::string& error) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const PythonDatasetOptions options_;
+  const std::shared_ptr<SharedRegions> regions_;
+  size_t num_samples_ = 0;
+  uint64_t fingerprint_ = 0;
+  google::protobuf::RepeatedPtrField<v1::FieldSpec> fields_;
+  v1::SampleNode structure_;
+
+  absl::Mutex mu_;
+  // Free workers; `out_` are in use. A slot whose worker could not be
+  // restarted is a null entry, started again when next checked out.
+  std::vector<std::unique_ptr<PythonWorker>> idle_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> error_counts_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> workers_replaced_{0};
+};
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_DATA_PYTHON_PYTHON_DATASET_H_

@@ -1,0 +1,83 @@
+// PythonWorker: one worker process of a user's own Python dataset (serve
+// --python-dataset), started as `PYTHON -m heterodl.dataset_worker` with a
+// SOCK_SEQPACKET socket as its descriptor 3 (proto/heterodl/
+// python_worker.proto says what goes on it).
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<PythonWorker> worker,
+//                    PythonWorker::Start(options, &hello));   // hello: its fields
+//   absl::StatusOr<std::string> error = worker->Run(task, span, timeout);
+//   // !error.ok(): the worker is lost (died, hung, spoke nonsense): replace it
+//   // error->empty(): the sample was written; else the user's error
+//
+// Not thread-safe: one caller at a time (PythonDataset checks workers out).
+#ifndef HETERODL_SRC_DATA_PYTHON_PYTHON_WORKER_H_
+#define HETERODL_SRC_DATA_PYTHON_PYTHON_WORKER_H_
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "heterodl/python_worker.pb.h"
+#include "src/common/memory/shared_regions.h"
+#include "src/common/net/unique_fd.h"
+#include "src/common/process/child_process.h"
+
+namespace heterodl {
+
+struct PythonWorkerOptions {
+  // The interpreter (a path, or a name looked up in PATH); heterodl must be
+  // importable by it (the wheel installed, or PYTHONPATH).
+  std::string python = "python3";
+  // MODULE:CALLABLE, and folders searched for MODULE first.
+  std::string dataset;
+  std::vector<std::string> python_path;
+  // How long the worker may take to import, construct and describe the
+  // dataset before it is given up.
+  absl::Duration start_timeout = absl::Minutes(5);
+};
+
+class PythonWorker {
+ public:
+  // Starts a worker and waits for its hello. FAILED_PRECONDITION with the
+  // Python error when the dataset cannot be imported, made or described;
+  // UNAVAILABLE when the worker cannot be started or ends (or passes the
+  // start timeout) before it says hello.
+  static absl::StatusOr<std::unique_ptr<PythonWorker>> Start(const PythonWorkerOptions& options,
+                                                             v1::PythonWorkerHello* hello);
+  ~PythonWorker();  // kills and reaps the process
+  PythonWorker(const PythonWorker&) = delete;
+  PythonWorker& operator=(const PythonWorker&) = delete;
+
+  // Has the worker make one sample into `span`'s region (the region's memfd
+  // goes along the first time), telling it first which regions it mapped
+  // that `regions` has freed. The user's error ("" when the sample was
+  // written); UNAVAILABLE when the worker died, DEADLINE_EXCEEDED when it
+  // did not answer within `timeout`, INTERNAL when its answer is not one:
+  // in each case the worker is of no further use.
+  absl::StatusOr<std::string> Run(v1::PythonSampleTask task, const SharedSpan& span,
+                                  const SharedRegions& regions, absl::Duration timeout);
+
+  pid_t pid() const { return process_.pid(); }
+  // "exit code N" / "killed by signal N" once the process ended (it is
+  // reaped here, waiting up to a second), else "still running".
+  std::string Ending();
+
+ private:
+  PythonWorker(ChildProcess process, UniqueFd socket)
+      : process_(std::move(process)), socket_(std::move(socket)) {}
+  // One record from the worker, within `timeout`.
+  absl::StatusOr<std::string> Receive(absl::Duration timeout);
+
+  ChildProcess process_;
+  UniqueFd socket_;
+  // The regions whose memfd the worker has been sent (and maps).
+  std::set<uint64_t> mapped_;
+};
+
+}  // namespace heterodl
+
+#endif  // HETERODL_SRC_DATA_PYTHON_PYTHON_WORKER_H_
