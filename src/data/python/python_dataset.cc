@@ -96,20 +96,27 @@ absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
   }
   std::unique_ptr<PythonDataset> dataset(new PythonDataset(resolved, std::move(regions)));
   const int count = resolved.workers;
-  std::vector<absl::StatusOr<std::unique_ptr<PythonWorker>>> started(count);
+  // Spawned here, on the thread that starts the server (it lives as long as
+  // the server); they load the dataset at once.
+  std::vector<std::unique_ptr<PythonWorker>> started;
+  for (int i = 0; i < count; ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<PythonWorker> worker, PythonWorker::Spawn(resolved.worker));
+    started.push_back(std::move(worker));
+  }
   std::vector<v1::PythonWorkerHello> hellos(count);
+  std::vector<absl::Status> loaded(count);
   {
-    std::vector<std::thread> starting;
+    std::vector<std::thread> waiting;
     for (int i = 0; i < count; ++i) {
-      starting.emplace_back(
-          [&, i] { started[i] = PythonWorker::Start(resolved.worker, &hellos[i]); });
+      waiting.emplace_back(
+          [&, i] { loaded[i] = started[i]->AwaitHello(resolved.worker, &hellos[i]); });
     }
-    for (std::thread& thread : starting) {
+    for (std::thread& thread : waiting) {
       thread.join();
     }
   }
-  for (int i = 0; i < count; ++i) {
-    RETURN_IF_ERROR(started[i].status());
+  for (const absl::Status& status : loaded) {
+    RETURN_IF_ERROR(status);
   }
   const v1::PythonWorkerHello& first = hellos[0];
   dataset->fingerprint_ = FingerprintOf(resolved.worker.dataset, first);
@@ -132,7 +139,7 @@ absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
   dataset->structure_ = first.structure();
   absl::MutexLock lock(&dataset->mu_);
   for (auto& worker : started) {
-    dataset->idle_.push_back(std::move(*worker));
+    dataset->idle_.push_back(std::move(worker));
   }
   return dataset;
 }

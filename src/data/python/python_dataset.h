@@ -85,8 +85,10 @@ class PythonDataset {
   // Makes one sample with a worker; the user's or the worker's error.
   absl::Status MakeSample(uint64_t seed, uint32_t epoch, int64_t index, size_t slot,
                           uint8_t* payload, const BatchLayout& layout) ABSL_LOCKS_EXCLUDED(mu_);
-  // A worker to use, waiting for one to be free; null when none can be
-  // started (the error says why).
+  // A worker to use, waiting for one to be free. One lost before is
+  // started again here, on the calling thread (it dies with that thread: a
+  // pool thread, which lives as long as the service); UNAVAILABLE when it
+  // cannot be.
   absl::StatusOr<std::unique_ptr<PythonWorker>> CheckOut() ABSL_LOCKS_EXCLUDED(mu_);
   void CheckIn(std::unique_ptr<PythonWorker> worker) ABSL_LOCKS_EXCLUDED(mu_);
   // Logs `error` the first time, then when its count reaches 10, 100, ...

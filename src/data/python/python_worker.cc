@@ -45,6 +45,13 @@ std::string ToWireJson(const google::protobuf::Message& message) {
 
 absl::StatusOr<std::unique_ptr<PythonWorker>> PythonWorker::Start(
     const PythonWorkerOptions& options, v1::PythonWorkerHello* hello) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PythonWorker> worker, Spawn(options));
+  RETURN_IF_ERROR(worker->AwaitHello(options, hello));
+  return worker;
+}
+
+absl::StatusOr<std::unique_ptr<PythonWorker>> PythonWorker::Spawn(
+    const PythonWorkerOptions& options) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
     return absl::InternalError(absl::StrCat("socketpair: ", std::strerror(errno)));
@@ -68,10 +75,14 @@ absl::StatusOr<std::unique_ptr<PythonWorker>> PythonWorker::Start(
                                                options.python, "): ", process.status().message()));
   }
   theirs.reset();  // the worker's end lives in the worker alone: its death ends ours
-  std::unique_ptr<PythonWorker> worker(new PythonWorker(std::move(*process), std::move(ours)));
-  absl::StatusOr<std::string> record = worker->Receive(options.start_timeout);
+  return std::unique_ptr<PythonWorker>(new PythonWorker(std::move(*process), std::move(ours)));
+}
+
+absl::Status PythonWorker::AwaitHello(const PythonWorkerOptions& options,
+                                      v1::PythonWorkerHello* hello) {
+  absl::StatusOr<std::string> record = Receive(options.start_timeout);
   if (!record.ok()) {
-    const std::string ending = worker->Ending();
+    const std::string ending = Ending();
     return absl::UnavailableError(
         absl::StrCat("the Python worker (", options.python,
                      " -m heterodl.dataset_worker) ended before it "
@@ -84,7 +95,7 @@ absl::StatusOr<std::unique_ptr<PythonWorker>> PythonWorker::Start(
     return absl::FailedPreconditionError(
         absl::StrCat("--python-dataset ", options.dataset, ": ", hello->load_error()));
   }
-  return worker;
+  return absl::OkStatus();
 }
 
 PythonWorker::~PythonWorker() {

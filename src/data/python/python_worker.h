@@ -48,6 +48,12 @@ class PythonWorker {
   // start timeout) before it says hello.
   static absl::StatusOr<std::unique_ptr<PythonWorker>> Start(const PythonWorkerOptions& options,
                                                              v1::PythonWorkerHello* hello);
+  // Start() in two steps, so that many workers can load at once. The
+  // worker dies with the thread that spawns it (it asks Linux for a signal
+  // when its parent ends, and the parent is that thread): spawn from one
+  // that lives as long as the worker is wanted.
+  static absl::StatusOr<std::unique_ptr<PythonWorker>> Spawn(const PythonWorkerOptions& options);
+  absl::Status AwaitHello(const PythonWorkerOptions& options, v1::PythonWorkerHello* hello);
   ~PythonWorker();  // kills and reaps the process
   PythonWorker(const PythonWorker&) = delete;
   PythonWorker& operator=(const PythonWorker&) = delete;

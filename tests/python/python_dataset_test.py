@@ -1,0 +1,284 @@
+"""A user's own PyTorch Dataset served by `heterodl serve --python-dataset`:
+batches as default_collate makes them, bit-identical from any server,
+exactly once through a server's death, and bad user code contained.
+
+Run by ctest: python python_dataset_test.py BUILD_DIR (with the venv's
+Python, which has torch and torchvision, and PYTHONPATH=BUILD_DIR/python;
+the servers' workers run the same interpreter).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import unittest
+
+import numpy
+import torch
+from torch.utils.data import default_collate
+
+BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
+HETERODL = os.path.join(BUILD_DIR, "heterodl")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from processes import scratch_dir  # noqa: E402
+
+import heterodl  # noqa: E402
+from heterodl import dataset_worker  # noqa: E402
+
+SAMPLES = 40
+
+# The user's module: an ImageFolder-like dataset whose transforms draw from
+# torch's, NumPy's and Python's generators, and the ways user code goes wrong.
+MODULE = '''
+import os
+import random
+import time
+
+import numpy
+import torch
+from torchvision.transforms import v2
+
+
+class Photos:
+    def __init__(self, bad=(), crash=(), hang=(), small=()):
+        self.bad, self.crash, self.hang, self.small = set(bad), set(crash), set(hang), set(small)
+        self.transform = v2.Compose([v2.RandomResizedCrop(32, antialias=True),
+                                     v2.RandomHorizontalFlip(), v2.ColorJitter(0.4, 0.4)])
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, index):
+        if index in self.bad:
+            raise ValueError("this sample is corrupt")
+        if index in self.crash:
+            os._exit(3)
+        if index in self.hang:
+            time.sleep(3600)
+        pixels = numpy.random.default_rng(index).integers(0, 256, (3, 48, 48), dtype=numpy.uint8)
+        image = self.transform(torch.from_numpy(pixels))
+        if index in self.small:
+            image = image[:, :30, :30]
+        return image, {"label": index % 5, "index": index, "noise": random.random(),
+                       "jitter": numpy.float32(numpy.random.rand())}
+
+
+def plain():
+    return Photos()
+
+
+def with_bad():
+    return Photos(bad={3, 17})
+
+
+def with_crash():
+    return Photos(crash={5})
+
+
+def with_hang():
+    return Photos(hang={7})
+
+
+def with_small():
+    return Photos(small={4})
+
+
+def raises():
+    raise RuntimeError("no data here")
+
+
+def not_a_dataset():
+    return 42
+
+
+def strings():
+    return [("a", 1)]
+'''
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+class PythonDatasetTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = scratch_dir("heterodl-pydataset-")
+        with open(os.path.join(cls.tmp, "photos.py"), "w") as f:
+            f.write(textwrap.dedent(MODULE))
+        cls.local = dataset_worker.load_dataset("photos:plain", [cls.tmp])
+        cls.started = []
+
+    @classmethod
+    def tearDownClass(cls):
+        for process, log in cls.started:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=30)
+            log.close()
+
+    def serve(self, factory, *extra, workers=2):
+        """Starts `heterodl serve --python-dataset photos:FACTORY`; returns
+        (process, address, log path)."""
+        name = f"{factory}-{len(self.started)}"
+        port_file = os.path.join(self.tmp, f"{name}.port")
+        log_path = os.path.join(self.tmp, f"{name}.log")
+        log = open(log_path, "w")
+        process = subprocess.Popen(
+            [HETERODL, "serve", "--python-dataset", f"photos:{factory}", "--python-path",
+             self.tmp, "--python", sys.executable, "--python-workers", str(workers),
+             "--address", "127.0.0.1:0", "--port-file", port_file, "--idle-timeout", "60s",
+             *extra], stderr=log)
+        self.started.append((process, log))
+        deadline = time.time() + 120  # the workers import torch first
+        while time.time() < deadline and process.poll() is None:
+            if os.path.exists(port_file) and os.path.getsize(port_file) > 0:
+                with open(port_file) as f:
+                    return process, f"127.0.0.1:{int(f.read())}", log_path
+            time.sleep(0.05)
+        with open(log_path) as f:
+            self.fail(f"serve did not start (exit {process.poll()}): {f.read()}")
+
+    def read_epoch(self, loader, epoch=0):
+        loader.set_epoch(epoch)
+        return list(loader)
+
+    def test_batches_are_default_collate_of_the_samples_and_each_comes_once(self):
+        _, address, _ = self.serve("plain")
+        loader = heterodl.RemoteDataLoader(address, batch_size=6, seed=11, format="torch")
+        self.assertEqual(loader.num_samples, SAMPLES)
+        batches = self.read_epoch(loader, epoch=1)
+        indices = []
+        for batch in batches:
+            images, targets = batch  # default_collate makes the tuple a list
+            self.assertIsInstance(batch, list)
+            self.assertEqual(images.dtype, torch.uint8)
+            self.assertEqual(tuple(images.shape[1:]), (3, 32, 32))
+            self.assertEqual(sorted(targets), ["index", "jitter", "label", "noise"])
+            self.assertEqual(targets["noise"].dtype, torch.float64)
+            self.assertEqual(targets["jitter"].dtype, torch.float32)
+            # What DataLoader would make of the same samples, drawn as the
+            # workers draw them.
+            expected = default_collate([self.local.sample(11, 1, int(i))
+                                        for i in targets["index"]])
+            self.assertTrue(torch.equal(images, expected[0]))
+            for key in expected[1]:
+                self.assertTrue(torch.equal(targets[key], expected[1][key]), key)
+            indices += targets["index"].tolist()
+        self.assertEqual(sorted(indices), list(range(SAMPLES)))
+        self.assertEqual(loader.stats()["samples_failed"], 0)
+
+    def test_two_servers_make_the_same_batches(self):
+        _, first, _ = self.serve("plain")
+        _, second, _ = self.serve("plain", workers=1)
+        got = []
+        for address in (first, second):
+            loader = heterodl.RemoteDataLoader(address, batch_size=8, seed=5, format="numpy")
+            got.append(self.read_epoch(loader, epoch=2))
+        for a, b in zip(*got):
+            numpy.testing.assert_array_equal(a[0], b[0])
+            for key in a[1]:
+                numpy.testing.assert_array_equal(a[1][key], b[1][key])
+
+    def test_exactly_once_across_two_servers_and_two_ranks_with_one_killed(self):
+        victim, first, _ = self.serve("plain")
+        _, second, _ = self.serve("plain")
+        workers = subprocess.run(["pgrep", "-P", str(victim.pid)], capture_output=True,
+                                 text=True).stdout.split()
+        self.assertEqual(len(workers), 2)
+        indices = []
+        for rank in (0, 1):
+            loader = heterodl.RemoteDataLoader([first, second], batch_size=4, rank=rank,
+                                               world_size=2, seed=3, format="numpy")
+            loader.set_epoch(0)
+            for k, (_, targets) in enumerate(loader):
+                indices += targets["index"].tolist()
+                if rank == 0 and k == 1:
+                    victim.send_signal(signal.SIGKILL)
+        self.assertEqual(sorted(indices), list(range(SAMPLES)))
+        # Its workers died with it (no orphans left computing).
+        deadline = time.time() + 10
+        while time.time() < deadline and any(alive(int(pid)) for pid in workers):
+            time.sleep(0.1)
+        self.assertFalse([pid for pid in workers if alive(int(pid))])
+
+    def test_a_failing_sample_is_replaced_and_its_error_logged_once(self):
+        _, address, log = self.serve("with_bad")
+        loader = heterodl.RemoteDataLoader(address, batch_size=8, format="numpy")
+        for epoch in (0, 1):
+            indices = [i for _, targets in self.read_epoch(loader, epoch)
+                       for i in targets["index"].tolist()]
+            self.assertEqual(len(indices), SAMPLES)
+            self.assertFalse({3, 17} & set(indices))  # replacements fill their slots
+        self.assertEqual(loader.stats()["samples_failed"], 4)
+        text = read(log)
+        self.assertEqual(text.count("ValueError: this sample is corrupt"), 1, text)
+        self.assertIn("in __getitem__", text)
+
+    def test_a_sample_of_another_shape_fails_naming_the_field(self):
+        _, address, log = self.serve("with_small")
+        loader = heterodl.RemoteDataLoader(address, batch_size=8, format="numpy")
+        self.assertEqual(sum(len(t["index"]) for _, t in self.read_epoch(loader)), SAMPLES)
+        self.assertEqual(loader.stats()["samples_failed"], 1)
+        self.assertIn("[0]: shape (3, 30, 30), (3, 32, 32) in the dataset's first sample",
+                      read(log))
+
+    def test_a_worker_that_dies_is_replaced_and_the_server_goes_on(self):
+        server, address, log = self.serve("with_crash")
+        loader = heterodl.RemoteDataLoader(address, batch_size=8, format="numpy")
+        indices = [i for _, t in self.read_epoch(loader) for i in t["index"].tolist()]
+        self.assertEqual(len(indices), SAMPLES)
+        self.assertNotIn(5, indices)
+        self.assertEqual(loader.stats()["samples_failed"], 1)
+        self.assertIsNone(server.poll())
+        text = read(log)
+        self.assertIn("was lost making sample 5", text)
+        self.assertIn("tries the sample again", text)
+        self.assertIn("started in place of one lost", text)
+
+    def test_a_hung_worker_is_replaced_after_the_sample_timeout(self):
+        _, address, log = self.serve("with_hang", "--python-sample-timeout", "2s")
+        loader = heterodl.RemoteDataLoader(address, batch_size=8, format="numpy")
+        indices = [i for _, t in self.read_epoch(loader) for i in t["index"].tolist()]
+        self.assertEqual(len(indices), SAMPLES)
+        self.assertEqual(loader.stats()["samples_failed"], 1)
+        self.assertIn("no answer within 2s", read(log))
+
+    def test_a_dataset_that_cannot_be_loaded_stops_serve_with_exit_code_2(self):
+        cases = {
+            "no_such_module:make": "No module named 'no_such_module'",
+            "photos:missing": "has no callable 'missing'",
+            "photos:raises": "RuntimeError: no data here",
+            "photos:not_a_dataset": "which has no __len__",
+            "photos:strings": "[0]: a str is not supported",
+            "photos": "expected MODULE:CALLABLE",
+        }
+        for spec, message in cases.items():
+            with self.subTest(spec=spec):
+                done = subprocess.run(
+                    [HETERODL, "serve", "--python-dataset", spec, "--python-path", self.tmp,
+                     "--python", sys.executable, "--python-workers", "1",
+                     "--address", "127.0.0.1:0"],
+                    capture_output=True, text=True, timeout=120)
+                self.assertEqual(done.returncode, 2, done.stderr)
+                self.assertIn(message, done.stderr)
+
+    def test_a_pipeline_does_not_apply(self):
+        _, address, _ = self.serve("plain", workers=1)
+        with self.assertRaisesRegex(ValueError, "does not apply"):
+            heterodl.RemoteDataLoader(address, batch_size=4, pipeline="hflip", format="numpy")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
