@@ -1,6 +1,7 @@
 // `heterodl bench augment|transport ...`: benchmarks (bench/).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -104,11 +105,51 @@ bool ChangedFromDefault(const absl::Flag<T>& flag) {
   return handle.CurrentValue() != handle.DefaultValue();
 }
 
+// bench feed --python-dataset: the user's own Dataset through PyTorch's
+// DataLoader and through heterodl's workers, side by side
+// (bench/peers/feed_python_dataset.py, which prints the report).
+int RunPythonDatasetFeed(const std::string& self) {
+  std::vector<std::string> arguments = {
+      PythonFlagOr(HETERODL_DEFAULT_PYTHON),
+      (std::filesystem::path(HETERODL_PEERS_DIR) / "feed_python_dataset.py").string(),
+      "--dataset",
+      absl::GetFlag(FLAGS_python_dataset),
+      "--heterodl",
+      self,
+      "--python-path",
+      HETERODL_PEERS_DIR,
+      "--batch-size",
+      absl::StrCat(ChangedFromDefault(FLAGS_batch_size) ? absl::GetFlag(FLAGS_batch_size) : 64),
+      "--seconds",
+      absl::StrCat(ChangedFromDefault(FLAGS_seconds) ? absl::GetFlag(FLAGS_seconds) : 10.0)};
+  if (absl::GetFlag(FLAGS_python_workers) > 0) {
+    arguments.push_back("--workers");
+    arguments.push_back(absl::StrCat(absl::GetFlag(FLAGS_python_workers)));
+  }
+  for (const std::string& folder : absl::GetFlag(FLAGS_python_path)) {
+    arguments.push_back("--python-path");
+    arguments.push_back(folder);
+  }
+  if (!absl::GetFlag(FLAGS_dataset).empty()) {
+    arguments.push_back("--images");
+    arguments.push_back(absl::GetFlag(FLAGS_dataset));
+  }
+  absl::StatusOr<ChildProcess> bench =
+      ChildProcess::Spawn(arguments, {absl::StrCat("PYTHONPATH=", HETERODL_PYTHON_MODULE_DIR)});
+  if (!bench.ok()) {
+    return PrintReport(bench.status());
+  }
+  return bench->Wait() == 0 ? kExitOk : kExitFailure;
+}
+
 int RunFeed() {
   FeedBenchOptions options;
   absl::StatusOr<std::string> self = SelfExecutable();
   if (!self.ok()) {
     return PrintReport(self.status());
+  }
+  if (!absl::GetFlag(FLAGS_python_dataset).empty()) {
+    return RunPythonDatasetFeed(*self);
   }
   options.heterodl = *self;
   options.dataset = absl::GetFlag(FLAGS_dataset);
@@ -189,7 +230,9 @@ int RunBenchCommand(const CommandContext& context) {
       "       heterodl bench step --dataset DIR [--model M] [--batch-size B] [--steps N] "
       "[--device-step-ms MS] [--report DIR] [--json]\n"
       "       heterodl bench feed --dataset DIR [--threads N] [--batch-size B] "
-      "[--device-step-ms MS] [--seconds S] [--peers] [--json]");
+      "[--device-step-ms MS] [--seconds S] [--peers] [--json]\n"
+      "       heterodl bench feed --python-dataset MODULE:CALLABLE [--python-path DIR] "
+      "[--python-workers N] [--dataset DIR] [--batch-size B] [--seconds S]");
   return kExitUsage;
 }
 

@@ -114,6 +114,54 @@ class DatasetWorkerTest(unittest.TestCase):
         self.assertEqual(worker.sample_seed(0, 0, 0), int.from_bytes(expected, "little"))
 
 
+class StructureTest(unittest.TestCase):
+    def test_names_follow_dict_keys_and_positions_and_stay_unique(self):
+        Pair = collections.namedtuple("Pair", ["left", "right"])
+        sample = ({"Image-RGB": numpy.zeros(2), "label": 1},
+                  Pair(numpy.zeros(1), [2.0, 3.0]), {"image_rgb": 4})
+        node, names = worker.structure(sample)
+        self.assertEqual(names, ["field_0_image_rgb", "field_0_label", "field_1_0",
+                                 "field_1_1_0", "field_1_1_1", "field_2_image_rgb"])
+        self.assertEqual(node["kind"], "LIST")
+        self.assertEqual(node["items"][0], {"kind": "DICT", "keys": ["Image-RGB", "label"],
+                                            "items": [{"kind": "FIELD", "field": 0},
+                                                      {"kind": "FIELD", "field": 1}]})
+        self.assertEqual(node["items"][1]["kind"], "NAMEDTUPLE")
+        self.assertEqual(node["items"][1]["type_name"], "Pair")
+        self.assertEqual(worker.structure(numpy.zeros(3))[1], ["sample"])
+        self.assertEqual(worker.structure({"a b": 1, "a_b": 2})[1], ["a_b", "a_b_1"])
+
+    def test_only_wire_dtypes_are_accepted(self):
+        for dtype in ("uint16", "complex64", "uint64"):
+            field = worker.describe({"x": numpy.zeros(2, dtype)})[0]
+            with self.assertRaisesRegex(worker.SampleError, rf"\['x'\]: dtype {dtype}"):
+                worker.check_dtype(field)
+        for dtype in worker.DTYPES:
+            worker.check_dtype(worker.describe(numpy.zeros(2, dtype))[0])
+
+    def test_write_sample_fills_the_destinations_or_names_the_mismatch(self):
+        first = (numpy.arange(6, dtype=numpy.int16).reshape(2, 3), 1.5)
+        fields = worker.describe(first)
+        out = [numpy.zeros(f.shape, f.dtype) for f in fields]
+        worker.write_sample(first, fields, out)
+        numpy.testing.assert_array_equal(out[0], first[0])
+        self.assertEqual(out[1], 1.5)
+        with self.assertRaisesRegex(worker.SampleError, r"\[0\]: shape \(3, 2\)"):
+            worker.write_sample((numpy.zeros((3, 2), numpy.int16), 1.0), fields, out)
+        with self.assertRaisesRegex(worker.SampleError, r"\[1\]: dtype int64"):
+            worker.write_sample((first[0], 2), fields, out)
+
+    def test_describe_error_names_the_innermost_frame(self):
+        def inner():
+            raise KeyError("missing")
+        try:
+            inner()
+        except KeyError as error:
+            text = worker.describe_error(error)
+        self.assertTrue(text.startswith("KeyError: 'missing' (at dataset_worker_test.py:"), text)
+        self.assertTrue(text.endswith("in inner)"), text)
+
+
 class LoadDatasetTest(unittest.TestCase):
     def setUp(self):
         self.directory = tempfile.mkdtemp(prefix="heterodl-worker-")

@@ -7,6 +7,7 @@ Python, which has torch and torchvision, and PYTHONPATH=BUILD_DIR/python;
 the servers' workers run the same interpreter).
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -273,6 +274,19 @@ class PythonDatasetTest(unittest.TestCase):
                     capture_output=True, text=True, timeout=120)
                 self.assertEqual(done.returncode, 2, done.stderr)
                 self.assertIn(message, done.stderr)
+
+    def test_bench_feed_compares_it_with_the_dataloader(self):
+        done = subprocess.run(
+            [HETERODL, "bench", "feed", "--python-dataset", "python_datasets:ready",
+             "--python", sys.executable, "--python-workers", "1", "--batch-size", "16",
+             "--seconds", "1"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        for side in ("dataloader", "heterodl"):
+            self.assertGreater(report[side]["images"], 0)
+            self.assertGreater(report[side]["trainer_host_cpu_seconds_per_batch"], 0)
+        self.assertGreater(report["ratio"], 0)
+        self.assertIn("heterodl / DataLoader", done.stderr)
 
     def test_a_pipeline_does_not_apply(self):
         _, address, _ = self.serve("plain", workers=1)
