@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
   // Spawned here, on the thread that starts the server (it lives as long as
   // the server); they load the dataset at once.
   std::vector<std::unique_ptr<PythonWorker>> started;
+  started.reserve(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
     ASSIGN_OR_RETURN(std::unique_ptr<PythonWorker> worker, PythonWorker::Spawn(resolved.worker));
     started.push_back(std::move(worker));
@@ -107,6 +108,7 @@ absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
   std::vector<absl::Status> loaded(count);
   {
     std::vector<std::thread> waiting;
+    waiting.reserve(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
       waiting.emplace_back(
           [&, i] { loaded[i] = started[i]->AwaitHello(resolved.worker, &hellos[i]); });
