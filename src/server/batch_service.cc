@@ -216,6 +216,7 @@ absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) 
   if (python_ != nullptr) {
     *info.mutable_fields() = python_->fields();
     *info.mutable_sample_structure() = python_->structure();
+    *info.mutable_class_names() = python_->class_names();
     return info;
   }
   for (const std::string& name : dataset_.class_names()) {

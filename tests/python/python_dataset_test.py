@@ -47,6 +47,7 @@ class Photos:
         self.bad, self.crash, self.hang, self.small = set(bad), set(crash), set(hang), set(small)
         self.transform = v2.Compose([v2.RandomResizedCrop(32, antialias=True),
                                      v2.RandomHorizontalFlip(), v2.ColorJitter(0.4, 0.4)])
+        self.classes = ["a", "b", "c", "d", "e"]  # as ImageFolder names its
 
     def __len__(self):
         return 40
@@ -159,6 +160,7 @@ class PythonDatasetTest(unittest.TestCase):
         _, address, _ = self.serve("plain")
         loader = heterodl.RemoteDataLoader(address, batch_size=6, seed=11, format="torch")
         self.assertEqual(loader.num_samples, SAMPLES)
+        self.assertEqual(loader.class_names, ["a", "b", "c", "d", "e"])
         batches = self.read_epoch(loader, epoch=1)
         indices = []
         for batch in batches:

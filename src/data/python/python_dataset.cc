@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "src/common/counter_rng.h"
 #include "src/common/fingerprint.h"
 #include "src/common/log.h"
@@ -25,6 +26,7 @@ uint64_t FingerprintOf(const std::string& spec, const v1::PythonWorkerHello& hel
       .Add(spec)
       .Add(hello.num_samples())
       .Add(hello.structure().SerializeAsString())
+      .Add(absl::StrJoin(hello.class_names(), "\n"))
       .Add([&] {
         std::string fields;
         for (const v1::FieldSpec& field : hello.fields()) {
@@ -139,6 +141,7 @@ absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
   dataset->num_samples_ = first.num_samples();
   dataset->fields_ = first.fields();
   dataset->structure_ = first.structure();
+  dataset->class_names_ = first.class_names();
   absl::MutexLock lock(&dataset->mu_);
   for (auto& worker : started) {
     dataset->idle_.push_back(std::move(worker));

@@ -65,6 +65,10 @@ class PythonDataset {
   const std::string& source() const { return options_.worker.dataset; }
   const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields() const { return fields_; }
   const v1::SampleNode& structure() const { return structure_; }
+  // The dataset's `classes`, when it has them (ImageFolder's); else empty.
+  const google::protobuf::RepeatedPtrField<std::string>& class_names() const {
+    return class_names_;
+  }
   int workers() const { return static_cast<int>(options_.workers); }
 
   // Makes sample `indices[slot]` into row `slot` of every field of `layout`
@@ -100,6 +104,7 @@ class PythonDataset {
   uint64_t fingerprint_ = 0;
   google::protobuf::RepeatedPtrField<v1::FieldSpec> fields_;
   v1::SampleNode structure_;
+  google::protobuf::RepeatedPtrField<std::string> class_names_;
 
   absl::Mutex mu_;
   // Free workers; `out_` are in use. A slot whose worker could not be

@@ -384,7 +384,11 @@ def serve(sock, spec, python_path):
     except Exception as error:  # len() raised, or something stranger
         _send(sock, {"load_error": describe_error(error)})
         return 2
-    _send(sock, {"num_samples": str(len(loaded)), "fields": specs, "structure": node})
+    hello = {"num_samples": str(len(loaded)), "fields": specs, "structure": node}
+    classes = getattr(loaded.dataset, "classes", None)
+    if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes):
+        hello["class_names"] = list(classes)
+    _send(sock, hello)
     regions = _Regions()
     while True:
         try:
