@@ -115,8 +115,11 @@ absl::StatusOr<std::string> PythonWorker::Receive(absl::Duration timeout) {
       return absl::DeadlineExceededError(
           absl::StrCat("no answer within ", absl::FormatDuration(timeout)));
     }
-    std::string record(kMaxRecordBytes, '\0');
-    const ssize_t got = recv(socket_.get(), record.data(), record.size(), MSG_TRUNC);
+    if (receive_buffer_.empty()) {
+      receive_buffer_.resize(kMaxRecordBytes);  // once: most records are tens of bytes
+    }
+    const ssize_t got =
+        recv(socket_.get(), receive_buffer_.data(), receive_buffer_.size(), MSG_TRUNC);
     if (got < 0 && errno == EINTR) {
       continue;
     }
@@ -124,11 +127,10 @@ absl::StatusOr<std::string> PythonWorker::Receive(absl::Duration timeout) {
       return absl::UnavailableError(got == 0 ? "its socket closed"
                                              : absl::StrCat("recv: ", std::strerror(errno)));
     }
-    if (static_cast<size_t>(got) > record.size()) {
+    if (static_cast<size_t>(got) > receive_buffer_.size()) {
       return absl::InternalError(absl::StrCat("a record of ", got, " bytes from the worker"));
     }
-    record.resize(static_cast<size_t>(got));
-    return record;
+    return std::string(receive_buffer_.data(), static_cast<size_t>(got));
   }
 }
 

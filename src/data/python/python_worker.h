@@ -82,6 +82,8 @@ class PythonWorker {
   UniqueFd socket_;
   // The regions whose memfd the worker has been sent (and maps).
   std::set<uint64_t> mapped_;
+  // Room for the largest record a worker may send.
+  std::vector<char> receive_buffer_;
 };
 
 }  // namespace heterodl
