@@ -202,6 +202,10 @@ BatchService::BatchService(std::shared_ptr<PythonDataset> python, RequestLimits 
       pool_(python_->workers(), 0) {}
 
 BatchService::~BatchService() {
+  if (python_ != nullptr) {
+    // Samples being made return at once, so the pool's threads can end.
+    python_->Stop();
+  }
   // Waiting builds refer to this service: they are dropped, and a grant
   // released later (pixels still being sent) starts none.
   memory_->Close();

@@ -258,6 +258,23 @@ class PythonDatasetTest(unittest.TestCase):
         self.assertEqual(loader.stats()["samples_failed"], 1)
         self.assertIn("no answer within 2s", read(log))
 
+    def test_a_server_stops_promptly_while_a_sample_hangs(self):
+        server, address, log = self.serve("with_hang")  # the default timeout: minutes
+        reader = subprocess.Popen(
+            [sys.executable, "-c", "import heterodl, sys\n"
+             "loader = heterodl.RemoteDataLoader(sys.argv[1], batch_size=8, format='numpy', "
+             "stall_timeout=600)\nfor batch in loader: pass", address],
+            stderr=subprocess.DEVNULL)
+        try:
+            # The loader asks for the whole epoch at once: by now a worker
+            # is in sample 7's endless __getitem__.
+            time.sleep(5)
+            server.send_signal(signal.SIGTERM)
+            self.assertEqual(server.wait(timeout=30), 0, read(log))
+        finally:
+            reader.kill()
+            reader.wait()
+
     def test_a_dataset_that_cannot_be_loaded_stops_serve_with_exit_code_2(self):
         cases = {
             "no_such_module:make": "No module named 'no_such_module'",

@@ -1,6 +1,9 @@
 #include "src/data/python/python_dataset.h"
 
+#include <signal.h>
+
 #include <cstring>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -150,21 +153,37 @@ absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
 }
 
 PythonDataset::~PythonDataset() {
+  Stop();
   absl::MutexLock lock(&mu_);
   idle_.clear();  // each closes its socket, then is killed and reaped
 }
+
+void PythonDataset::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  for (const pid_t pid : busy_) {
+    // Still our unreaped child (CheckIn and the loss path take it out of
+    // busy_ first), so the pid is its own.
+    ::kill(pid, SIGKILL);
+  }
+}
+
+bool PythonDataset::IdleOrStopping() const { return !idle_.empty() || stopping_; }
 
 absl::StatusOr<std::unique_ptr<PythonWorker>> PythonDataset::CheckOut() {
   std::unique_ptr<PythonWorker> worker;
   {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](std::vector<std::unique_ptr<PythonWorker>>* idle) { return !idle->empty(); }, &idle_));
+    mu_.Await(absl::Condition(this, &PythonDataset::IdleOrStopping));
+    if (stopping_) {
+      return absl::CancelledError("the server is stopping");
+    }
     worker = std::move(idle_.back());
     idle_.pop_back();
-  }
-  if (worker != nullptr) {
-    return worker;
+    if (worker != nullptr) {
+      busy_.insert(worker->pid());
+      return worker;
+    }
   }
   v1::PythonWorkerHello hello;
   absl::StatusOr<std::unique_ptr<PythonWorker>> started =
@@ -179,12 +198,35 @@ absl::StatusOr<std::unique_ptr<PythonWorker>> PythonDataset::CheckOut() {
         absl::StrCat("cannot restart a Python worker: ", started.status().message()));
   }
   LogInfo("Python worker %d started in place of one lost", (*started)->pid());
+  absl::MutexLock lock(&mu_);
+  busy_.insert((*started)->pid());
+  if (stopping_) {
+    ::kill((*started)->pid(), SIGKILL);  // Stop() came while it started
+  }
   return std::move(*started);
 }
 
 void PythonDataset::CheckIn(std::unique_ptr<PythonWorker> worker) {
   absl::MutexLock lock(&mu_);
+  if (worker != nullptr) {
+    busy_.erase(worker->pid());
+  }
   idle_.push_back(std::move(worker));
+}
+
+void PythonDataset::Lose(std::unique_ptr<PythonWorker> worker) {
+  {
+    absl::MutexLock lock(&mu_);
+    busy_.erase(worker->pid());
+  }
+  worker.reset();  // killed and reaped, if it was hung
+  workers_replaced_.fetch_add(1);
+  CheckIn(nullptr);  // started again when next checked out
+}
+
+bool PythonDataset::stopping() {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
 }
 
 void PythonDataset::NoteError(const std::string& error) {
@@ -219,6 +261,9 @@ absl::Status PythonDataset::MakeSample(uint64_t seed, uint32_t epoch, int64_t in
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<std::unique_ptr<PythonWorker>> worker = CheckOut();
+    if (absl::IsCancelled(worker.status())) {
+      return worker.status();
+    }
     if (!worker.ok()) {
       NoteError(std::string(worker.status().message()));
       return worker.status();
@@ -234,13 +279,14 @@ absl::Status PythonDataset::MakeSample(uint64_t seed, uint32_t epoch, int64_t in
       return absl::InvalidArgumentError(*ran);
     }
     const pid_t pid = (*worker)->pid();
-    worker->reset();  // killed and reaped, if it was hung
-    workers_replaced_.fetch_add(1);
+    Lose(std::move(*worker));
+    if (stopping()) {
+      return absl::CancelledError("the server is stopping");
+    }
     LogWarning("Python worker %d was lost making sample %d (%s); %s", pid, index,
                ran.status().message(),
                attempt == 0 ? "starting another, which tries the sample again"
                             : "starting another; the sample counts as failed");
-    CheckIn(nullptr);
   }
   const std::string lost = absl::StrCat(
       "two Python workers in turn were lost making one sample (a crash, or a hang past "

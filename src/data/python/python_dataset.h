@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,11 @@ class PythonDataset {
                        size_t slot, uint8_t* payload, const BatchLayout& layout)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Kills the workers making samples now (a hung one would hold its thread
+  // until the sample timeout) and starts no more: BuildSlot then returns
+  // at once. For a server that is stopping; the destructor calls it.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Workers that died or hung and were replaced, so far.
   int64_t workers_replaced() const { return workers_replaced_.load(); }
 
@@ -95,6 +101,11 @@ class PythonDataset {
   // cannot be.
   absl::StatusOr<std::unique_ptr<PythonWorker>> CheckOut() ABSL_LOCKS_EXCLUDED(mu_);
   void CheckIn(std::unique_ptr<PythonWorker> worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // A checked-out worker that died or hung: killed, reaped, and its place
+  // left to be started again.
+  void Lose(std::unique_ptr<PythonWorker> worker) ABSL_LOCKS_EXCLUDED(mu_);
+  bool IdleOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool stopping() ABSL_LOCKS_EXCLUDED(mu_);
   // Logs `error` the first time, then when its count reaches 10, 100, ...
   void NoteError(const std::string& error) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -110,6 +121,9 @@ class PythonDataset {
   // Free workers; `out_` are in use. A slot whose worker could not be
   // restarted is a null entry, started again when next checked out.
   std::vector<std::unique_ptr<PythonWorker>> idle_ ABSL_GUARDED_BY(mu_);
+  // The processes of the workers checked out.
+  std::set<pid_t> busy_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, int64_t> error_counts_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> workers_replaced_{0};
 };
