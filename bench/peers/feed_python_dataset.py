@@ -15,10 +15,12 @@ host's.
 """
 
 import argparse
+import atexit
 import importlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -131,6 +133,7 @@ def with_heterodl(spec, python_path, args):
         if server.poll() is None:
             server.kill()
             server.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def image_list(folder):
@@ -157,6 +160,8 @@ def main():
     args = parser.parse_args()
     if args.images:
         os.environ["HETERODL_BENCH_FILES"] = image_list(args.images)
+        atexit.register(shutil.rmtree, os.path.dirname(os.environ["HETERODL_BENCH_FILES"]),
+                        ignore_errors=True)
     report = {"dataset": args.dataset, "workers": args.workers, "batch_size": args.batch_size}
     report["dataloader"] = with_dataloader(args.dataset, args.python_path, args)
     report["heterodl"] = with_heterodl(args.dataset, args.python_path, args)

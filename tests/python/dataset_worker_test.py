@@ -9,6 +9,7 @@ PYTHONPATH=BUILD_DIR/python).
 import collections
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -165,6 +166,7 @@ class StructureTest(unittest.TestCase):
 class LoadDatasetTest(unittest.TestCase):
     def setUp(self):
         self.directory = tempfile.mkdtemp(prefix="heterodl-worker-")
+        self.addCleanup(shutil.rmtree, self.directory, ignore_errors=True)
 
     def write_module(self, name, text):
         with open(os.path.join(self.directory, f"{name}.py"), "w") as f:
