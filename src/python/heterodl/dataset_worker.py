@@ -202,27 +202,37 @@ def describe(sample):
     return [Field(path, array.dtype, array.shape) for path, array in leaves(sample)]
 
 
+def _matching_arrays(sample, fields, here, first, advice):
+    """The sample's leaf arrays, one per field, after checking that its
+    fields, shapes and dtypes are those of `fields` (`first`'s): else a
+    SampleError naming the leaf, `here` saying which sample this is ("" for
+    the one at hand) and `advice` what to do about a shape."""
+    found = leaves(sample)
+    if [path for path, _ in found] != [field.path for field in fields]:
+        raise SampleError(f"{here or 'the sample'} has fields {[path for path, _ in found]}, "
+                          f"{first} {[field.path for field in fields]}")
+    at = f" in {here}" if here else ""
+    for field, (path, array) in zip(fields, found):
+        where = path or "the sample"
+        if array.shape != field.shape:
+            raise SampleError(f"{where}: shape {array.shape}{at}, {field.shape} in {first}; "
+                              f"{advice}")
+        if array.dtype != field.dtype:
+            raise SampleError(f"{where}: dtype {array.dtype}{at}, {field.dtype} in {first}")
+    return [array for _, array in found]
+
+
 def collate_into(samples, fields, buffers):
     """Writes sample i's leaves into row i of each field's buffer (shape
     [len(samples), *field.shape], field.dtype). Every sample must have the
     fields `describe` gave for the first: a leaf missing, added, of another
     dtype or another shape is a SampleError naming it."""
     for i, sample in enumerate(samples):
-        found = leaves(sample)
-        if [path for path, _ in found] != [field.path for field in fields]:
-            raise SampleError(
-                f"sample {i} of the batch has fields {[path for path, _ in found]}, "
-                f"the first sample {[field.path for field in fields]}")
-        for field, (path, array) in zip(fields, found):
-            where = path or "the sample"
-            if array.shape != field.shape:
-                raise SampleError(
-                    f"{where}: shape {array.shape} in sample {i} of the batch, {field.shape} in "
-                    "the first; samples of a batch must agree (resize in the dataset, or define "
-                    "collate_fn in its module)")
-            if array.dtype != field.dtype:
-                raise SampleError(f"{where}: dtype {array.dtype} in sample {i} of the batch, "
-                                  f"{field.dtype} in the first")
+        arrays = _matching_arrays(
+            sample, fields, f"sample {i} of the batch", "the first sample",
+            "samples of a batch must agree (resize in the dataset, or define collate_fn in its "
+            "module)")
+        for field, array in zip(fields, arrays):
             buffers[field.name][i] = array
 
 
@@ -293,18 +303,9 @@ def write_sample(sample, fields, destinations):
     of the field's shape and dtype): SampleError naming the leaf when the
     sample's fields, shapes or dtypes are not the dataset's (its first
     sample's)."""
-    found = leaves(sample)
-    if [path for path, _ in found] != [field.path for field in fields]:
-        raise SampleError(f"the sample has fields {[path for path, _ in found]}, "
-                          f"the dataset's first sample {[field.path for field in fields]}")
-    for field, (path, array), destination in zip(fields, found, destinations):
-        where = path or "the sample"
-        if array.shape != field.shape:
-            raise SampleError(f"{where}: shape {array.shape}, {field.shape} in the dataset's "
-                              "first sample; every sample must agree (resize in the dataset)")
-        if array.dtype != field.dtype:
-            raise SampleError(f"{where}: dtype {array.dtype}, {field.dtype} in the dataset's "
-                              "first sample")
+    arrays = _matching_arrays(sample, fields, "", "the dataset's first sample",
+                              "every sample must agree (resize in the dataset)")
+    for destination, array in zip(destinations, arrays):
         destination[...] = array
 
 
