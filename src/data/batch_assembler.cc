@@ -199,12 +199,8 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     return result;
   }
   result.outcome = SampleOutcome::kZeroFilled;
-  CounterRng rng(request.seed, {kStreamReplacement, request.epoch, static_cast<uint32_t>(index)});
-  for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
-    const int64_t candidate = static_cast<int64_t>(rng.Below(dataset_.size()));
-    if (candidate == index) {
-      continue;
-    }
+  for (const int64_t candidate :
+       ReplacementCandidates(request.seed, request.epoch, index, dataset_.size())) {
     const absl::Status replaced = LoadSample(request, candidate, views, mask, seconds, &result);
     if (absl::IsCancelled(replaced)) {
       result.outcome = SampleOutcome::kAbandoned;
@@ -228,6 +224,19 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     std::fill_n(reinterpret_cast<int32_t*>(mask), mask_bytes() / sizeof(int32_t), ignore);
   }
   return result;
+}
+
+std::vector<int64_t> ReplacementCandidates(uint64_t seed, uint32_t epoch, int64_t index,
+                                           size_t dataset_size) {
+  std::vector<int64_t> candidates;
+  CounterRng rng(seed, {kStreamReplacement, epoch, static_cast<uint32_t>(index)});
+  for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
+    const auto candidate = static_cast<int64_t>(rng.Below(dataset_size));
+    if (candidate != index) {
+      candidates.push_back(candidate);
+    }
+  }
+  return candidates;
 }
 
 std::vector<SlotResult> BatchAssembler::SyntheticSlots(absl::Span<const int64_t> indices) const {

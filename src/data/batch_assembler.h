@@ -78,6 +78,13 @@ enum class MaskIds { kNone, kUint8, kInt32 };
 // fail as they are built). `max_pixels`: as PipelineOptions'.
 MaskIds MaskIdsOf(const Dataset& dataset, int64_t max_pixels);
 
+// The samples tried, in order, in place of sample `index` of `epoch` that
+// failed, before its slot is zeroed: a few drawn from (seed, epoch, index),
+// so every server replaces it alike; none is `index` itself. Native and
+// Python datasets replace by the same rule.
+std::vector<int64_t> ReplacementCandidates(uint64_t seed, uint32_t epoch, int64_t index,
+                                           size_t dataset_size);
+
 // Where one batch's fields go.
 struct BatchDestination {
   uint8_t* images = nullptr;  // samples x image_bytes()

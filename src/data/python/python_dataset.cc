@@ -10,16 +10,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "src/common/counter_rng.h"
 #include "src/common/fingerprint.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
 namespace {
-
-// As BatchAssembler: replacement candidates tried before a slot is zeroed.
-constexpr int kReplacementAttempts = 3;
 
 // What two workers of one dataset must agree on, and what a loader compares
 // between servers.
@@ -304,12 +300,7 @@ SlotResult PythonDataset::BuildSlot(uint64_t seed, uint32_t epoch,
   if (MakeSample(seed, epoch, index, slot, payload, layout).ok()) {
     return result;
   }
-  CounterRng rng(seed, {kStreamReplacement, epoch, static_cast<uint32_t>(index)});
-  for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
-    const auto candidate = static_cast<int64_t>(rng.Below(num_samples_));
-    if (candidate == index) {
-      continue;
-    }
+  for (const int64_t candidate : ReplacementCandidates(seed, epoch, index, num_samples_)) {
     if (MakeSample(seed, epoch, candidate, slot, payload, layout).ok()) {
       result.outcome = SampleOutcome::kReplaced;
       return result;
