@@ -216,8 +216,10 @@ class RankTrainer {
   absl::StatusOr<bool> AnyRankStops();
   // A trained step, its loss still on the device: kept until FlushSteps(),
   // with the received batch, whose pinned pixels a queued copy may still read.
-  void Record(uint32_t epoch, Batch host, double lr, torch::Tensor loss, absl::Duration step_time,
-              double wait_ms);
+  // `step_start` to `finished` is the step's time; its progress line is
+  // stamped `finished`, the same clock read.
+  void Record(uint32_t epoch, Batch host, double lr, torch::Tensor loss, absl::Time step_start,
+              absl::Time finished, double wait_ms);
   // Reads the kept steps' losses back in one copy, then writes their metrics
   // rows and progress lines.
   void FlushSteps(ProgressLine& progress);
@@ -387,7 +389,7 @@ absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder, Progre
     }
     sample_log_.Record(current->host);
     const absl::Time now = absl::Now();
-    Record(epoch, std::move(current->host), lr, loss.detach(), now - step_start, wait_ms);
+    Record(epoch, std::move(current->host), lr, loss.detach(), step_start, now, wait_ms);
     ++step_;
     step_start = now;
     wait_ms = 0;
@@ -439,11 +441,11 @@ absl::StatusOr<bool> RankTrainer::AnyRankStops() {
 }
 
 void RankTrainer::Record(uint32_t epoch, Batch host, double lr, torch::Tensor loss,
-                         absl::Duration step_time, double wait_ms) {
+                         absl::Time step_start, absl::Time finished, double wait_ms) {
   StepRecord record;
   record.step = static_cast<uint64_t>(step_) + 1;
   record.epoch = epoch;
-  record.step_ms = absl::ToDoubleMilliseconds(step_time);
+  record.step_ms = absl::ToDoubleMilliseconds(finished - step_start);
   record.data_wait_ms = wait_ms;
   record.batch_size = static_cast<uint32_t>(host.size());
   record.failed_samples = static_cast<uint32_t>(host.failed);
@@ -457,7 +459,7 @@ void RankTrainer::Record(uint32_t epoch, Batch host, double lr, torch::Tensor lo
       record.data_hosts = capacity->hosts;
     }
   }
-  pending_.push_back({record, std::move(loss), std::move(host), absl::Now()});
+  pending_.push_back({record, std::move(loss), std::move(host), finished});
 }
 
 void RankTrainer::FlushSteps(ProgressLine& progress) {
