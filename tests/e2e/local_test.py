@@ -247,8 +247,14 @@ class LocalRunTest(unittest.TestCase):
         try:
             rest = process.communicate(timeout=60)[1]
         except subprocess.TimeoutExpired:
+            # What is still running, and what it said: for the next look at
+            # a run that hangs here (seen about once in six under a loaded CPU).
+            tree = subprocess.run(["ps", "-o", "pid,ppid,stat,etime,args", "--forest", "-g",
+                                   str(process.pid)], capture_output=True, text=True).stdout
             os.killpg(process.pid, signal.SIGKILL)
-            self.fail("local did not stop within 60 s of Ctrl-C")
+            said = process.communicate()[1]
+            self.fail(f"local did not stop within 60 s of Ctrl-C; still running:\n{tree}\n"
+                      f"its log:\n{(seen + said)[-6000:]}")
         self.assertEqual(process.returncode, 0, rest[-4000:])
         self.assertIn("local run interrupted", rest)
         self.assertIn("run the same command with --resume", rest)
