@@ -200,7 +200,7 @@ absl::StatusOr<v1::PeerResult> RunPythonConsumer(const std::string& python,
   if (!python_path.empty()) {
     environment.push_back(absl::StrCat("PYTHONPATH=", python_path));
   }
-  ASSIGN_OR_RETURN(ChildProcess peer, ChildProcess::Spawn(arguments, environment));
+  ASSIGN_OR_RETURN(ChildProcess peer, ChildProcess::Spawn(arguments, {.extra_env = environment}));
   const int code = peer.Wait();
   if (code != 0) {
     return absl::UnavailableError(

@@ -134,8 +134,8 @@ int RunPythonDatasetFeed(const std::string& self) {
     arguments.push_back("--images");
     arguments.push_back(absl::GetFlag(FLAGS_dataset));
   }
-  absl::StatusOr<ChildProcess> bench =
-      ChildProcess::Spawn(arguments, {absl::StrCat("PYTHONPATH=", HETERODL_PYTHON_MODULE_DIR)});
+  absl::StatusOr<ChildProcess> bench = ChildProcess::Spawn(
+      arguments, {.extra_env = {absl::StrCat("PYTHONPATH=", HETERODL_PYTHON_MODULE_DIR)}});
   if (!bench.ok()) {
     return PrintReport(bench.status());
   }

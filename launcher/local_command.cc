@@ -45,7 +45,11 @@ absl::Status StartServers(const LocalRun& run, std::vector<ChildProcess>& server
          absl::StrCat("--tls_cert=", absl::GetFlag(FLAGS_tls_cert)),
          absl::StrCat("--tls_key=", absl::GetFlag(FLAGS_tls_key)),
          absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca)),
-         absl::StrCat("--log_level=", absl::GetFlag(FLAGS_log_level))});
+         absl::StrCat("--log_level=", absl::GetFlag(FLAGS_log_level))},
+        // Out of the terminal's group: a Ctrl-C must not stop a server
+        // before the ranks' last step, whose batches it still serves (the
+        // ranks agree on that step only every few steps).
+        {.own_process_group = true});
     if (!server.ok()) {
       return server.status();
     }
@@ -163,7 +167,8 @@ int RunLocalCommand(const CommandContext& context) {
   // A signal goes to the trainer: its ranks stop after the same step (and
   // checkpoint), and its leader shuts the servers down, which still serve
   // that step's batches. A second signal stops the servers too. (Ctrl-C in
-  // a terminal reaches every child at once anyway: they share its group.)
+  // a terminal reaches the trainer's processes at once anyway: they share
+  // its group; the servers lead groups of their own.)
   int signals_seen = 0;  // only touched by the subscription's callback
   const StopSignal::Subscription forward_signals = stop.Subscribe([&](int signal) {
     trainer->Signal(signal);

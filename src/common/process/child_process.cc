@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -37,8 +38,7 @@ int DecodeWaitStatus(int status) {
 }  // namespace
 
 absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
-                                                 const std::vector<std::string>& extra_env,
-                                                 int pass_fd) {
+                                                 const SpawnOptions& options) {
   if (argv.empty()) {
     return absl::InvalidArgumentError("empty argv");
   }
@@ -53,7 +53,7 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>&
   for (char** entry = environ; *entry != nullptr; ++entry) {
     env.push_back(*entry);
   }
-  for (const std::string& entry : extra_env) {
+  for (const std::string& entry : options.extra_env) {
     env.push_back(const_cast<char*>(entry.c_str()));
   }
   env.push_back(nullptr);
@@ -70,10 +70,16 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>&
   sigaddset(&default_signals, SIGPIPE);
   posix_spawnattr_setsigmask(&attr, &empty_mask);
   posix_spawnattr_setsigdefault(&attr, &default_signals);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int16_t flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  if (options.own_process_group) {
+    posix_spawnattr_setpgroup(&attr, 0);
+    flags |= POSIX_SPAWN_SETPGROUP;
+  }
+  posix_spawnattr_setflags(&attr, flags);
 
   // dup2 clears close-on-exec on its target, unless source and target are
   // the same descriptor: then a copy elsewhere goes first.
+  int pass_fd = options.pass_fd;
   UniqueFd moved;
   if (pass_fd == kPassedFd) {
     moved.reset(fcntl(pass_fd, F_DUPFD_CLOEXEC, kPassedFd + 1));

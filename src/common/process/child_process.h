@@ -22,16 +22,26 @@
 
 namespace heterodl {
 
+// What a child gets besides its arguments.
+struct SpawnOptions {
+  // Added to the inherited environment: "NAME=value" entries.
+  std::vector<std::string> extra_env;
+  // >= 0: this descriptor is the child's descriptor 3 (it may be
+  // close-on-exec here); no other descriptor of this process that is
+  // close-on-exec reaches the child.
+  int pass_fd = -1;
+  // The child leads a process group of its own, so a signal sent to this
+  // process's group (a terminal's Ctrl-C) does not reach it: only what this
+  // process forwards does.
+  bool own_process_group = false;
+};
+
 class ChildProcess {
  public:
   // Starts argv[0] (a path, or a name looked up in PATH) with the given
-  // arguments, inheriting stdio and the environment plus `extra_env`
-  // ("NAME=value" entries). `pass_fd` >= 0: that descriptor is the child's
-  // descriptor 3 (it may be close-on-exec here); no other descriptor of
-  // this process that is close-on-exec reaches the child.
+  // arguments, inheriting stdio and the environment.
   static absl::StatusOr<ChildProcess> Spawn(const std::vector<std::string>& argv,
-                                            const std::vector<std::string>& extra_env = {},
-                                            int pass_fd = -1);
+                                            const SpawnOptions& options = {});
   // The descriptor number `pass_fd` has in the child.
   static constexpr int kPassedFd = 3;
 

@@ -69,7 +69,7 @@ absl::StatusOr<std::unique_ptr<PythonWorker>> PythonWorker::Spawn(
     argv.push_back("--python-path");
     argv.push_back(folder);
   }
-  absl::StatusOr<ChildProcess> process = ChildProcess::Spawn(argv, {}, theirs.get());
+  absl::StatusOr<ChildProcess> process = ChildProcess::Spawn(argv, {.pass_fd = theirs.get()});
   if (!process.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot start the Python worker (--python ",
                                                options.python, "): ", process.status().message()));

@@ -22,8 +22,8 @@ TEST(ChildProcessTest, SignalledChildReportsShellStyleCode) {
 }
 
 TEST(ChildProcessTest, PassesExtraEnvironment) {
-  absl::StatusOr<ChildProcess> child =
-      ChildProcess::Spawn({"/bin/sh", "-c", "test \"$HETERODL_X\" = yes"}, {"HETERODL_X=yes"});
+  absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(
+      {"/bin/sh", "-c", "test \"$HETERODL_X\" = yes"}, {.extra_env = {"HETERODL_X=yes"}});
   ASSERT_TRUE(child.ok()) << child.status();
   EXPECT_EQ(child->Wait(), 0);
 }
@@ -44,6 +44,16 @@ TEST(ChildProcessTest, DestructorKillsRunningChild) {
     pid = child->pid();
   }
   EXPECT_NE(::kill(pid, 0), 0);  // reaped: no such process
+}
+
+TEST(ChildProcessTest, OwnProcessGroupLeavesOursAndLeadsItsOwn) {
+  absl::StatusOr<ChildProcess> alone =
+      ChildProcess::Spawn({"/bin/sleep", "30"}, {.own_process_group = true});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  absl::StatusOr<ChildProcess> with_us = ChildProcess::Spawn({"/bin/sleep", "30"});
+  ASSERT_TRUE(with_us.ok()) << with_us.status();
+  EXPECT_EQ(::getpgid(alone->pid()), alone->pid());
+  EXPECT_EQ(::getpgid(with_us->pid()), ::getpgrp());
 }
 
 }  // namespace
