@@ -33,6 +33,11 @@ constexpr const char* kClusterFlags[] = {
     "current_host", "ranks_per_host",      "master_port",       "resource_config",  "data_group",
     "dnn_group",    "slurm_data_component"};
 
+// What a user's own Python dataset is served with (serve, and the commands
+// that start servers).
+constexpr const char* kPythonDatasetFlags[] = {"python_dataset", "python_path", "python_workers",
+                                               "python", "python_sample_timeout"};
+
 using FlagGroup = std::initializer_list<const char*>;
 
 // The flags of `parts` in order, each a group above or a FlagGroup.
@@ -51,7 +56,8 @@ const std::vector<CommandInfo>& Commands() {
       {"launch", "[-- TRAIN_FLAGS]",
        "(default) read the cluster environment (SageMaker, Slurm, HETERODL_*), become serve or "
        "train",
-       Flags({kClusterFlags, FlagGroup{"dataset", "port", "ranks"}, kTrainingFlags}),
+       Flags({kClusterFlags, FlagGroup{"dataset", "port", "ranks"}, kPythonDatasetFlags,
+              kTrainingFlags}),
        "heterodl launch -- --model resnet50 --epochs 90 --batch-size 256", RunLaunchCommand},
       {"serve",
        "",
@@ -104,7 +110,8 @@ const std::vector<CommandInfo>& Commands() {
        RunTrainCommand},
       {"local", "",
        "a whole heterogeneous job on this machine: --servers data servers and --ranks ranks",
-       Flags({FlagGroup{"dataset", "servers", "data_servers", "ranks", "threads"}, kTrainingFlags,
+       Flags({FlagGroup{"dataset", "servers", "data_servers", "ranks", "threads"},
+              kPythonDatasetFlags, kTrainingFlags,
               FlagGroup{"auth_token_file", "tls_ca", "tls_cert", "tls_key"}}),
        "heterodl local --dataset data/sample --servers 2 --ranks 2 --epochs 1", RunLocalCommand},
       {"cluster", "",

@@ -49,7 +49,9 @@ ClusterSettings ClusterSettingsFromFlags();
 // What `local` runs: its data servers and ranks, from the flags.
 struct LocalRun {
   std::string self;  // this executable, started as each child (filled by the command)
-  std::string dataset;
+  // What the servers serve: `serve` arguments, --dataset and --pipeline, or
+  // --python-dataset and its settings.
+  std::vector<std::string> data_arguments;
   int servers = 2;
   int ranks = 2;
   int threads = 1;  // per server
@@ -57,8 +59,9 @@ struct LocalRun {
 };
 
 // `local`'s run from its flags, a pure function of their values (and the
-// cores): INVALID_ARGUMENT without --dataset, with --data-servers (local
-// starts its own), or with a trainer setting heterodl-trainer would refuse.
+// cores): INVALID_ARGUMENT without one of --dataset and --python-dataset,
+// with --data-servers (local starts its own), or with a trainer setting
+// heterodl-trainer would refuse.
 absl::StatusOr<LocalRun> LocalRunFromFlags();
 
 // `serve`'s options from its flags: a pure function of the flags' values.

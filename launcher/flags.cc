@@ -6,19 +6,22 @@
 #include "src/common/net/auth_token.h"
 
 ABSL_FLAG(std::string, python_dataset, "",
-          "serve: MODULE:CALLABLE, a user's own map-style PyTorch Dataset (CALLABLE() returns "
-          "it) served instead of --dataset, its samples made by --python-workers processes and "
+          "serve, local, launch: MODULE:CALLABLE, a user's own map-style PyTorch Dataset "
+          "(CALLABLE() returns it) served instead of --dataset, its samples made by "
+          "--python-workers processes and "
           "collated as default_collate does (docs/python.md)");
 ABSL_FLAG(std::vector<std::string>, python_path, {},
-          "serve: folders searched first for --python-dataset's MODULE (comma-separated)");
+          "folders searched first for --python-dataset's MODULE (comma-separated)");
 ABSL_FLAG(int32_t, python_workers, 0,
-          "serve: worker processes of --python-dataset (0: one per core)");
+          "worker processes of --python-dataset, per server (0: one per core; local: "
+          "the server's share of the cores)");
 ABSL_FLAG(std::string, python, "",
-          "a Python interpreter (a path, or a name looked up in PATH). serve: the one that runs "
+          "a Python interpreter (a path, or a name looked up in PATH). serve, local, launch: the "
+          "one that runs "
           "--python-dataset's workers, heterodl installed for it (default python3); bench: "
           "the one with torchvision, for the peers (default: the build's .venv)");
 ABSL_FLAG(absl::Duration, python_sample_timeout, absl::Minutes(5),
-          "serve: a --python-dataset worker that takes longer over one sample is replaced, and "
+          "a --python-dataset worker that takes longer over one sample is replaced, and "
           "the sample tried once more");
 ABSL_FLAG(std::string, dataset, "",
           "dataset: an image folder (DIR/CLASS/IMAGE.jpg, classes sorted), a file list (a text "

@@ -36,20 +36,26 @@ absl::Status StartServers(const LocalRun& run, std::vector<ChildProcess>& server
                           std::vector<std::string>& addresses) {
   for (int i = 0; i < run.servers; ++i) {
     const std::string port_file = (run.run_dir / absl::StrCat("server", i, ".port")).string();
-    absl::StatusOr<ChildProcess> server = ChildProcess::Spawn(
-        {run.self, "serve", absl::StrCat("--dataset=", run.dataset),
-         absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)), "--address=127.0.0.1:0",
-         absl::StrCat("--port_file=", port_file), absl::StrCat("--threads=", run.threads),
-         "--idle_timeout=60s", "--startup_timeout=300s",
-         absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file)),
-         absl::StrCat("--tls_cert=", absl::GetFlag(FLAGS_tls_cert)),
-         absl::StrCat("--tls_key=", absl::GetFlag(FLAGS_tls_key)),
-         absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca)),
-         absl::StrCat("--log_level=", absl::GetFlag(FLAGS_log_level))},
-        // Out of the terminal's group: a Ctrl-C must not stop a server
-        // before the ranks' last step, whose batches it still serves (the
-        // ranks agree on that step only every few steps).
-        {.own_process_group = true});
+    std::vector<std::string> argv = {
+        run.self,
+        "serve",
+        "--address=127.0.0.1:0",
+        absl::StrCat("--port_file=", port_file),
+        absl::StrCat("--threads=", run.threads),
+        "--idle_timeout=60s",
+        "--startup_timeout=300s",
+        absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file)),
+        absl::StrCat("--tls_cert=", absl::GetFlag(FLAGS_tls_cert)),
+        absl::StrCat("--tls_key=", absl::GetFlag(FLAGS_tls_key)),
+        absl::StrCat("--tls_ca=", absl::GetFlag(FLAGS_tls_ca)),
+        absl::StrCat("--log_level=", absl::GetFlag(FLAGS_log_level))};
+    argv.insert(argv.end(), run.data_arguments.begin(), run.data_arguments.end());
+    absl::StatusOr<ChildProcess> server =
+        ChildProcess::Spawn(argv,
+                            // Out of the terminal's group: a Ctrl-C must not stop a server
+                            // before the ranks' last step, whose batches it still serves (the
+                            // ranks agree on that step only every few steps).
+                            {.own_process_group = true});
     if (!server.ok()) {
       return server.status();
     }
@@ -110,10 +116,12 @@ bool ServersEndedInOrder(std::vector<ChildProcess>& servers) {
 
 absl::StatusOr<LocalRun> LocalRunFromFlags() {
   LocalRun run;
-  run.dataset = absl::GetFlag(FLAGS_dataset);
-  if (run.dataset.empty()) {
+  const std::string dataset = absl::GetFlag(FLAGS_dataset);
+  const std::string python_dataset = absl::GetFlag(FLAGS_python_dataset);
+  if (dataset.empty() == python_dataset.empty()) {
     return absl::InvalidArgumentError(
-        "local needs --dataset DIR (e.g. one written by 'heterodl dataset sample DIR')");
+        "local needs one of --dataset DIR (e.g. one written by 'heterodl dataset sample DIR') "
+        "and --python-dataset MODULE:CALLABLE");
   }
   if (!absl::GetFlag(FLAGS_data_servers).empty()) {
     return absl::InvalidArgumentError(
@@ -129,6 +137,26 @@ absl::StatusOr<LocalRun> LocalRunFromFlags() {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   run.threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
                                                  : std::max(1, cores / run.servers);
+  if (python_dataset.empty()) {
+    run.data_arguments = {absl::StrCat("--dataset=", dataset),
+                          absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline))};
+  } else {
+    if (!absl::GetFlag(FLAGS_pipeline).empty()) {
+      return absl::InvalidArgumentError(
+          "--pipeline does not apply to --python-dataset: its samples are what its "
+          "__getitem__ returns");
+    }
+    // Each server's share of the cores, as its threads are for --dataset.
+    const int workers =
+        absl::GetFlag(FLAGS_python_workers) > 0 ? absl::GetFlag(FLAGS_python_workers) : run.threads;
+    run.data_arguments = {
+        absl::StrCat("--python_dataset=", python_dataset),
+        absl::StrCat("--python_path=", absl::StrJoin(absl::GetFlag(FLAGS_python_path), ",")),
+        absl::StrCat("--python_workers=", workers),
+        absl::StrCat("--python=", absl::GetFlag(FLAGS_python)),
+        absl::StrCat("--python_sample_timeout=",
+                     absl::FormatDuration(absl::GetFlag(FLAGS_python_sample_timeout)))};
+  }
   run.run_dir = std::filesystem::temp_directory_path() / absl::StrCat("heterodl-local-", getpid());
   // The ranks' own settings, refused now rather than after the servers start.
   RETURN_IF_ERROR(TrainerOptionsFromFlags().status());

@@ -44,8 +44,14 @@ absl::StatusOr<uint64_t> CheckBatchHeader(
     return malformed("more samples decoded with warnings than samples");
   }
   if (user_fields) {
-    if (header.channels() != 0 || header.height() != 0 || header.width() != 0) {
-      return malformed("an image size in a batch of a user's own dataset");
+    // Only a dataset of (image, label) pairs says its images' size
+    // (IsLabelledImages): that of its first field.
+    const bool sized = header.channels() != 0 || header.height() != 0 || header.width() != 0;
+    const v1::FieldSpec& first = fields[0];
+    if (sized && (first.dtype() != v1::DTYPE_UINT8 || first.shape_size() != 3 ||
+                  first.shape(0) != header.height() || first.shape(1) != header.width() ||
+                  first.shape(2) != header.channels())) {
+      return malformed("an image size in a batch of a user's own dataset other than its images'");
     }
   } else if (header.channels() != 3) {
     return malformed(absl::StrCat(header.channels(), " channels"));

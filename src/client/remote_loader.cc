@@ -15,6 +15,7 @@
 #include "src/data/epoch_plan.h"
 #include "src/wire/pixel_channel.h"
 #include "src/wire/plan_config.h"
+#include "src/wire/sample_structure.h"
 
 namespace heterodl {
 namespace {
@@ -60,6 +61,7 @@ DatasetDescription Describe(const v1::DatasetInfo& info,
     // Printing a message cannot fail: there is no input to reject.
     (void)google::protobuf::util::MessageToJsonString(info.sample_structure(),
                                                       &dataset.sample_structure);
+    dataset.labelled_images = IsLabelledImages(info.sample_structure(), info.fields());
   }
   return dataset;
 }

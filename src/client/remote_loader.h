@@ -137,6 +137,10 @@ struct DatasetDescription {
   // A user's own Python dataset's: how its fields make a sample
   // (DatasetInfo.sample_structure, in protobuf's JSON); empty for others.
   std::string sample_structure;
+  // Its samples are (image uint8 [H, W, 3], int64 label) (IsLabelledImages):
+  // field 0 is the images and Batch::labels the labels, as in a
+  // classification dataset's batches.
+  bool labelled_images = false;
 };
 
 // Where the loader is: resume with SetEpoch(position.epoch, position.next_batch).

@@ -221,6 +221,10 @@ absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) 
     *info.mutable_fields() = python_->fields();
     *info.mutable_sample_structure() = python_->structure();
     *info.mutable_class_names() = python_->class_names();
+    if (python_->labelled_images()) {
+      info.set_height(python_->fields()[0].shape(0));
+      info.set_width(python_->fields()[0].shape(1));
+    }
     return info;
   }
   for (const std::string& name : dataset_.class_names()) {
@@ -593,9 +597,13 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
   BuiltBatch built;
   v1::Batch* batch = &built.header;
   *batch->mutable_id() = job.id;
-  if (python_ == nullptr) {  // a Python dataset's fields say their own shapes
+  if (python_ == nullptr) {
     batch->set_height(assembler.pipeline().output_height());
     batch->set_width(assembler.pipeline().output_width());
+    batch->set_channels(3);
+  } else if (python_->labelled_images()) {  // other Python datasets' fields say their shapes
+    batch->set_height(python_->fields()[0].shape(0));
+    batch->set_width(python_->fields()[0].shape(1));
     batch->set_channels(3);
   }
   batch->set_queue_seconds(absl::ToDoubleSeconds(job.started - job.requested));

@@ -278,14 +278,18 @@ absl::Status RankTrainer::SetUp() {
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device_);
   }
   ASSIGN_OR_RETURN(loader_, ConnectLoader(options_, device_));
-  if (loader_->dataset().fields != std::vector<std::string>{"images"}) {
+  // A user's own dataset of (image, label) pairs trains as a classification
+  // dataset: its batches lead with the images and carry the labels.
+  if (loader_->dataset().fields != std::vector<std::string>{"images"} &&
+      !loader_->dataset().labelled_images) {
     // Trained on its images and labels alone, its targets would be lost.
     return absl::FailedPreconditionError(
         absl::StrCat("heterodl train trains classifiers, and the data servers' batches hold ",
                      absl::StrJoin(loader_->dataset().fields, ", "),
-                     " (a segmentation or detection dataset): train it with your own loop over "
-                     "heterodl.RemoteDataLoader (examples/pytorch/train_segmentation.py, "
-                     "train_detection.py)"));
+                     " (a segmentation or detection dataset, or a Python dataset whose samples "
+                     "are not (image uint8 [H, W, 3], int label)): train it with your own loop "
+                     "over heterodl.RemoteDataLoader (examples/pytorch/train_segmentation.py, "
+                     "train_detection.py, custom_dataset/)"));
   }
   ASSIGN_OR_RETURN(communicator_, JoinRanks(options_, device_));
   const int num_classes = static_cast<int>(loader_->dataset().class_names.size());

@@ -8,6 +8,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
@@ -114,7 +115,7 @@ TEST(LocalRunTest, FlagsBecomeTheRun) {
   absl::SetFlag(&FLAGS_ranks, 4);
   absl::SetFlag(&FLAGS_threads, 0);
   ASSERT_OK_AND_ASSIGN(const LocalRun run, LocalRunFromFlags());
-  EXPECT_EQ(run.dataset, "/data/sample");
+  EXPECT_THAT(run.data_arguments, testing::ElementsAre("--dataset=/data/sample", "--pipeline="));
   EXPECT_EQ(run.servers, 3);
   EXPECT_EQ(run.ranks, 4);
   // The cores shared among the servers, one thread each at least.
@@ -125,9 +126,35 @@ TEST(LocalRunTest, FlagsBecomeTheRun) {
   EXPECT_EQ(given.threads, 5);
 }
 
+TEST(LocalRunTest, APythonDatasetAndItsSettingsGoToEachServer) {
+  absl::FlagSaver saved;
+  absl::SetFlag(&FLAGS_python_dataset, "my_data:make");
+  absl::SetFlag(&FLAGS_python_path, std::vector<std::string>{"/code", "/lib"});
+  absl::SetFlag(&FLAGS_servers, 2);
+  absl::SetFlag(&FLAGS_threads, 3);
+  absl::SetFlag(&FLAGS_python_sample_timeout, absl::Seconds(30));
+  ASSERT_OK_AND_ASSIGN(const LocalRun run, LocalRunFromFlags());
+  // Workers default to the server's share of the cores (its --threads).
+  EXPECT_THAT(
+      run.data_arguments,
+      testing::ElementsAre("--python_dataset=my_data:make", "--python_path=/code,/lib",
+                           "--python_workers=3", "--python=", "--python_sample_timeout=30s"));
+  absl::SetFlag(&FLAGS_python_workers, 5);
+  ASSERT_OK_AND_ASSIGN(const LocalRun given, LocalRunFromFlags());
+  EXPECT_EQ(given.data_arguments[2], "--python_workers=5");
+}
+
 TEST(LocalRunTest, UsageErrorsComeBeforeAnythingStarts) {
   absl::FlagSaver saved;
-  ExpectUsageError(LocalRunFromFlags(), "local needs --dataset DIR");
+  ExpectUsageError(LocalRunFromFlags(), "local needs one of --dataset DIR");
+  absl::SetFlag(&FLAGS_dataset, "/data/sample");
+  absl::SetFlag(&FLAGS_python_dataset, "my_data:make");
+  ExpectUsageError(LocalRunFromFlags(), "local needs one of --dataset DIR");
+  absl::SetFlag(&FLAGS_dataset, "");
+  absl::SetFlag(&FLAGS_pipeline, "hflip(0.5)");
+  ExpectUsageError(LocalRunFromFlags(), "--pipeline does not apply to --python-dataset");
+  absl::SetFlag(&FLAGS_pipeline, "");
+  absl::SetFlag(&FLAGS_python_dataset, "");
   absl::SetFlag(&FLAGS_dataset, "/data/sample");
   absl::SetFlag(&FLAGS_data_servers, "a:1");
   ExpectUsageError(LocalRunFromFlags(), "--servers N says how many");

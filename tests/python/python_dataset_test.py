@@ -67,8 +67,26 @@ class Photos:
                        "jitter": numpy.float32(numpy.random.rand())}
 
 
+class Labelled:
+    """Classification samples as heterodl's own batches hold them:
+    (uint8 [H, W, 3], int)."""
+
+    classes = ["a", "b", "c", "d", "e"]
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, index):
+        pixels = numpy.random.default_rng(index).integers(0, 256, (24, 24, 3), dtype=numpy.uint8)
+        return pixels, index % 5
+
+
 def plain():
     return Photos()
+
+
+def labelled():
+    return Labelled()
 
 
 def with_bad():
@@ -181,6 +199,49 @@ class PythonDatasetTest(unittest.TestCase):
             indices += targets["index"].tolist()
         self.assertEqual(sorted(indices), list(range(SAMPLES)))
         self.assertEqual(loader.stats()["samples_failed"], 0)
+
+    def test_images_and_labels_keep_their_structure_and_fill_the_batch_labels(self):
+        _, address, _ = self.serve("labelled")
+        loader = heterodl.RemoteDataLoader(address, batch_size=8, seed=3, format="torch")
+        self.assertEqual(loader.class_names, ["a", "b", "c", "d", "e"])
+        labelled = dataset_worker.load_dataset("photos:labelled", [self.tmp])
+        seen = 0
+        for batch in self.read_epoch(loader):
+            self.assertIsInstance(batch, list)  # as default_collate makes it
+            images, labels = batch
+            self.assertEqual(tuple(images.shape), (8, 24, 24, 3))
+            self.assertEqual(labels.dtype, torch.int64)
+            for image, label in zip(images, labels):
+                # The label says which sample: sample i's label is i % 5.
+                candidates = [i for i in range(SAMPLES) if i % 5 == int(label)
+                              and numpy.array_equal(image.numpy(), labelled.sample(3, 0, i)[0])]
+                self.assertEqual(len(candidates), 1)
+            seen += len(labels)
+        self.assertEqual(seen, SAMPLES)
+        # What heterodl train reads: the labels in the batch header too.
+        loader.set_epoch(0)
+        native = loader._loader  # the extension's loader, under the Python API
+        received = native.next()
+        header_labels, others = received[1], received[7]
+        field_labels = numpy.asarray(list(others.values())[1]).view(numpy.int64)
+        numpy.testing.assert_array_equal(numpy.asarray(header_labels).view(numpy.int64),
+                                         field_labels)
+
+    @unittest.skipUnless(os.path.exists(os.path.join(BUILD_DIR, "heterodl-trainer")),
+                         "built without LibTorch: no trainer")
+    def test_local_trains_on_a_dataset_of_images_and_labels(self):
+        result = subprocess.run(
+            [HETERODL, "local", "--python-dataset", "photos:labelled", "--python-path", self.tmp,
+             "--python", sys.executable, "--python-workers", "1", "--servers", "2", "--ranks",
+             "2", "--epochs", "2", "--batch-size", "4"],
+            capture_output=True, text=True, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        summary = [line for line in result.stderr.splitlines() if " summary {" in line]
+        self.assertEqual(len(summary), 1, result.stderr[-4000:])
+        totals = json.loads(summary[0].split(" summary ", 1)[1])
+        # Two ranks, two epochs, every sample once per epoch.
+        self.assertEqual(totals["images"], 2 * SAMPLES)
+        self.assertEqual(totals["failed_samples"], 0)
 
     def test_two_servers_make_the_same_batches(self):
         _, first, _ = self.serve("plain")

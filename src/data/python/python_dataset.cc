@@ -13,6 +13,7 @@
 #include "src/common/fingerprint.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
+#include "src/wire/sample_structure.h"
 
 namespace heterodl {
 namespace {
@@ -141,6 +142,7 @@ absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
   dataset->fields_ = first.fields();
   dataset->structure_ = first.structure();
   dataset->class_names_ = first.class_names();
+  dataset->labelled_images_ = IsLabelledImages(dataset->structure_, dataset->fields_);
   absl::MutexLock lock(&dataset->mu_);
   for (auto& worker : started) {
     dataset->idle_.push_back(std::move(worker));
@@ -297,12 +299,22 @@ SlotResult PythonDataset::BuildSlot(uint64_t seed, uint32_t epoch,
                                     uint8_t* payload, const BatchLayout& layout) {
   const int64_t index = indices[slot];
   SlotResult result{index, 0, SampleOutcome::kOk};
+  // The label as it lies in the batch, for Batch.labels.
+  const auto label = [&] {
+    int64_t value = 0;
+    if (labelled_images_) {
+      std::memcpy(&value, payload + layout.fields[1].offset + slot * sizeof(value), sizeof(value));
+    }
+    return value;
+  };
   if (MakeSample(seed, epoch, index, slot, payload, layout).ok()) {
+    result.label = label();
     return result;
   }
   for (const int64_t candidate : ReplacementCandidates(seed, epoch, index, num_samples_)) {
     if (MakeSample(seed, epoch, candidate, slot, payload, layout).ok()) {
       result.outcome = SampleOutcome::kReplaced;
+      result.label = label();
       return result;
     }
   }

@@ -71,6 +71,9 @@ class PythonDataset {
     return class_names_;
   }
   int workers() const { return static_cast<int>(options_.workers); }
+  // Samples are (image uint8 [H, W, 3], int64 label): IsLabelledImages.
+  // BuildSlot then also returns each sample's label.
+  bool labelled_images() const { return labelled_images_; }
 
   // Makes sample `indices[slot]` into row `slot` of every field of `layout`
   // in `payload` (memory of the regions given to Start), blocking the
@@ -116,6 +119,7 @@ class PythonDataset {
   google::protobuf::RepeatedPtrField<v1::FieldSpec> fields_;
   v1::SampleNode structure_;
   google::protobuf::RepeatedPtrField<std::string> class_names_;
+  bool labelled_images_ = false;
 
   absl::Mutex mu_;
   // Free workers; `out_` are in use. A slot whose worker could not be
