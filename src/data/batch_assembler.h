@@ -49,6 +49,11 @@ struct SlotResult {
   std::vector<Box> boxes;
   std::vector<int64_t> box_labels;
   std::vector<uint8_t> crowd;
+  // A user's own Python dataset's: the sample's ragged fields (in the
+  // order of its fields), each one's element count, and their bytes one
+  // after another; none in a zero-filled slot.
+  std::vector<uint32_t> ragged_lengths;
+  std::string ragged_bytes;
 };
 
 // Seconds spent per stage, summed over the samples of a batch.

@@ -550,20 +550,21 @@ void BatchService::BuildSample(BatchJob& job, int slot) {
   job.seconds.augment += seconds.augment;
 }
 
-absl::Status BatchService::PlaceObjects(BatchJob& job, const RaggedValues& objects,
-                                        v1::Batch& header, OutgoingPixels& pixels) {
-  for (int field = 0; field < 3; ++field) {  // boxes, box_labels, iscrowd: one count each
-    header.add_ragged_lengths()->mutable_lengths()->Assign(objects.lengths.begin(),
-                                                           objects.lengths.end());
-  }
-  ASSIGN_OR_RETURN(const BatchLayout layout,
-                   LayOutBatch(job.stream->fields, static_cast<uint32_t>(objects.lengths.size()),
+absl::StatusOr<BatchLayout> BatchService::LayOutRagged(BatchJob& job, const v1::Batch& header,
+                                                       OutgoingPixels& pixels) {
+  ASSIGN_OR_RETURN(BatchLayout layout,
+                   LayOutBatch(job.stream->fields, static_cast<uint32_t>(header.indices_size()),
                                header.ragged_lengths(), limits_.max_batch_bytes));
   uint8_t* payload = job.payload;
-  const uint64_t dense_end = layout.fields[0].offset + layout.fields[0].bytes;
+  uint64_t dense_end = 0;
+  for (const FieldSlice& field : layout.fields) {
+    if (!field.ragged) {
+      dense_end = std::max(dense_end, field.offset + field.bytes);
+    }
+  }
   if (layout.payload_bytes > pixels.size) {
-    // More objects than planned: a larger buffer, the images copied over;
-    // the planned one (and its memory grant) goes when this one does.
+    // More elements than planned: a larger buffer, the dense fields copied
+    // over; the planned one (and its memory grant) goes when this one does.
     struct Grown {
       std::shared_ptr<const void> planned;
       PooledBuffer buffer;
@@ -573,17 +574,65 @@ absl::Status BatchService::PlaceObjects(BatchJob& job, const RaggedValues& objec
     std::memcpy(grown->buffer.data(), payload, dense_end);
     payload = grown->buffer.data();
     pixels = OutgoingPixels{grown, payload, layout.payload_bytes};
+    job.payload = payload;
   }
-  // The ragged fields, and zeros in the gaps that align them.
+  // Zeros in the gaps that align the ragged fields.
   uint64_t end = dense_end;
-  for (size_t i = 1; i < layout.fields.size(); ++i) {
-    std::memset(payload + end, 0, layout.fields[i].offset - end);
-    end = layout.fields[i].offset + layout.fields[i].bytes;
+  for (const FieldSlice& field : layout.fields) {
+    if (field.ragged) {
+      std::memset(payload + end, 0, field.offset - end);
+      end = field.offset + field.bytes;
+    }
   }
-  WriteField(objects.boxes, layout.fields[1], payload);
-  WriteField(objects.labels, layout.fields[2], payload);
-  WriteField(objects.crowd, layout.fields[3], payload);
   pixels.size = layout.payload_bytes;
+  return layout;
+}
+
+absl::Status BatchService::PlaceObjects(BatchJob& job, const RaggedValues& objects,
+                                        v1::Batch& header, OutgoingPixels& pixels) {
+  for (int field = 0; field < 3; ++field) {  // boxes, box_labels, iscrowd: one count each
+    header.add_ragged_lengths()->mutable_lengths()->Assign(objects.lengths.begin(),
+                                                           objects.lengths.end());
+  }
+  ASSIGN_OR_RETURN(const BatchLayout layout, LayOutRagged(job, header, pixels));
+  WriteField(objects.boxes, layout.fields[1], job.payload);
+  WriteField(objects.labels, layout.fields[2], job.payload);
+  WriteField(objects.crowd, layout.fields[3], job.payload);
+  return absl::OkStatus();
+}
+
+absl::Status BatchService::PlacePythonRagged(BatchJob& job, const std::vector<SlotResult>& slots,
+                                             v1::Batch& header, OutgoingPixels& pixels) {
+  const size_t ragged_fields = slots.empty() ? 0 : slots[0].ragged_lengths.size();
+  for (size_t f = 0; f < ragged_fields; ++f) {
+    v1::RaggedLengths* lengths = header.add_ragged_lengths();
+    for (const SlotResult& slot : slots) {
+      lengths->add_lengths(slot.ragged_lengths[f]);
+    }
+  }
+  ASSIGN_OR_RETURN(const BatchLayout layout, LayOutRagged(job, header, pixels));
+  // Field f's elements: every sample's in turn. A sample's bytes hold its
+  // fields one after another, so each sample's read position moves on.
+  std::vector<uint64_t> read(slots.size(), 0);
+  size_t f = 0;
+  for (const FieldSlice& field : layout.fields) {
+    if (!field.ragged) {
+      continue;
+    }
+    uint64_t elements = 0;
+    for (const uint32_t length : field.lengths) {
+      elements += length;
+    }
+    const uint64_t element_bytes = elements == 0 ? 0 : field.bytes / elements;
+    uint64_t write = field.offset;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const uint64_t bytes = slots[i].ragged_lengths[f] * element_bytes;
+      std::memcpy(job.payload + write, slots[i].ragged_bytes.data() + read[i], bytes);
+      write += bytes;
+      read[i] += bytes;
+    }
+    ++f;
+  }
   return absl::OkStatus();
 }
 
@@ -633,6 +682,10 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
   }
   if (assembler.has_boxes()) {
     RETURN_IF_ERROR(PlaceObjects(job, objects, *batch, built.pixels));
+  }
+  if (python_ != nullptr && python_->has_ragged_fields()) {
+    absl::MutexLock lock(&job.mu);
+    RETURN_IF_ERROR(PlacePythonRagged(job, job.slots, *batch, built.pixels));
   }
   batch->set_failed(failed);
   batch->set_decoded_with_warnings(warned);

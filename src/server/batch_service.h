@@ -201,6 +201,16 @@ class BatchService {
   // has in the header.
   absl::Status PlaceObjects(BatchJob& job, const RaggedValues& objects, v1::Batch& header,
                             OutgoingPixels& pixels);
+  // Lays a Python dataset's ragged fields out after its dense ones (as
+  // PlaceObjects does) from what each slot's sample returned.
+  absl::Status PlacePythonRagged(BatchJob& job, const std::vector<SlotResult>& slots,
+                                 v1::Batch& header, OutgoingPixels& pixels);
+  // The layout of a batch whose header has its ragged lengths: the dense
+  // fields where they were planned, the ragged ones after them (zeros in
+  // the gaps), in a larger buffer (`pixels` and job.payload move there)
+  // when the elements are more than planned.
+  absl::StatusOr<BatchLayout> LayOutRagged(BatchJob& job, const v1::Batch& header,
+                                           OutgoingPixels& pixels);
   // The pre-built pixels of a synthetic batch of these indices' size.
   std::shared_ptr<const std::vector<uint8_t>> SyntheticPixels(const BatchAssembler& assembler,
                                                               absl::Span<const int64_t> indices)

@@ -93,7 +93,7 @@ class DatasetWorkerTest(unittest.TestCase):
         first = {"image": numpy.zeros((4, 4, 3), numpy.uint8), "label": 1}
         cases = [
             ({"image": numpy.zeros((5, 4, 3), numpy.uint8), "label": 1},
-             ["['image']", "(5, 4, 3)", "(4, 4, 3)", "collate_fn"]),
+             ["['image']", "(5, 4, 3)", "(4, 4, 3)", "ragged_fields"]),
             ({"image": numpy.zeros((4, 4, 3), numpy.float32), "label": 1},
              ["['image']", "float32", "uint8"]),
             ({"image": numpy.zeros((4, 4, 3), numpy.uint8)}, ["sample 1", "['label']"]),
@@ -151,6 +151,28 @@ class StructureTest(unittest.TestCase):
             worker.write_sample((numpy.zeros((3, 2), numpy.int16), 1.0), fields, out)
         with self.assertRaisesRegex(worker.SampleError, r"\[1\]: dtype int64"):
             worker.write_sample((first[0], 2), fields, out)
+
+    def test_a_ragged_field_keeps_its_element_shape_and_comes_back_whole(self):
+        first = {"tokens": numpy.arange(5, dtype=numpy.int32), "boxes": numpy.zeros((2, 4)),
+                 "label": 3}
+        fields = worker.describe(first, ragged={0, 1})
+        self.assertEqual([(f.shape, f.ragged) for f in fields],
+                         [((), True), ((4,), True), ((), False)])
+        out = [numpy.zeros((), numpy.int64)]
+        second = {"tokens": numpy.arange(9, dtype=numpy.int32), "boxes": numpy.ones((0, 4)),
+                  "label": 7}
+        ragged = worker.write_sample(second, fields, out)
+        self.assertEqual(out[0], 7)
+        numpy.testing.assert_array_equal(ragged[0], second["tokens"])
+        self.assertEqual(ragged[1].shape, (0, 4))
+        # Its elements must keep their shape, and a scalar has no elements.
+        with self.assertRaisesRegex(worker.SampleError, r"\['boxes'\]: shape \(2, 5\)"):
+            worker.write_sample({**second, "boxes": numpy.zeros((2, 5))}, fields, out)
+        with self.assertRaisesRegex(worker.SampleError, "needs a first dimension"):
+            worker.describe(first, ragged={2})
+        buffers = {"['tokens']": [], "['boxes']": [], "['label']": numpy.zeros(2, numpy.int64)}
+        worker.collate_into([first, second], fields, buffers)
+        self.assertEqual([len(t) for t in buffers["['tokens']"]], [5, 9])
 
     def test_describe_error_names_the_innermost_frame(self):
         def inner():

@@ -81,8 +81,44 @@ class Labelled:
         return pixels, index % 5
 
 
+class Tokens:
+    """Samples whose tokens and boxes vary in number (sample 0's tokens
+    take more than one record to send), declared ragged."""
+
+    ragged_fields = ("tokens", "boxes")
+
+    def __init__(self, declared=True):
+        if not declared:
+            self.ragged_fields = ()
+        self.least_boxes = 0 if declared else 1  # a field of none is refused undeclared
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, index):
+        rng = numpy.random.default_rng(index)
+        count = 30000 if index == 0 else index % 7  # some samples have none
+        return {"tokens": torch.from_numpy(rng.integers(0, 1000, count)),
+                "boxes": rng.random((self.least_boxes + index % 3, 4), dtype=numpy.float32),
+                "index": index}
+
+
 def plain():
     return Photos()
+
+
+def tokens():
+    return Tokens()
+
+
+def tokens_undeclared():
+    return Tokens(declared=False)
+
+
+def tokens_misnamed():
+    dataset = Tokens()
+    dataset.ragged_fields = ("words",)
+    return dataset
 
 
 def labelled():
@@ -242,6 +278,44 @@ class PythonDatasetTest(unittest.TestCase):
         # Two ranks, two epochs, every sample once per epoch.
         self.assertEqual(totals["images"], 2 * SAMPLES)
         self.assertEqual(totals["failed_samples"], 0)
+
+    def test_a_declared_ragged_field_is_a_list_of_each_samples_array(self):
+        _, address, log = self.serve("tokens")
+        made = dataset_worker.load_dataset("photos:tokens", [self.tmp])
+        for format, array_type in (("torch", torch.Tensor), ("numpy", numpy.ndarray)):
+            loader = heterodl.RemoteDataLoader(address, batch_size=6, seed=9, format=format)
+            seen = []
+            for batch in self.read_epoch(loader):
+                self.assertEqual(sorted(batch), ["boxes", "index", "tokens"])
+                self.assertEqual(len(batch["tokens"]), len(batch["index"]))
+                for i, index in enumerate(batch["index"].tolist()):
+                    expected = made.sample(9, 0, index)
+                    self.assertIsInstance(batch["tokens"][i], array_type)
+                    numpy.testing.assert_array_equal(numpy.asarray(batch["tokens"][i]),
+                                                     expected["tokens"].numpy())
+                    numpy.testing.assert_array_equal(numpy.asarray(batch["boxes"][i]),
+                                                     expected["boxes"])
+                    seen.append(index)
+            self.assertEqual(sorted(seen), list(range(SAMPLES)))
+            self.assertEqual(loader.stats()["samples_failed"], 0)
+        self.assertNotIn("was lost", read(log))  # no worker died on the way
+
+    def test_a_varying_field_not_declared_ragged_fails_saying_how_to_declare_it(self):
+        _, address, log = self.serve("tokens_undeclared")
+        loader = heterodl.RemoteDataLoader(address, batch_size=8, format="numpy")
+        batches = self.read_epoch(loader)
+        self.assertEqual(sum(len(b["index"]) for b in batches), SAMPLES)
+        self.assertGreater(loader.stats()["samples_failed"], 0)
+        self.assertIn("declare the field ragged (ragged_fields = (NAME, ...)", read(log))
+
+    def test_ragged_fields_naming_no_field_stops_serve(self):
+        result = subprocess.run(
+            [HETERODL, "serve", "--python-dataset", "photos:tokens_misnamed", "--python-path",
+             self.tmp, "--python", sys.executable, "--python-workers", "1", "--address",
+             "127.0.0.1:0"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("ragged_fields names ['words'], which are not fields of its samples",
+                      result.stderr)
 
     def test_two_servers_make_the_same_batches(self):
         _, first, _ = self.serve("plain")

@@ -143,6 +143,15 @@ absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
   dataset->structure_ = first.structure();
   dataset->class_names_ = first.class_names();
   dataset->labelled_images_ = IsLabelledImages(dataset->structure_, dataset->fields_);
+  for (const v1::FieldSpec& field : dataset->fields_) {
+    if (field.ragged()) {
+      uint64_t bytes = DTypeBytes(field.dtype());
+      for (const uint32_t dimension : field.shape()) {
+        bytes *= dimension;
+      }
+      dataset->ragged_element_bytes_.push_back(bytes);
+    }
+  }
   absl::MutexLock lock(&dataset->mu_);
   for (auto& worker : started) {
     dataset->idle_.push_back(std::move(worker));
@@ -244,8 +253,30 @@ void PythonDataset::NoteError(const std::string& error) {
   }
 }
 
+absl::Status PythonDataset::CheckRagged(const WorkerAnswer& answer) const {
+  if (answer.ragged_lengths.size() != ragged_element_bytes_.size()) {
+    return absl::InternalError(absl::StrCat("the lengths of ", answer.ragged_lengths.size(),
+                                            " ragged fields, where the dataset has ",
+                                            ragged_element_bytes_.size()));
+  }
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < answer.ragged_lengths.size(); ++i) {
+    if (answer.ragged_lengths[i] > kMaxRaggedLength) {
+      return absl::InternalError(
+          absl::StrCat(answer.ragged_lengths[i], " elements in a ragged field"));
+    }
+    bytes += answer.ragged_lengths[i] * ragged_element_bytes_[i];
+  }
+  if (bytes != answer.ragged_bytes.size()) {
+    return absl::InternalError(absl::StrCat(answer.ragged_bytes.size(),
+                                            " bytes of ragged fields whose lengths make ", bytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PythonDataset::MakeSample(uint64_t seed, uint32_t epoch, int64_t index, size_t slot,
-                                       uint8_t* payload, const BatchLayout& layout) {
+                                       uint8_t* payload, const BatchLayout& layout,
+                                       SlotResult& result) {
   const std::optional<SharedSpan> span = regions_->Find(payload, layout.payload_bytes);
   if (!span) {
     return absl::InternalError("the batch is not in shared memory");
@@ -255,7 +286,9 @@ absl::Status PythonDataset::MakeSample(uint64_t seed, uint32_t epoch, int64_t in
   task.set_epoch(epoch);
   task.set_index(static_cast<uint64_t>(index));
   for (const FieldSlice& field : layout.fields) {
-    task.add_offsets(span->offset + field.offset + slot * RowBytes(field));
+    if (!field.ragged) {
+      task.add_offsets(span->offset + field.offset + slot * RowBytes(field));
+    }
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<std::unique_ptr<PythonWorker>> worker = CheckOut();
@@ -266,15 +299,22 @@ absl::Status PythonDataset::MakeSample(uint64_t seed, uint32_t epoch, int64_t in
       NoteError(std::string(worker.status().message()));
       return worker.status();
     }
-    absl::StatusOr<std::string> ran =
+    absl::StatusOr<WorkerAnswer> ran =
         (*worker)->Run(task, *span, *regions_, options_.sample_timeout);
+    if (ran.ok() && ran->error.empty()) {
+      if (absl::Status checked = CheckRagged(*ran); !checked.ok()) {
+        ran = std::move(checked);  // a worker that miscounts is lost as one that dies
+      }
+    }
     if (ran.ok()) {
       CheckIn(std::move(*worker));
-      if (ran->empty()) {
+      if (ran->error.empty()) {
+        result.ragged_lengths = std::move(ran->ragged_lengths);
+        result.ragged_bytes = std::move(ran->ragged_bytes);
         return absl::OkStatus();
       }
-      NoteError(*ran);
-      return absl::InvalidArgumentError(*ran);
+      NoteError(ran->error);
+      return absl::InvalidArgumentError(ran->error);
     }
     const pid_t pid = (*worker)->pid();
     Lose(std::move(*worker));
@@ -307,20 +347,23 @@ SlotResult PythonDataset::BuildSlot(uint64_t seed, uint32_t epoch,
     }
     return value;
   };
-  if (MakeSample(seed, epoch, index, slot, payload, layout).ok()) {
+  if (MakeSample(seed, epoch, index, slot, payload, layout, result).ok()) {
     result.label = label();
     return result;
   }
   for (const int64_t candidate : ReplacementCandidates(seed, epoch, index, num_samples_)) {
-    if (MakeSample(seed, epoch, candidate, slot, payload, layout).ok()) {
+    if (MakeSample(seed, epoch, candidate, slot, payload, layout, result).ok()) {
       result.outcome = SampleOutcome::kReplaced;
       result.label = label();
       return result;
     }
   }
   result.outcome = SampleOutcome::kZeroFilled;
+  result.ragged_lengths.assign(ragged_element_bytes_.size(), 0);
   for (const FieldSlice& field : layout.fields) {
-    std::memset(payload + field.offset + slot * RowBytes(field), 0, RowBytes(field));
+    if (!field.ragged) {
+      std::memset(payload + field.offset + slot * RowBytes(field), 0, RowBytes(field));
+    }
   }
   return result;
 }

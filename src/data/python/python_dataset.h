@@ -74,11 +74,16 @@ class PythonDataset {
   // Samples are (image uint8 [H, W, 3], int64 label): IsLabelledImages.
   // BuildSlot then also returns each sample's label.
   bool labelled_images() const { return labelled_images_; }
+  // Some fields are ragged (the dataset's ragged_fields): a SlotResult
+  // carries their elements.
+  bool has_ragged_fields() const { return !ragged_element_bytes_.empty(); }
 
-  // Makes sample `indices[slot]` into row `slot` of every field of `layout`
-  // in `payload` (memory of the regions given to Start), blocking the
-  // calling thread until a worker has. A failed sample is replaced by one
-  // picked from (seed, epoch, index) as BatchAssembler does, or zeroed.
+  // Makes sample `indices[slot]` into row `slot` of every dense field of
+  // `layout` in `payload` (memory of the regions given to Start), blocking
+  // the calling thread until a worker has; its ragged fields come back in
+  // the result, for the batch to place once all its samples are made. A
+  // failed sample is replaced by one picked from (seed, epoch, index) as
+  // BatchAssembler does, or zeroed.
   SlotResult BuildSlot(uint64_t seed, uint32_t epoch, absl::Span<const int64_t> indices,
                        size_t slot, uint8_t* payload, const BatchLayout& layout)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -95,9 +100,14 @@ class PythonDataset {
   PythonDataset(PythonDatasetOptions options, std::shared_ptr<SharedRegions> regions)
       : options_(std::move(options)), regions_(std::move(regions)) {}
 
-  // Makes one sample with a worker; the user's or the worker's error.
+  // Makes one sample with a worker, its ragged fields into `result`; the
+  // user's or the worker's error.
   absl::Status MakeSample(uint64_t seed, uint32_t epoch, int64_t index, size_t slot,
-                          uint8_t* payload, const BatchLayout& layout) ABSL_LOCKS_EXCLUDED(mu_);
+                          uint8_t* payload, const BatchLayout& layout, SlotResult& result)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // INTERNAL unless `answer`'s ragged fields are as many as the dataset's,
+  // each at most kMaxRaggedLength elements, and their bytes add up.
+  absl::Status CheckRagged(const WorkerAnswer& answer) const;
   // A worker to use, waiting for one to be free. One lost before is
   // started again here, on the calling thread (it dies with that thread: a
   // pool thread, which lives as long as the service); UNAVAILABLE when it
@@ -120,6 +130,8 @@ class PythonDataset {
   v1::SampleNode structure_;
   google::protobuf::RepeatedPtrField<std::string> class_names_;
   bool labelled_images_ = false;
+  // Bytes of one element of each ragged field, in order.
+  std::vector<uint64_t> ragged_element_bytes_;
 
   absl::Mutex mu_;
   // Free workers; `out_` are in use. A slot whose worker could not be

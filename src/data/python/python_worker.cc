@@ -20,6 +20,9 @@ namespace {
 
 // A hello names every field and the structure: far below this.
 constexpr size_t kMaxRecordBytes = 1 << 20;
+// A sample's ragged fields hold at most this many bytes (kMaxRaggedLength
+// elements of 4 KiB each): more is a worker speaking nonsense.
+constexpr uint64_t kMaxRaggedBytes = uint64_t{1} << 28;
 
 absl::Status ParseJson(const std::string& json, google::protobuf::Message* message) {
   google::protobuf::util::JsonParseOptions options;
@@ -80,7 +83,8 @@ absl::StatusOr<std::unique_ptr<PythonWorker>> PythonWorker::Spawn(
 
 absl::Status PythonWorker::AwaitHello(const PythonWorkerOptions& options,
                                       v1::PythonWorkerHello* hello) {
-  absl::StatusOr<std::string> record = Receive(options.start_timeout);
+  absl::StatusOr<std::string> record =
+      Receive(absl::Now() + options.start_timeout, options.start_timeout);
   if (!record.ok()) {
     const std::string ending = Ending();
     return absl::UnavailableError(
@@ -102,8 +106,7 @@ PythonWorker::~PythonWorker() {
   socket_.reset();  // the worker sees the end and exits; the kill is for a hung one
 }
 
-absl::StatusOr<std::string> PythonWorker::Receive(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+absl::StatusOr<std::string> PythonWorker::Receive(absl::Time deadline, absl::Duration allowed) {
   while (true) {
     pollfd ready{socket_.get(), POLLIN, 0};
     const int64_t left_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
@@ -113,7 +116,7 @@ absl::StatusOr<std::string> PythonWorker::Receive(absl::Duration timeout) {
     }
     if (polled == 0) {
       return absl::DeadlineExceededError(
-          absl::StrCat("no answer within ", absl::FormatDuration(timeout)));
+          absl::StrCat("no answer within ", absl::FormatDuration(allowed)));
     }
     if (receive_buffer_.empty()) {
       receive_buffer_.resize(kMaxRecordBytes);  // once: most records are tens of bytes
@@ -134,9 +137,10 @@ absl::StatusOr<std::string> PythonWorker::Receive(absl::Duration timeout) {
   }
 }
 
-absl::StatusOr<std::string> PythonWorker::Run(v1::PythonSampleTask task, const SharedSpan& span,
-                                              const SharedRegions& regions,
-                                              absl::Duration timeout) {
+absl::StatusOr<WorkerAnswer> PythonWorker::Run(v1::PythonSampleTask task, const SharedSpan& span,
+                                               const SharedRegions& regions,
+                                               absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
   for (auto it = mapped_.begin(); it != mapped_.end();) {
     if (regions.IsLive(*it)) {
       ++it;
@@ -157,10 +161,25 @@ absl::StatusOr<std::string> PythonWorker::Run(v1::PythonSampleTask task, const S
   if (attach) {
     mapped_.insert(span.region);
   }
-  ASSIGN_OR_RETURN(const std::string record, Receive(timeout));
+  ASSIGN_OR_RETURN(const std::string record, Receive(deadline, timeout));
   v1::PythonSampleResult result;
   RETURN_IF_ERROR(ParseJson(record, &result));
-  return result.error();
+  WorkerAnswer answer;
+  answer.error = result.error();
+  answer.ragged_lengths.assign(result.ragged_lengths().begin(), result.ragged_lengths().end());
+  if (result.ragged_bytes() > kMaxRaggedBytes) {
+    return absl::InternalError(
+        absl::StrCat("a sample of ", result.ragged_bytes(), " bytes in its ragged fields"));
+  }
+  answer.ragged_bytes.reserve(result.ragged_bytes());
+  while (answer.ragged_bytes.size() < result.ragged_bytes()) {
+    ASSIGN_OR_RETURN(const std::string part, Receive(deadline, timeout));
+    if (answer.ragged_bytes.size() + part.size() > result.ragged_bytes()) {
+      return absl::InternalError("more ragged bytes than the worker announced");
+    }
+    answer.ragged_bytes += part;
+  }
+  return answer;
 }
 
 std::string PythonWorker::Ending() {

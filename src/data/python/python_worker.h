@@ -5,9 +5,9 @@
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<PythonWorker> worker,
 //                    PythonWorker::Start(options, &hello));   // hello: its fields
-//   absl::StatusOr<std::string> error = worker->Run(task, span, timeout);
-//   // !error.ok(): the worker is lost (died, hung, spoke nonsense): replace it
-//   // error->empty(): the sample was written; else the user's error
+//   absl::StatusOr<WorkerAnswer> answer = worker->Run(task, span, regions, timeout);
+//   // !answer.ok(): the worker is lost (died, hung, spoke nonsense): replace it
+//   // answer->error.empty(): the sample was written; else the user's error
 //
 // Not thread-safe: one caller at a time (PythonDataset checks workers out).
 #ifndef HETERODL_SRC_DATA_PYTHON_PYTHON_WORKER_H_
@@ -40,6 +40,16 @@ struct PythonWorkerOptions {
   absl::Duration start_timeout = absl::Minutes(5);
 };
 
+// What a worker said of one sample.
+struct WorkerAnswer {
+  // The user's error; empty when the sample was written.
+  std::string error;
+  // A written sample's ragged fields: each one's element count, and their
+  // bytes one after another (PythonSampleResult).
+  std::vector<uint32_t> ragged_lengths;
+  std::string ragged_bytes;
+};
+
 class PythonWorker {
  public:
   // Starts a worker and waits for its hello. FAILED_PRECONDITION with the
@@ -60,12 +70,12 @@ class PythonWorker {
 
   // Has the worker make one sample into `span`'s region (the region's memfd
   // goes along the first time), telling it first which regions it mapped
-  // that `regions` has freed. The user's error ("" when the sample was
-  // written); UNAVAILABLE when the worker died, DEADLINE_EXCEEDED when it
-  // did not answer within `timeout`, INTERNAL when its answer is not one:
-  // in each case the worker is of no further use.
-  absl::StatusOr<std::string> Run(v1::PythonSampleTask task, const SharedSpan& span,
-                                  const SharedRegions& regions, absl::Duration timeout);
+  // that `regions` has freed. Its answer; UNAVAILABLE when the worker died,
+  // DEADLINE_EXCEEDED when it did not answer (all of it) within `timeout`,
+  // INTERNAL when its answer is not one: in each case the worker is of no
+  // further use.
+  absl::StatusOr<WorkerAnswer> Run(v1::PythonSampleTask task, const SharedSpan& span,
+                                   const SharedRegions& regions, absl::Duration timeout);
 
   pid_t pid() const { return process_.pid(); }
   // "exit code N" / "killed by signal N" once the process ended (it is
@@ -75,8 +85,9 @@ class PythonWorker {
  private:
   PythonWorker(ChildProcess process, UniqueFd socket)
       : process_(std::move(process)), socket_(std::move(socket)) {}
-  // One record from the worker, within `timeout`.
-  absl::StatusOr<std::string> Receive(absl::Duration timeout);
+  // One record from the worker, by `deadline` (`allowed` after the
+  // exchange began: what the error says).
+  absl::StatusOr<std::string> Receive(absl::Time deadline, absl::Duration allowed);
 
   ChildProcess process_;
   UniqueFd socket_;

@@ -14,6 +14,12 @@ float64 and bools bool, as `torch.tensor` makes them. The stacking writes
 into buffers the caller owns (the server's shared batch memory), one copy
 per sample.
 
+A field whose first dimension differs from sample to sample (a sample's
+tokens, boxes, points) is declared ragged by the dataset, by its name in a
+`ragged_fields` attribute (`ragged_fields = ("tokens",)`): a batch then
+holds the list of the samples' arrays. Its elements travel after the
+sample's record, not through the shared memory (SAMPLE_RECORD_BYTES each).
+
 Every sample is drawn with Python's `random`, NumPy's global generator and
 torch's (when the dataset imported it) seeded from (seed, epoch, index), so
 a transform that draws random numbers gives the same sample on any server.
@@ -56,6 +62,12 @@ class SampleError(Exception):
     """A sample the batch contract cannot carry."""
 
 
+# Elements of one sample in a ragged field, at most (batch_layout.h's
+# kMaxRaggedLength).
+MAX_RAGGED_LENGTH = 1 << 16
+# The raw records a sample's ragged bytes follow its result in.
+SAMPLE_RECORD_BYTES = 1 << 16
+
 # The dtypes a batch field may have (data_service.proto's DType).
 DTYPES = ("uint8", "int32", "int64", "float32", "bool", "int8", "int16", "float16", "float64")
 
@@ -63,11 +75,14 @@ DTYPES = ("uint8", "int32", "int64", "float32", "bool", "int8", "int16", "float1
 @dataclasses.dataclass(frozen=True)
 class Field:
     """One leaf of a sample: its path from the sample's root, as Python
-    would index it (`[0]`, `["boxes"]`), and its per-sample dtype and shape."""
+    would index it (`[0]`, `["boxes"]`), and its per-sample dtype and shape;
+    for a ragged field, the shape of one element (the leaf's shape less its
+    first dimension, which varies)."""
 
     path: str
     dtype: numpy.dtype
     shape: tuple
+    ragged: bool = False
 
     @property
     def name(self):
@@ -197,9 +212,19 @@ def leaves(sample):
     return found
 
 
-def describe(sample):
-    """The fields a batch of samples shaped like this one has."""
-    return [Field(path, array.dtype, array.shape) for path, array in leaves(sample)]
+def describe(sample, ragged=()):
+    """The fields a batch of samples shaped like this one has; the leaves at
+    the indices in `ragged` are ragged fields."""
+    fields = []
+    for i, (path, array) in enumerate(leaves(sample)):
+        if i not in ragged:
+            fields.append(Field(path, array.dtype, array.shape))
+        elif array.ndim == 0:
+            raise SampleError(f"{path or 'the sample'}: a ragged field needs a first dimension "
+                              "(its elements), and this is a scalar")
+        else:
+            fields.append(Field(path, array.dtype, array.shape[1:], ragged=True))
+    return fields
 
 
 def _matching_arrays(sample, fields, here, first, advice):
@@ -214,7 +239,14 @@ def _matching_arrays(sample, fields, here, first, advice):
     at = f" in {here}" if here else ""
     for field, (path, array) in zip(fields, found):
         where = path or "the sample"
-        if array.shape != field.shape:
+        if field.ragged:
+            if array.ndim == 0 or array.shape[1:] != field.shape:
+                raise SampleError(f"{where}: shape {array.shape}{at}; a ragged field's elements "
+                                  f"are {field.shape} in {first}")
+            if array.shape[0] > MAX_RAGGED_LENGTH:
+                raise SampleError(f"{where}: {array.shape[0]} elements, more than the "
+                                  f"{MAX_RAGGED_LENGTH} a ragged field's sample may hold")
+        elif array.shape != field.shape:
             raise SampleError(f"{where}: shape {array.shape}{at}, {field.shape} in {first}; "
                               f"{advice}")
         if array.dtype != field.dtype:
@@ -222,18 +254,24 @@ def _matching_arrays(sample, fields, here, first, advice):
     return [array for _, array in found]
 
 
+RESIZE_ADVICE = ("resize in the dataset, or, when only the first dimension varies, declare "
+                 "the field ragged (ragged_fields = (NAME, ...) on the dataset)")
+
+
 def collate_into(samples, fields, buffers):
-    """Writes sample i's leaves into row i of each field's buffer (shape
-    [len(samples), *field.shape], field.dtype). Every sample must have the
-    fields `describe` gave for the first: a leaf missing, added, of another
-    dtype or another shape is a SampleError naming it."""
+    """Writes sample i's leaves into row i of each dense field's buffer
+    (shape [len(samples), *field.shape], field.dtype), and appends them to
+    a ragged field's buffer (a list). Every sample must have the fields
+    `describe` gave for the first: a leaf missing, added, of another dtype
+    or another shape is a SampleError naming it."""
     for i, sample in enumerate(samples):
-        arrays = _matching_arrays(
-            sample, fields, f"sample {i} of the batch", "the first sample",
-            "samples of a batch must agree (resize in the dataset, or define collate_fn in its "
-            "module)")
+        arrays = _matching_arrays(sample, fields, f"sample {i} of the batch", "the first sample",
+                                  "samples of a batch must agree (" + RESIZE_ADVICE + ")")
         for field, array in zip(fields, arrays):
-            buffers[field.name][i] = array
+            if field.ragged:
+                buffers[field.name].append(array)
+            else:
+                buffers[field.name][i] = array
 
 
 def rebuild(sample, columns):
@@ -299,14 +337,18 @@ def check_dtype(field):
 
 
 def write_sample(sample, fields, destinations):
-    """Writes one sample's leaves into `destinations` (one array per field,
-    of the field's shape and dtype): SampleError naming the leaf when the
+    """Writes one sample's dense leaves into `destinations` (one array per
+    dense field, of its shape and dtype) and returns its ragged leaves, in
+    order, as C-contiguous arrays: SampleError naming the leaf when the
     sample's fields, shapes or dtypes are not the dataset's (its first
     sample's)."""
     arrays = _matching_arrays(sample, fields, "", "the dataset's first sample",
-                              "every sample must agree (resize in the dataset)")
-    for destination, array in zip(destinations, arrays):
+                              "every sample must agree (" + RESIZE_ADVICE + ")")
+    dense = [array for field, array in zip(fields, arrays) if not field.ragged]
+    for destination, array in zip(destinations, dense):
         destination[...] = array
+    return [numpy.ascontiguousarray(array) for field, array in zip(fields, arrays)
+            if field.ragged]
 
 
 def describe_error(error):
@@ -321,6 +363,27 @@ def describe_error(error):
     return f"{type(error).__name__}: {message}{where}"[:1000]
 
 
+def _ragged_leaves(dataset, names):
+    """The indices of the leaves the dataset's `ragged_fields` names."""
+    declared = getattr(dataset, "ragged_fields", ())
+    if isinstance(declared, str) or not all(isinstance(n, str) for n in declared):
+        raise DatasetLoadError("ragged_fields must be a list or tuple of field names, e.g. "
+                               "('tokens',)")
+    unknown = [n for n in declared if n not in names]
+    if unknown:
+        raise DatasetLoadError(f"ragged_fields names {unknown}, which are not fields of its "
+                               f"samples; they are {names}")
+    return {names.index(n) for n in declared}
+
+
+def _renumber(node, wire_of_leaf):
+    """`node` (a SampleNode's JSON) with each FIELD's leaf index replaced by
+    that leaf's place on the wire."""
+    if node["kind"] == "FIELD":
+        return {"kind": "FIELD", "field": wire_of_leaf[node["field"]]}
+    return {**node, "items": [_renumber(item, wire_of_leaf) for item in node["items"]]}
+
+
 # Samples tried, from index 0, for one that describes the dataset.
 DESCRIBE_ATTEMPTS = 16
 
@@ -333,13 +396,22 @@ def _first_description(loaded):
         except Exception as error:  # the user's code: any exception
             last = error
             continue
-        fields = describe(sample)
+        node, names = structure(sample)
+        fields = describe(sample, _ragged_leaves(loaded.dataset, names))
         for field in fields:
             check_dtype(field)
-        node, names = structure(sample)
-        specs = [{"name": name, "dtype": "DTYPE_" + field.dtype.name.upper(),
-                  "shape": list(field.shape)} for name, field in zip(names, fields)]
-        return fields, specs, node
+        # On the wire the dense fields come first, then the ragged ones: a
+        # batch's dense part is laid out before its samples' lengths are known.
+        order = ([i for i, f in enumerate(fields) if not f.ragged]
+                 + [i for i, f in enumerate(fields) if f.ragged])
+        specs = []
+        for i in order:
+            spec = {"name": names[i], "dtype": "DTYPE_" + fields[i].dtype.name.upper(),
+                    "shape": list(fields[i].shape)}
+            if fields[i].ragged:
+                spec["ragged"] = True
+            specs.append(spec)
+        return fields, specs, _renumber(node, {leaf: wire for wire, leaf in enumerate(order)})
     if last is None:
         raise DatasetLoadError("the dataset is empty (len() is 0)")
     raise DatasetLoadError(f"none of its first {min(len(loaded), DESCRIBE_ATTEMPTS)} samples could "
@@ -404,24 +476,34 @@ def serve(sock, spec, python_path):
         region = int(task.get("region", 0))
         if fds:
             regions.add(region, fds[0])
-        _send(sock, {"error": _make_sample(loaded, fields, task, regions.get(region))})
+        error, ragged = _make_sample(loaded, fields, task, regions.get(region))
+        if error:
+            _send(sock, {"error": error})
+            continue
+        _send(sock, {"ragged_lengths": [len(array) for array in ragged],
+                     "ragged_bytes": str(sum(array.nbytes for array in ragged))})
+        for array in ragged:
+            data = memoryview(array.reshape(-1).view(numpy.uint8))
+            for start in range(0, len(data), SAMPLE_RECORD_BYTES):
+                sock.send(data[start:start + SAMPLE_RECORD_BYTES])
 
 
 def _make_sample(loaded, fields, task, memory):
-    """Makes and writes one sample; "" when written, else the error."""
+    """Makes one sample and writes its dense fields; ("", its ragged
+    arrays) when written, else (the error, None)."""
     try:
         sample = loaded.sample(int(task.get("seed", 0)), int(task.get("epoch", 0)),
                                int(task.get("index", 0)))
     except Exception as error:  # the user's code: any exception
-        return describe_error(error)
+        return describe_error(error), None
     offsets = [int(o) for o in task.get("offsets", ())]
+    dense = [f for f in fields if not f.ragged]
     destinations = [numpy.ndarray(f.shape, f.dtype, buffer=memory, offset=o)
-                    for f, o in zip(fields, offsets)]
+                    for f, o in zip(dense, offsets)]
     try:
-        write_sample(sample, fields, destinations)
+        return "", write_sample(sample, fields, destinations)
     except SampleError as error:
-        return f"SampleError: {error}"
-    return ""
+        return f"SampleError: {error}", None
 
 
 def _die_with_the_server():

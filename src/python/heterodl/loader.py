@@ -320,8 +320,10 @@ class _EpochIterator:
         if guard is not None:
             guard.delivered((images, labels, indices, others))
         if self._structure is not None:
-            # A user's own dataset: its batch as default_collate makes it.
-            columns = [self._import(array) for array in others.values()]
+            # A user's own dataset: its batch as default_collate makes it,
+            # a ragged field as the list of its samples' arrays.
+            columns = [_split(self._import(array), lengths[name]) if name in lengths
+                       else self._import(array) for name, array in others.items()]
             return _rebuild(self._structure, columns)
         # A multi-view batch has no images field: its views are the fields.
         imported = None if "views_0" in others else self._import(images)
@@ -334,6 +336,20 @@ class _EpochIterator:
 @functools.lru_cache(maxsize=64)
 def _namedtuple(name: str, keys: Tuple[str, ...]):
     return collections.namedtuple(name, keys)
+
+
+def _split(elements: Any, lengths: Tuple[int, ...]) -> List[Any]:
+    """A ragged field's elements of all samples, as one array per sample
+    (views of the same memory)."""
+    if not hasattr(elements, "__getitem__"):
+        raise TypeError("a ragged field is a list of arrays: read it with format='torch' or "
+                        "'numpy' (slices of heterodl.Array are not arrays)")
+    arrays = []
+    start = 0
+    for count in lengths:
+        arrays.append(elements[start:start + count])
+        start += count
+    return arrays
 
 
 def _rebuild(node: Dict[str, Any], columns: List[Any]) -> Any:
