@@ -61,6 +61,11 @@ def main():
     parser.add_argument("--steps", type=int, default=0, help="stop after this many steps")
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--pipeline", default=None,
+                        help="the servers' augmentation (default: random_resized_crop at "
+                             "--image-size, hflip); '' for servers of your own dataset "
+                             "(serve --python-dataset, custom_dataset/), whose samples come "
+                             "ready")
     parser.add_argument("--eval", action="store_true", help="evaluate after every epoch")
     parser.add_argument("--keep-servers", action="store_true",
                         help="leave the data servers running at the end (default: rank 0 "
@@ -80,9 +85,10 @@ def main():
     # HETERODL: instead of ImageFolder(transform=...) + DataLoader(num_workers=...,
     # sampler=DistributedSampler(...)); rank and world size come from
     # torch.distributed, as a DistributedSampler's do.
+    pipeline = f"random_resized_crop({args.image_size})|hflip(0.5)" if args.pipeline is None \
+        else args.pipeline
     loader = heterodl.RemoteDataLoader(
-        servers=args.servers, batch_size=args.batch_size,
-        pipeline=f"random_resized_crop({args.image_size})|hflip(0.5)", seed=0)
+        servers=args.servers, batch_size=args.batch_size, pipeline=pipeline, seed=0)
 
     # HETERODL: the evaluation loader, as DataLoader(shuffle=False) with the
     # validation transforms.

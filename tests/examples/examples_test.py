@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import unittest
 
 import yaml
@@ -100,6 +101,59 @@ class ExamplesTest(unittest.TestCase):
         finally:
             server.kill()
             server.wait()
+
+    def serve_python_dataset(self, spec, python, env, name):
+        """`heterodl serve --python-dataset SPEC` of examples/pytorch/
+        custom_dataset, its workers run by `python`; (process, address)."""
+        port_file = os.path.join(self.tmp, f"port-{name}")
+        process = subprocess.Popen(
+            [HETERODL, "serve", "--python-dataset", spec, "--python-path",
+             os.path.join(EXAMPLES, "pytorch", "custom_dataset"), "--python", python,
+             "--python-workers", "1", "--address", "127.0.0.1:0", "--port-file", port_file,
+             "--idle-timeout", "120s"], env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 180  # the worker imports torch and torchvision first
+        while not (os.path.exists(port_file) and os.path.getsize(port_file) > 0):
+            if process.poll() is not None or time.time() > deadline:
+                process.kill()
+                self.fail(f"serve --python-dataset {spec} did not start: "
+                          f"{process.communicate()[1][-3000:]}")
+            time.sleep(0.05)
+        with open(port_file) as f:
+            return process, f"127.0.0.1:{int(f.read())}"
+
+    def test_your_own_dataset_is_served_and_read_by_the_same_training_script(self):
+        python = install_built_wheel(SOURCE_DIR, "examples")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.update(CUSTOM_DATASET_ROOT=self.dataset, CUSTOM_DATASET_SIZE="48")
+        # The ImageFolder with v2 transforms, read by train_resnet18.py as a
+        # served folder is; at the end the script shuts the server down.
+        server, address = self.serve_python_dataset("folder_dataset:train_set", python, env,
+                                                    "folder")
+        try:
+            result = subprocess.run(
+                [python, os.path.join(EXAMPLES, "pytorch", "train_resnet18.py"), "--servers",
+                 address, "--pipeline", "", "--steps", "3", "--batch-size", "8",
+                 "--image-size", "48"], env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertIn("step 3 loss", result.stdout)
+            self.assertEqual(server.wait(timeout=30), 0)
+        finally:
+            server.kill()
+            server.communicate()
+        # Dicts with a ragged tokens field: a list of tensors per batch.
+        server, address = self.serve_python_dataset("captioned_dataset:train_set", python, env,
+                                                    "captioned")
+        try:
+            result = subprocess.run(
+                [python, os.path.join(EXAMPLES, "pytorch", "custom_dataset", "read_captioned.py"),
+                 "--servers", address, "--steps", "2", "--batch-size", "8"],
+                env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertRegex(result.stdout, r"step 2 images \(8, 3, 48, 48\) tokens \d+\.\.\d+")
+            self.assertEqual(server.wait(timeout=30), 0)
+        finally:
+            server.kill()
+            server.communicate()
 
     def test_the_segmentation_script_trains_on_masks(self):
         python = install_built_wheel(SOURCE_DIR, "examples")
