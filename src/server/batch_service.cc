@@ -603,7 +603,16 @@ absl::Status BatchService::PlaceObjects(BatchJob& job, const RaggedValues& objec
 
 absl::Status BatchService::PlacePythonRagged(BatchJob& job, const std::vector<SlotResult>& slots,
                                              v1::Batch& header, OutgoingPixels& pixels) {
-  const size_t ragged_fields = slots.empty() ? 0 : slots[0].ragged_lengths.size();
+  size_t ragged_fields = 0;
+  for (const v1::FieldSpec& field : job.stream->fields) {
+    ragged_fields += field.ragged() ? 1 : 0;
+  }
+  for (const SlotResult& slot : slots) {
+    if (slot.ragged_lengths.size() != ragged_fields) {  // PythonDataset::BuildSlot sets them all
+      return absl::InternalError(absl::StrCat("a slot with ", slot.ragged_lengths.size(),
+                                              " ragged lengths of ", ragged_fields));
+    }
+  }
   for (size_t f = 0; f < ragged_fields; ++f) {
     v1::RaggedLengths* lengths = header.add_ragged_lengths();
     for (const SlotResult& slot : slots) {
