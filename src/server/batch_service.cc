@@ -628,11 +628,7 @@ absl::Status BatchService::PlacePythonRagged(BatchJob& job, const std::vector<Sl
     if (!field.ragged) {
       continue;
     }
-    uint64_t elements = 0;
-    for (const uint32_t length : field.lengths) {
-      elements += length;
-    }
-    const uint64_t element_bytes = elements == 0 ? 0 : field.bytes / elements;
+    const uint64_t element_bytes = field.row_bytes();
     uint64_t write = field.offset;
     for (size_t i = 0; i < slots.size(); ++i) {
       const uint64_t bytes = slots[i].ragged_lengths[f] * element_bytes;

@@ -116,6 +116,12 @@ struct FieldSlice {
   // Ragged fields: how many elements each sample has, in sample order.
   bool ragged = false;
   std::vector<uint32_t> lengths;
+
+  // Bytes of one row of `shape`: one sample's of a dense field, one
+  // element's of a ragged one; 0 when the field has no rows.
+  uint64_t row_bytes() const {
+    return shape.empty() || shape[0] == 0 ? 0 : bytes / static_cast<uint64_t>(shape[0]);
+  }
 };
 
 }  // namespace heterodl

@@ -67,13 +67,6 @@ absl::Status CheckStructure(const v1::SampleNode& node, int fields, std::vector<
   return absl::OkStatus();
 }
 
-// One sample's bytes of a dense field ([samples, ...]).
-uint64_t RowBytes(const FieldSlice& field) {
-  return field.shape.empty() || field.shape[0] == 0
-             ? 0
-             : field.bytes / static_cast<uint64_t>(field.shape[0]);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
@@ -287,7 +280,7 @@ absl::Status PythonDataset::MakeSample(uint64_t seed, uint32_t epoch, int64_t in
   task.set_index(static_cast<uint64_t>(index));
   for (const FieldSlice& field : layout.fields) {
     if (!field.ragged) {
-      task.add_offsets(span->offset + field.offset + slot * RowBytes(field));
+      task.add_offsets(span->offset + field.offset + slot * field.row_bytes());
     }
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -362,7 +355,7 @@ SlotResult PythonDataset::BuildSlot(uint64_t seed, uint32_t epoch,
   result.ragged_lengths.assign(ragged_element_bytes_.size(), 0);
   for (const FieldSlice& field : layout.fields) {
     if (!field.ragged) {
-      std::memset(payload + field.offset + slot * RowBytes(field), 0, RowBytes(field));
+      std::memset(payload + field.offset + slot * field.row_bytes(), 0, field.row_bytes());
     }
   }
   return result;
