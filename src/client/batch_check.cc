@@ -76,7 +76,8 @@ absl::StatusOr<uint64_t> CheckBatchHeader(
     }
   }
   absl::StatusOr<BatchLayout> layout =
-      LayOutBatch(fields, static_cast<uint32_t>(n), header.ragged_lengths(), max_batch_bytes);
+      LayOutBatch(fields, static_cast<uint32_t>(n), header.ragged_lengths(),
+                  header.collated_shapes(), max_batch_bytes);
   if (absl::IsFailedPrecondition(layout.status())) {
     return absl::FailedPreconditionError(
         absl::StrCat("batch ", k, ": ", layout.status().message()));

@@ -41,7 +41,7 @@ Batch ToBatch(DecodedBatch decoded,
   Batch batch;
   absl::StatusOr<BatchLayout> layout =
       LayOutBatch(fields, static_cast<uint32_t>(header.labels_size()), header.ragged_lengths(),
-                  std::numeric_limits<uint64_t>::max());
+                  header.collated_shapes(), std::numeric_limits<uint64_t>::max());
   if (layout.ok()) {
     batch.fields = std::move(layout->fields);
   }

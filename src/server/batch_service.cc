@@ -44,18 +44,29 @@ v1::SampleStatus ToProto(SampleOutcome outcome) {
 constexpr uint32_t kPlannedRaggedLength = 32;
 
 // The layout of a batch of `samples` of these fields before it is built:
-// ragged fields of kPlannedRaggedLength a sample. The dense fields come
-// first (FieldsOf), so their places are the built batch's.
+// ragged fields of kPlannedRaggedLength a sample; collated ones of the
+// shape the dataset was described with, its first dimension (the samples,
+// in most collate_fns) `samples`. The dense fields come first (FieldsOf),
+// so their places are the built batch's; a collated batch gets a buffer of
+// its own once made.
 absl::StatusOr<BatchLayout> PlannedLayout(
     const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint32_t samples,
     uint64_t max_bytes) {
   google::protobuf::RepeatedPtrField<v1::RaggedLengths> lengths;
+  google::protobuf::RepeatedPtrField<v1::FieldShape> shapes;
   for (const v1::FieldSpec& field : fields) {
     if (field.ragged()) {
       lengths.Add()->mutable_lengths()->Resize(static_cast<int>(samples), kPlannedRaggedLength);
     }
+    if (field.collated()) {
+      v1::FieldShape* shape = shapes.Add();
+      *shape->mutable_dims() = field.shape();
+      if (shape->dims_size() > 0) {
+        shape->set_dims(0, samples);
+      }
+    }
   }
-  return LayOutBatch(fields, samples, lengths, max_bytes);
+  return LayOutBatch(fields, samples, lengths, shapes, max_bytes);
 }
 
 // The bytes of a batch of `samples` of the stream's, as planned.
@@ -312,8 +323,10 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
     RETURN_IF_ERROR(memory_->Fits(batch_bytes));
   }
   stream->client_id = client_id;
-  stream->sample_cost =
-      python_ != nullptr ? 1 : stream->assembler->pipeline().EstimateCost().pixel_operations;
+  stream->sample_cost = python_ == nullptr
+                            ? stream->assembler->pipeline().EstimateCost().pixel_operations
+                        : python_->collates() ? config.batch_size()  // an item is a whole batch
+                                              : 1;
   if (client_id.empty()) {
     stream->work_queue = pool_.OpenQueue();
     return stream;
@@ -413,6 +426,8 @@ struct BatchService::BatchJob {
 
   absl::Mutex mu;
   std::vector<SlotResult> slots ABSL_GUARDED_BY(mu);
+  // A collated batch's Batch.collated_shapes.
+  google::protobuf::RepeatedPtrField<v1::FieldShape> collated_shapes ABSL_GUARDED_BY(mu);
   StageSeconds seconds ABSL_GUARDED_BY(mu);
 };
 
@@ -424,7 +439,9 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
   job->done = std::move(done);
   // A synthetic batch is shared pixels and a list of labels: one item.
   const absl::StatusOr<int64_t> samples = SamplesInBatch(stream->params, id.index());
-  const int items = synthetic_ ? 1 : static_cast<int>(samples.value_or(1));
+  // A collated batch is made whole by one Python worker: one item too.
+  const bool whole = synthetic_ || (python_ != nullptr && python_->collates());
+  const int items = whole ? 1 : static_cast<int>(samples.value_or(1));
   const SamplePool::QueueId queue = stream->work_queue;
   const uint64_t bytes =
       synthetic_ ? 0 : PayloadBytes(*stream, static_cast<uint32_t>(samples.value_or(0)));
@@ -474,6 +491,9 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     job.pixels = OutgoingPixels::Share(SyntheticPixels(assembler, job.indices));
     return absl::OkStatus();
   }
+  if (python_ != nullptr && python_->collates()) {
+    return BuildCollated(job);
+  }
   ASSIGN_OR_RETURN(job.layout,
                    PlannedLayout(job.stream->fields, static_cast<uint32_t>(job.indices.size()),
                                  limits_.max_batch_bytes));
@@ -518,8 +538,50 @@ absl::Status BatchService::Prepare(BatchJob& job) {
   return absl::OkStatus();
 }
 
+absl::Status BatchService::BuildCollated(BatchJob& job) {
+  if (job.stream->abandoned->load()) {
+    return absl::CancelledError("the stream ended first");
+  }
+  const absl::Time start = absl::Now();
+  const auto allocate = [&](const BatchLayout& layout) -> absl::StatusOr<uint8_t*> {
+    // Called again (for no bytes) when the batch made first cannot be
+    // written: the first buffer, and the memory reserved, go then.
+    ASSIGN_OR_RETURN(PooledBuffer buffer,
+                     buffers_->Get(std::max<uint64_t>(layout.payload_bytes, kFieldAlignment)));
+    struct BatchMemory {
+      PooledBuffer buffer;
+      MemoryBudget::Grant reserved;
+    };
+    auto memory =
+        std::make_shared<BatchMemory>(BatchMemory{std::move(buffer), std::move(job.memory)});
+    uint8_t* payload = memory->buffer.data();
+    // The worker writes every field's bytes; the gaps that align them
+    // would carry a pooled buffer's earlier bytes.
+    uint64_t end = 0;
+    for (const FieldSlice& field : layout.fields) {
+      std::memset(payload + end, 0, field.offset - end);
+      end = field.offset + field.bytes;
+    }
+    job.pixels = OutgoingPixels{memory, payload, layout.payload_bytes};
+    job.payload = payload;
+    job.layout = layout;
+    return payload;
+  };
+  ASSIGN_OR_RETURN(PythonDataset::CollatedBatch batch,
+                   python_->BuildBatch(job.stream->params.seed, job.id.epoch(), job.indices,
+                                       limits_.max_batch_bytes, allocate));
+  absl::MutexLock lock(&job.mu);
+  job.slots = std::move(batch.slots);
+  job.collated_shapes = std::move(batch.shapes);
+  job.seconds.augment += absl::ToDoubleSeconds(absl::Now() - start);
+  return absl::OkStatus();
+}
+
 void BatchService::BuildSample(BatchJob& job, int slot) {
   const BatchAssembler& assembler = *job.stream->assembler;
+  if (python_ != nullptr && python_->collates()) {
+    return;  // Prepare made the whole batch
+  }
   if (python_ != nullptr) {
     if (job.stream->abandoned->load()) {
       return;  // no one wants the batch: its slots stay as they are
@@ -552,9 +614,10 @@ void BatchService::BuildSample(BatchJob& job, int slot) {
 
 absl::StatusOr<BatchLayout> BatchService::LayOutRagged(BatchJob& job, const v1::Batch& header,
                                                        OutgoingPixels& pixels) {
-  ASSIGN_OR_RETURN(BatchLayout layout,
-                   LayOutBatch(job.stream->fields, static_cast<uint32_t>(header.indices_size()),
-                               header.ragged_lengths(), limits_.max_batch_bytes));
+  ASSIGN_OR_RETURN(
+      BatchLayout layout,
+      LayOutBatch(job.stream->fields, static_cast<uint32_t>(header.indices_size()),
+                  header.ragged_lengths(), header.collated_shapes(), limits_.max_batch_bytes));
   uint8_t* payload = job.payload;
   uint64_t dense_end = 0;
   for (const FieldSlice& field : layout.fields) {
@@ -684,6 +747,7 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
       }
     }
     seconds = job.seconds;
+    *batch->mutable_collated_shapes() = job.collated_shapes;
   }
   if (assembler.has_boxes()) {
     RETURN_IF_ERROR(PlaceObjects(job, objects, *batch, built.pixels));

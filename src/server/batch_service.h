@@ -194,6 +194,9 @@ class BatchService {
   // Run by the job's first sample: the plan, the indices and the buffer.
   absl::Status Prepare(BatchJob& job) ABSL_LOCKS_EXCLUDED(mu_);
   void BuildSample(BatchJob& job, int slot) ABSL_LOCKS_EXCLUDED(mu_);
+  // Prepare's work for a Python dataset that collates: the whole batch,
+  // made by one worker, in a buffer of the size it turned out to need.
+  absl::Status BuildCollated(BatchJob& job) ABSL_LOCKS_EXCLUDED(mu_);
   // The header of a job whose samples are all built.
   absl::StatusOr<BuiltBatch> Finish(BatchJob& job) ABSL_LOCKS_EXCLUDED(mu_);
   // Lays a detection batch's objects out after its images (in a larger

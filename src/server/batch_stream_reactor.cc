@@ -488,7 +488,9 @@ absl::StatusOr<std::shared_ptr<PixelChannel>> BatchStreamReactor::ClaimPixelChan
 void BatchStreamReactor::QueueLocked(BuiltBatch batch) {
   const absl::Time ready = absl::Now();
   const uint64_t bytes = batch.pixels.size;
-  if (pixel_channel_ == nullptr) {
+  // A batch of no bytes (a collated batch that could not be made) has
+  // nothing for the channel: images_on_channel 0 says it is all inline.
+  if (pixel_channel_ == nullptr || bytes == 0) {
     if (state_.Built(EncodeBatch(batch.header, std::move(batch.pixels)), ready)) {
       UnsentAddedLocked(bytes, ready);
     }

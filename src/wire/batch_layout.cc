@@ -91,8 +91,14 @@ absl::Status CheckFieldSpecs(const google::protobuf::RepeatedPtrField<v1::FieldS
                                                      field.shape_size(), " dimensions (at most ",
                                                      kMaxFieldRank, ")"));
     }
+    if (field.ragged() && field.collated()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch field '", field.name(), "' is both ragged and collated"));
+    }
     for (const uint32_t dimension : field.shape()) {
-      if (dimension == 0 || dimension > kMaxFieldDimension) {
+      // A collated field's shape is one batch's, where a dimension may be
+      // empty (a batch whose samples have no boxes).
+      if ((dimension == 0 && !field.collated()) || dimension > kMaxFieldDimension) {
         return absl::InvalidArgumentError(absl::StrCat("batch field '", field.name(),
                                                        "' has a dimension of ", dimension,
                                                        " (1 to ", kMaxFieldDimension, ")"));
@@ -105,9 +111,10 @@ absl::Status CheckFieldSpecs(const google::protobuf::RepeatedPtrField<v1::FieldS
 absl::StatusOr<BatchLayout> LayOutBatch(
     const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint32_t samples,
     const google::protobuf::RepeatedPtrField<v1::RaggedLengths>& ragged_lengths,
-    uint64_t max_bytes) {
+    const google::protobuf::RepeatedPtrField<v1::FieldShape>& collated_shapes, uint64_t max_bytes) {
   BatchLayout layout;
   int next_ragged = 0;
+  int next_collated = 0;
   // Sizes are checked against `max_bytes` as they grow, in 128-bit
   // arithmetic: a forged count cannot wrap them round.
   unsigned __int128 offset = 0;
@@ -139,9 +146,24 @@ absl::StatusOr<BatchLayout> LayOutBatch(
       }
       slice.lengths.assign(lengths.lengths().begin(), lengths.lengths().end());
     }
-    unsigned __int128 bytes = static_cast<unsigned __int128>(rows) * DTypeBytes(spec.dtype());
-    slice.shape.push_back(static_cast<int64_t>(rows));
-    for (const uint32_t dimension : spec.shape()) {
+    unsigned __int128 bytes = DTypeBytes(spec.dtype());
+    const google::protobuf::RepeatedField<uint32_t>* dimensions = &spec.shape();
+    if (spec.collated()) {
+      if (next_collated >= collated_shapes.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("no shape for collated batch field '", spec.name(), "'"));
+      }
+      dimensions = &collated_shapes[next_collated++].dims();
+      if (dimensions->size() != spec.shape_size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("collated batch field '", spec.name(), "' has ", dimensions->size(),
+                         " dimensions in this batch and ", spec.shape_size(), " in the dataset's"));
+      }
+    } else {
+      bytes *= rows;
+      slice.shape.push_back(static_cast<int64_t>(rows));
+    }
+    for (const uint32_t dimension : *dimensions) {
       bytes *= dimension;
       slice.shape.push_back(dimension);
       if (bytes > max_bytes) {
@@ -164,6 +186,10 @@ absl::StatusOr<BatchLayout> LayOutBatch(
   if (next_ragged != ragged_lengths.size()) {
     return absl::InvalidArgumentError(absl::StrCat(ragged_lengths.size(), " ragged lengths for ",
                                                    next_ragged, " ragged batch fields"));
+  }
+  if (next_collated != collated_shapes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(collated_shapes.size(), " collated shapes for ",
+                                                   next_collated, " collated batch fields"));
   }
   layout.payload_bytes = static_cast<uint64_t>(offset);
   return layout;

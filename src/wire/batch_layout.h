@@ -1,5 +1,6 @@
 // The batch contract: a batch is a set of named fields (DatasetInfo.fields),
-// each an element type and a per-sample shape, dense or ragged, and its
+// each an element type and a per-sample shape, dense or ragged (or, from a
+// Python dataset's collate_fn, the whole batch's array), and its
 // bytes are one payload that follows the batch header (inline in the gRPC
 // message, on a pixel channel, or in shared memory: every transport carries
 // the payload, whatever fields it holds). This file says where each field
@@ -9,7 +10,8 @@
 //
 //   RETURN_IF_ERROR(CheckFieldSpecs(info.fields()));            // at handshake
 //   ASSIGN_OR_RETURN(BatchLayout layout,
-//                    LayOutBatch(info.fields(), samples, header.ragged_lengths(), max_bytes));
+//                    LayOutBatch(info.fields(), samples, header.ragged_lengths(),
+//                                header.collated_shapes(), max_bytes));
 //   // layout.payload_bytes: what to receive; layout.fields[i]: where field i is.
 //
 // Classification is the first instance: one field, images uint8 [H, W, 3];
@@ -56,18 +58,21 @@ struct BatchLayout {
 
 // INVALID_ARGUMENT naming the field and the reason unless: 1 to kMaxFields
 // fields; names unique, [a-z][a-z0-9_]* of at most 64 bytes; dtypes known;
-// at most kMaxFieldRank dimensions, each in [1, kMaxFieldDimension].
+// at most kMaxFieldRank dimensions, each in [1, kMaxFieldDimension] (a
+// collated field's may be 0); none both ragged and collated.
 absl::Status CheckFieldSpecs(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields);
 
 // The layout of a batch of `samples` samples. `ragged_lengths` holds one
 // entry per ragged field, in order, each with `samples` lengths of at most
-// kMaxRaggedLength. INVALID_ARGUMENT when the lengths do not match the
+// kMaxRaggedLength; `collated_shapes` one per collated field, in order, of
+// its spec's rank (the field's whole array: no dimension of samples is
+// added). INVALID_ARGUMENT when the lengths or shapes do not match the
 // fields and samples; FAILED_PRECONDITION when the payload would pass
 // `max_bytes`. REQUIRES: CheckFieldSpecs(fields) is OK.
 absl::StatusOr<BatchLayout> LayOutBatch(
     const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint32_t samples,
     const google::protobuf::RepeatedPtrField<v1::RaggedLengths>& ragged_lengths,
-    uint64_t max_bytes);
+    const google::protobuf::RepeatedPtrField<v1::FieldShape>& collated_shapes, uint64_t max_bytes);
 
 // The one field of a classification pipeline's batches: images uint8
 // [height, width, 3].

@@ -109,7 +109,7 @@ struct FieldSlice {
   std::string name;
   ElementType dtype = ElementType::kUInt8;
   // The field's array: [samples, *spec.shape] when dense, [elements of all
-  // samples, *spec.shape] when ragged.
+  // samples, *spec.shape] when ragged, the batch's own shape when collated.
   std::vector<int64_t> shape;
   uint64_t offset = 0;  // from the payload's start, a multiple of kFieldAlignment
   uint64_t bytes = 0;

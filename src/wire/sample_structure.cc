@@ -15,9 +15,9 @@ bool IsLabelledImages(const v1::SampleNode& structure,
   }
   const v1::FieldSpec& image = fields[0];
   const v1::FieldSpec& label = fields[1];
-  return image.dtype() == v1::DTYPE_UINT8 && !image.ragged() && image.shape_size() == 3 &&
-         image.shape(2) == 3 && label.dtype() == v1::DTYPE_INT64 && !label.ragged() &&
-         label.shape_size() == 0;
+  return image.dtype() == v1::DTYPE_UINT8 && !image.ragged() && !image.collated() &&
+         image.shape_size() == 3 && image.shape(2) == 3 && label.dtype() == v1::DTYPE_INT64 &&
+         !label.ragged() && !label.collated() && label.shape_size() == 0;
 }
 
 }  // namespace heterodl

@@ -174,6 +174,23 @@ class StructureTest(unittest.TestCase):
         worker.collate_into([first, second], fields, buffers)
         self.assertEqual([len(t) for t in buffers["['tokens']"]], [5, 9])
 
+    def test_a_collated_batch_may_change_its_shape_but_not_its_fields(self):
+        first = {"tokens": torch.zeros((2, 5), dtype=torch.int64), "count": 2}
+        fields = [worker.Field(path, array.dtype, array.shape, collated=True)
+                  for path, array in worker.leaves(first)]
+        arrays = worker.collated_arrays({"tokens": torch.ones((7, 12), dtype=torch.int64),
+                                         "count": 7}, fields)
+        self.assertEqual([a.shape for a in arrays], [(7, 12), ()])
+        with self.assertRaisesRegex(worker.SampleError, r"\['tokens'\]: shape \(84,\).*"
+                                                        "number of dimensions"):
+            worker.collated_arrays({"tokens": torch.ones(84, dtype=torch.int64), "count": 7},
+                                   fields)
+        with self.assertRaisesRegex(worker.SampleError, r"\['tokens'\]: dtype int32"):
+            worker.collated_arrays({"tokens": torch.ones((7, 12), dtype=torch.int32),
+                                    "count": 7}, fields)
+        with self.assertRaisesRegex(worker.SampleError, "returned fields"):
+            worker.collated_arrays({"tokens": torch.ones((7, 12), dtype=torch.int64)}, fields)
+
     def test_describe_error_names_the_innermost_frame(self):
         def inner():
             raise KeyError("missing")

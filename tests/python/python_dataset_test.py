@@ -154,6 +154,60 @@ def strings():
 '''
 
 
+# A module with a collate_fn: captions padded to each batch's longest, the
+# ways a collating dataset goes wrong, and one whose collate_fn never works.
+CAPTIONS = '''
+import os
+
+import numpy
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+
+class Captions:
+    def __init__(self, bad=(), crash=(), empty=()):
+        self.bad, self.crash, self.empty = set(bad), set(crash), set(empty)
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, index):
+        if index in self.bad:
+            raise ValueError("this caption is corrupt")
+        if index in self.crash:
+            os._exit(3)
+        length = 0 if index in self.empty else 1 + index % 9
+        tokens = torch.from_numpy(numpy.random.default_rng(index).integers(1, 1000, length))
+        return {"tokens": tokens, "index": index, "noise": torch.rand(2)}
+
+
+def collate_fn(samples):
+    if any(len(sample["tokens"]) == 0 for sample in samples):
+        raise ValueError("an empty caption")
+    return {"tokens": pad_sequence([s["tokens"] for s in samples], batch_first=True),
+            "lengths": torch.tensor([len(s["tokens"]) for s in samples]),
+            "index": torch.tensor([s["index"] for s in samples]),
+            "noise": torch.stack([s["noise"] for s in samples])}
+
+
+def captions():
+    return Captions()
+
+
+def with_trouble():
+    return Captions(bad={3}, crash={21}, empty={30})
+'''
+
+BROKEN_COLLATE = '''
+def collate_fn(samples):
+    return {"words": ["a"] * len(samples)}
+
+
+def make():
+    return [1, 2, 3]
+'''
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -171,8 +225,10 @@ class PythonDatasetTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = scratch_dir("heterodl-pydataset-")
-        with open(os.path.join(cls.tmp, "photos.py"), "w") as f:
-            f.write(textwrap.dedent(MODULE))
+        for name, text in (("photos", MODULE), ("captions", CAPTIONS),
+                           ("broken_collate", BROKEN_COLLATE)):
+            with open(os.path.join(cls.tmp, f"{name}.py"), "w") as f:
+                f.write(textwrap.dedent(text))
         cls.local = dataset_worker.load_dataset("photos:plain", [cls.tmp])
         cls.started = []
 
@@ -184,15 +240,15 @@ class PythonDatasetTest(unittest.TestCase):
             process.wait(timeout=30)
             log.close()
 
-    def serve(self, factory, *extra, workers=2):
-        """Starts `heterodl serve --python-dataset photos:FACTORY`; returns
+    def serve(self, factory, *extra, workers=2, module="photos"):
+        """Starts `heterodl serve --python-dataset MODULE:FACTORY`; returns
         (process, address, log path)."""
-        name = f"{factory}-{len(self.started)}"
+        name = f"{module}-{factory}-{len(self.started)}"
         port_file = os.path.join(self.tmp, f"{name}.port")
         log_path = os.path.join(self.tmp, f"{name}.log")
         log = open(log_path, "w")
         process = subprocess.Popen(
-            [HETERODL, "serve", "--python-dataset", f"photos:{factory}", "--python-path",
+            [HETERODL, "serve", "--python-dataset", f"{module}:{factory}", "--python-path",
              self.tmp, "--python", sys.executable, "--python-workers", str(workers),
              "--address", "127.0.0.1:0", "--port-file", port_file, "--idle-timeout", "60s",
              *extra], stderr=log)
@@ -316,6 +372,65 @@ class PythonDatasetTest(unittest.TestCase):
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn("ragged_fields names ['words'], which are not fields of its samples",
                       result.stderr)
+
+    def test_the_modules_collate_fn_makes_each_batch_on_the_data_group(self):
+        _, first, _ = self.serve("captions", module="captions")
+        _, second, _ = self.serve("captions", module="captions", workers=1)
+        made = dataset_worker.load_dataset("captions:captions", [self.tmp])
+        got = []
+        for address, format in ((first, "torch"), (second, "numpy")):
+            loader = heterodl.RemoteDataLoader(address, batch_size=6, seed=4, format=format)
+            got.append(self.read_epoch(loader, epoch=1))
+            self.assertEqual(loader.stats()["samples_failed"], 0)
+        widths, indices = set(), []
+        for batch, same in zip(*got):
+            self.assertEqual(list(batch), ["tokens", "lengths", "index", "noise"])
+            self.assertIsInstance(batch["tokens"], torch.Tensor)
+            # What the module's collate_fn makes of the same samples, drawn as
+            # the workers draw them: padded to this batch's longest caption.
+            expected = made.collate_fn([made.sample(4, 1, i) for i in batch["index"].tolist()])
+            for key, value in expected.items():
+                self.assertTrue(torch.equal(batch[key], value), key)
+                numpy.testing.assert_array_equal(same[key], value.numpy())  # the other server's
+            widths.add(batch["tokens"].shape[1])
+            indices += batch["index"].tolist()
+        self.assertGreater(len(widths), 1)  # each batch has a shape of its own
+        self.assertEqual(sorted(indices), list(range(SAMPLES)))
+
+    def test_a_collating_dataset_replaces_failed_samples_and_contains_failed_batches(self):
+        server, address, log = self.serve("with_trouble", module="captions")
+        loader = heterodl.RemoteDataLoader(address, batch_size=4, seed=2, format="numpy")
+        batches = self.read_epoch(loader)
+        self.assertEqual(len(batches), SAMPLES // 4)
+        delivered = [i for batch in batches for i in batch["index"].tolist()]
+        # Sample 3 raises and is replaced. The batches of sample 21 (whose
+        # worker dies, twice) and of sample 30 (that collate_fn refuses)
+        # arrive empty, each of their samples counted as failed.
+        empty = [batch for batch in batches if batch["tokens"].shape == (0, 0)]
+        self.assertEqual(len(empty), 2)
+        for batch in empty:
+            self.assertEqual(batch["index"].shape, (0,))
+            self.assertEqual(batch["noise"].shape, (0, 0))
+        self.assertEqual(len(delivered), SAMPLES - 8)
+        self.assertFalse({3, 21, 30} & set(delivered))
+        self.assertEqual(loader.stats()["samples_failed"], 1 + 8)
+        # An empty batch travels whole in its header, not on a pixel channel
+        # (where it once broke the stream, and its batches were asked again).
+        self.assertEqual(loader.stats()["reassigned"], 0)
+        self.assertIsNone(server.poll())
+        text = read(log)
+        self.assertEqual(text.count("ValueError: this caption is corrupt"), 1, text)
+        self.assertIn("collate_fn raised ValueError: an empty caption", text)
+        self.assertIn("another worker makes the batch again", text)
+        self.assertIn("the batch's samples count as failed", text)
+
+    def test_a_collate_fn_that_cannot_make_a_batch_stops_serve(self):
+        done = subprocess.run(
+            [HETERODL, "serve", "--python-dataset", "broken_collate:make", "--python-path",
+             self.tmp, "--python", sys.executable, "--python-workers", "1", "--address",
+             "127.0.0.1:0"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("collate_fn's batch: ['words'][0]: a str is not supported", done.stderr)
 
     def test_two_servers_make_the_same_batches(self):
         _, first, _ = self.serve("plain")

@@ -241,9 +241,10 @@ TEST_F(BatchServiceTest, AMultiViewPipelineMakesAFieldPerGroupTheSameOnAnyServer
     ASSERT_OK_AND_ASSIGN(BuiltBatch from_a, Build(*one_thread, a, Id(1, 0, index)));
     ASSERT_OK_AND_ASSIGN(BuiltBatch from_b, Build(*three_threads, b, Id(1, 0, index)));
     const v1::Batch& header = from_a.header;
-    ASSERT_OK_AND_ASSIGN(const BatchLayout layout,
-                         LayOutBatch(info.fields(), static_cast<uint32_t>(header.indices_size()),
-                                     header.ragged_lengths(), uint64_t{1} << 30));
+    ASSERT_OK_AND_ASSIGN(
+        const BatchLayout layout,
+        LayOutBatch(info.fields(), static_cast<uint32_t>(header.indices_size()),
+                    header.ragged_lengths(), header.collated_shapes(), uint64_t{1} << 30));
     ASSERT_EQ(from_a.pixels.size, layout.payload_bytes);
     ASSERT_EQ(from_b.pixels.size, from_a.pixels.size);
     EXPECT_EQ(std::memcmp(from_a.pixels.data, from_b.pixels.data, from_a.pixels.size), 0);

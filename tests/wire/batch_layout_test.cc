@@ -47,7 +47,7 @@ TEST(BatchLayoutTest, ClassificationIsItsImagesAlone) {
   Fields fields;
   *fields.Add() = ImagesField(224, 224);
   ASSERT_TRUE(CheckFieldSpecs(fields).ok());
-  absl::StatusOr<BatchLayout> layout = LayOutBatch(fields, 256, {}, uint64_t{1} << 30);
+  absl::StatusOr<BatchLayout> layout = LayOutBatch(fields, 256, {}, {}, uint64_t{1} << 30);
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_EQ(layout->payload_bytes, uint64_t{256} * 224 * 224 * 3);
   ASSERT_EQ(layout->fields.size(), 1u);
@@ -61,7 +61,7 @@ TEST(BatchLayoutTest, FieldsFollowEachOtherAtAlignedOffsets) {
   ASSERT_TRUE(CheckFieldSpecs(fields).ok());
   // Three samples with 2, 0 and 3 boxes.
   absl::StatusOr<BatchLayout> layout =
-      LayOutBatch(fields, 3, LengthsOf({{2, 0, 3}, {2, 0, 3}}), 1 << 20);
+      LayOutBatch(fields, 3, LengthsOf({{2, 0, 3}, {2, 0, 3}}), {}, 1 << 20);
   ASSERT_TRUE(layout.ok()) << layout.status();
   const std::vector<FieldSlice>& slices = layout->fields;
   ASSERT_EQ(slices.size(), 3u);
@@ -78,29 +78,81 @@ TEST(BatchLayoutTest, FieldsFollowEachOtherAtAlignedOffsets) {
 TEST(BatchLayoutTest, CountsThatDoNotMatchTheFieldsAreRefused) {
   const Fields fields = Detection();
   // Lengths missing, one too many, or not one per sample.
-  EXPECT_TRUE(absl::IsInvalidArgument(LayOutBatch(fields, 3, {}, 1 << 20).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(LayOutBatch(fields, 3, {}, {}, 1 << 20).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      LayOutBatch(fields, 3, LengthsOf({{1, 1, 1}, {1, 1, 1}, {1, 1, 1}}), 1 << 20).status()));
+      LayOutBatch(fields, 3, LengthsOf({{1, 1, 1}, {1, 1, 1}, {1, 1, 1}}), {}, 1 << 20).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      LayOutBatch(fields, 3, LengthsOf({{1, 1}, {1, 1, 1}}), 1 << 20).status()));
+      LayOutBatch(fields, 3, LengthsOf({{1, 1}, {1, 1, 1}}), {}, 1 << 20).status()));
   // A forged length: refused by its own bound, not allocated.
   const absl::Status forged =
-      LayOutBatch(fields, 3, LengthsOf({{1, 4000000000u, 1}, {1, 1, 1}}), 1 << 20).status();
+      LayOutBatch(fields, 3, LengthsOf({{1, 4000000000u, 1}, {1, 1, 1}}), {}, 1 << 20).status();
   EXPECT_TRUE(absl::IsInvalidArgument(forged)) << forged;
   EXPECT_NE(forged.message().find("at most 65536"), std::string::npos) << forged;
+}
+
+google::protobuf::RepeatedPtrField<v1::FieldShape> ShapesOf(
+    const std::vector<std::vector<uint32_t>>& per_field) {
+  google::protobuf::RepeatedPtrField<v1::FieldShape> shapes;
+  for (const std::vector<uint32_t>& field : per_field) {
+    shapes.Add()->mutable_dims()->Assign(field.begin(), field.end());
+  }
+  return shapes;
+}
+
+TEST(BatchLayoutTest, CollatedFieldsHaveEachBatchsOwnShape) {
+  // A collate_fn's batch: tokens padded to the batch's longest, and the
+  // lengths; described with a batch of 2 whose longest had 5 tokens.
+  Fields fields;
+  *fields.Add() = Field("tokens", v1::DTYPE_INT64, {2, 5});
+  fields[0].set_collated(true);
+  *fields.Add() = Field("lengths", v1::DTYPE_INT32, {2});
+  fields[1].set_collated(true);
+  ASSERT_TRUE(CheckFieldSpecs(fields).ok());
+  absl::StatusOr<BatchLayout> layout = LayOutBatch(fields, 3, {}, ShapesOf({{3, 9}, {3}}), 1 << 20);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->fields[0].shape, (std::vector<int64_t>{3, 9}));
+  EXPECT_EQ(layout->fields[0].bytes, 3u * 9 * 8);
+  EXPECT_EQ(layout->fields[1].shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(layout->fields[1].offset, 256u);  // 216 bytes, aligned up
+  EXPECT_EQ(layout->payload_bytes, 256u + 12);
+  // A batch that could not be collated: every dimension 0, no bytes.
+  layout = LayOutBatch(fields, 3, {}, ShapesOf({{0, 0}, {0}}), 1 << 20);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->payload_bytes, 0u);
+  EXPECT_EQ(layout->fields[0].shape, (std::vector<int64_t>{0, 0}));
+
+  const auto refused = [&](const google::protobuf::RepeatedPtrField<v1::FieldShape>& shapes) {
+    const absl::Status status = LayOutBatch(fields, 3, {}, shapes, 1 << 20).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    return std::string(status.message());
+  };
+  EXPECT_NE(refused(ShapesOf({{3, 9}})).find("no shape for collated batch field 'lengths'"),
+            std::string::npos);
+  EXPECT_NE(refused(ShapesOf({{3, 9}, {3}, {1}})).find("3 collated shapes for 2"),
+            std::string::npos);
+  EXPECT_NE(refused(ShapesOf({{27}, {3}})).find("1 dimensions in this batch and 2"),
+            std::string::npos);
+  const absl::Status huge =
+      LayOutBatch(fields, 3, {}, ShapesOf({{4000000000u, 4000000000u}, {3}}), 1 << 20).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(huge)) << huge;
+
+  Fields both;
+  *both.Add() = Field("boxes", v1::DTYPE_FLOAT32, {4}, true);
+  both[0].set_collated(true);
+  EXPECT_NE(CheckFieldSpecs(both).message().find("both ragged and collated"), std::string::npos);
 }
 
 TEST(BatchLayoutTest, APayloadOverTheLimitIsRefusedWithoutOverflowing) {
   Fields fields;
   *fields.Add() = Field("huge", v1::DTYPE_INT64, {65536, 65536, 65536, 65536, 65536, 65536});
   ASSERT_TRUE(CheckFieldSpecs(fields).ok());
-  const absl::Status status = LayOutBatch(fields, 4096, {}, uint64_t{1} << 30).status();
+  const absl::Status status = LayOutBatch(fields, 4096, {}, {}, uint64_t{1} << 30).status();
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
   EXPECT_NE(status.message().find("field 'huge'"), std::string::npos) << status;
   Fields images;
   *images.Add() = ImagesField(224, 224);
   EXPECT_TRUE(absl::IsFailedPrecondition(
-      LayOutBatch(images, 256, {}, uint64_t{256} * 224 * 224 * 3 - 1).status()));
+      LayOutBatch(images, 256, {}, {}, uint64_t{256} * 224 * 224 * 3 - 1).status()));
 }
 
 TEST(BatchLayoutTest, SpecsAServerMayNotDeclare) {

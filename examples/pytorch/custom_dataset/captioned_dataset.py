@@ -3,6 +3,7 @@ image, its caption's tokens (as many as the caption has characters) and its
 label. The tokens are declared ragged (`ragged_fields`), so a batch holds
 each sample's tokens as they are: `batch["tokens"]` is a list of B int64
 tensors, the other fields are stacked as default_collate stacks them.
+padded_captions.py batches the same samples with a collate_fn instead.
 
     CUSTOM_DATASET_ROOT=data/sample heterodl serve \\
         --python-dataset captioned_dataset:train_set \\
@@ -41,6 +42,12 @@ class Captioned(torch.utils.data.Dataset):
         return {"image": image, "tokens": tokens, "label": label}
 
 
+def options() -> tuple:
+    """The images' folder and size, from the environment the server's
+    workers inherit."""
+    return (os.environ.get("CUSTOM_DATASET_ROOT", "data/sample"),
+            int(os.environ.get("CUSTOM_DATASET_SIZE", "224")))
+
+
 def train_set() -> Captioned:
-    return Captioned(os.environ.get("CUSTOM_DATASET_ROOT", "data/sample"),
-                     int(os.environ.get("CUSTOM_DATASET_SIZE", "224")))
+    return Captioned(*options())

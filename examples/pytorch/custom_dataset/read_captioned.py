@@ -1,7 +1,8 @@
 """Reads the captioned dataset's batches from its servers and trains a
 small bag-of-characters caption classifier on them: a batch is a dict, its
-tokens a list of tensors of different lengths, packed here as
-`nn.EmbeddingBag` takes them.
+tokens either a list of tensors of different lengths (captioned_dataset.py,
+ragged), packed here as `nn.EmbeddingBag` takes them, or one tensor padded
+with zeros to the batch's longest caption (padded_captions.py's collate_fn).
 
     python examples/pytorch/custom_dataset/read_captioned.py \\
         --servers 127.0.0.1:50052 --steps 20
@@ -24,23 +25,30 @@ def main():
     args = parser.parse_args()
 
     loader = heterodl.RemoteDataLoader(servers=args.servers, batch_size=args.batch_size, seed=0)
-    model = torch.nn.EmbeddingBag(256, len(loader.dataset.classes), mode="mean")
+    # Tokens are characters, never 0: 0 is padding, left out of each mean.
+    model = torch.nn.EmbeddingBag(256, len(loader.dataset.classes), mode="mean", padding_idx=0)
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     step = 0
     epoch = 0
     while step < args.steps:
         loader.sampler.set_epoch(epoch)
         for batch in loader:
-            tokens = batch["tokens"]  # B tensors, each as long as its caption
-            offsets = torch.tensor([0] + [len(t) for t in tokens[:-1]]).cumsum(0)
-            loss = F.cross_entropy(model(torch.cat(tokens), offsets), batch["label"])
+            tokens = batch["tokens"]
+            if isinstance(tokens, list):  # ragged: B tensors, each as long as its caption
+                lengths = [len(t) for t in tokens]
+                offsets = torch.tensor([0] + lengths[:-1]).cumsum(0)
+                logits = model(torch.cat(tokens), offsets)
+            else:  # collated: [B, longest caption], padded with 0
+                lengths = batch["lengths"].tolist()
+                logits = model(tokens)
+            loss = F.cross_entropy(logits, batch["label"])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             step += 1
             print(f"step {step} images {tuple(batch['image'].shape)} tokens "
-                  f"{min(map(len, tokens))}..{max(map(len, tokens))} loss {loss.item():.4f}",
-                  flush=True)
+                  f"{min(lengths)}..{max(lengths)} as {type(tokens).__name__} "
+                  f"loss {loss.item():.4f}", flush=True)
             if step >= args.steps:
                 break
         epoch += 1

@@ -136,6 +136,14 @@ absl::StatusOr<std::unique_ptr<PythonDataset>> PythonDataset::Start(
   dataset->structure_ = first.structure();
   dataset->class_names_ = first.class_names();
   dataset->labelled_images_ = IsLabelledImages(dataset->structure_, dataset->fields_);
+  dataset->collates_ = dataset->fields_[0].collated();
+  for (const v1::FieldSpec& field : dataset->fields_) {
+    if (field.collated() != dataset->collates_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--python-dataset ", resolved.worker.dataset,
+                       ": its workers described some fields as collated and some not"));
+    }
+  }
   for (const v1::FieldSpec& field : dataset->fields_) {
     if (field.ragged()) {
       uint64_t bytes = DTypeBytes(field.dtype());
@@ -359,6 +367,140 @@ SlotResult PythonDataset::BuildSlot(uint64_t seed, uint32_t epoch,
     }
   }
   return result;
+}
+
+absl::StatusOr<PythonDataset::CollatedBatch> PythonDataset::TryBatch(
+    const v1::PythonSampleTask& task, absl::Span<const int64_t> indices, uint64_t max_bytes,
+    const BatchAllocator& allocate) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PythonWorker> worker, CheckOut());
+  const absl::Duration timeout =
+      options_.sample_timeout * static_cast<int64_t>(std::max<size_t>(1, indices.size()));
+  absl::StatusOr<v1::PythonBatchMade> made = worker->MakeBatch(task, *regions_, timeout);
+  if (made.ok() && made->slots_size() != static_cast<int>(indices.size())) {
+    made = absl::InternalError(absl::StrCat("the worker answered for ", made->slots_size(),
+                                            " samples of ", indices.size()));
+  }
+  if (made.ok() && made->error().empty() && made->shapes_size() != fields_.size()) {
+    made = absl::InternalError(absl::StrCat("the worker answered with ", made->shapes_size(),
+                                            " shapes for ", fields_.size(), " fields"));
+  }
+  const auto lose = [&](const absl::Status& why) {
+    const pid_t pid = worker->pid();
+    Lose(std::move(worker));
+    if (stopping()) {
+      return absl::CancelledError("the server is stopping");
+    }
+    return absl::UnavailableError(
+        absl::StrCat("Python worker ", pid, " was lost making a batch: ", why.message()));
+  };
+  if (!made.ok()) {
+    return lose(made.status());
+  }
+  CollatedBatch batch;
+  for (int i = 0; i < made->slots_size(); ++i) {
+    const v1::PythonSlotMade& slot = made->slots(i);
+    for (const std::string& error : slot.errors()) {
+      NoteError(error);
+    }
+    const int64_t planned = indices[static_cast<size_t>(i)];
+    SampleOutcome outcome = SampleOutcome::kZeroFilled;
+    if (slot.made()) {
+      outcome = static_cast<int64_t>(slot.index()) == planned ? SampleOutcome::kOk
+                                                              : SampleOutcome::kReplaced;
+    }
+    batch.slots.push_back({planned, 0, outcome});
+  }
+  if (!made->error().empty()) {
+    CheckIn(std::move(worker));
+    NoteError(made->error());
+    return absl::InvalidArgumentError(made->error());
+  }
+  absl::StatusOr<BatchLayout> layout =
+      LayOutBatch(fields_, static_cast<uint32_t>(indices.size()), {}, made->shapes(), max_bytes);
+  if (!layout.ok()) {
+    CheckIn(std::move(worker));  // it drops the batch with the next task
+    const std::string error =
+        absl::StrCat("collate_fn made a batch the server cannot send: ", layout.status().message());
+    NoteError(error);
+    return absl::InvalidArgumentError(error);
+  }
+  absl::StatusOr<uint8_t*> payload = allocate(*layout);
+  if (!payload.ok()) {
+    CheckIn(std::move(worker));
+    return payload.status();
+  }
+  if (layout->payload_bytes > 0) {
+    const std::optional<SharedSpan> span = regions_->Find(*payload, layout->payload_bytes);
+    if (!span) {
+      CheckIn(std::move(worker));
+      return absl::InternalError("the batch is not in shared memory");
+    }
+    v1::PythonSampleTask write;
+    for (const FieldSlice& field : layout->fields) {
+      write.add_offsets(span->offset + field.offset);
+    }
+    absl::StatusOr<std::string> written =
+        worker->WriteBatch(std::move(write), *span, *regions_, options_.sample_timeout);
+    if (!written.ok()) {
+      return lose(written.status());
+    }
+    if (!written->empty()) {
+      CheckIn(std::move(worker));
+      NoteError(*written);
+      return absl::InvalidArgumentError(*written);
+    }
+  }
+  CheckIn(std::move(worker));
+  batch.shapes = std::move(*made->mutable_shapes());
+  batch.layout = *std::move(layout);
+  return batch;
+}
+
+absl::StatusOr<PythonDataset::CollatedBatch> PythonDataset::BuildBatch(
+    uint64_t seed, uint32_t epoch, absl::Span<const int64_t> indices, uint64_t max_bytes,
+    const BatchAllocator& allocate) {
+  v1::PythonSampleTask task;
+  task.set_seed(seed);
+  task.set_epoch(epoch);
+  for (const int64_t index : indices) {
+    v1::PythonBatchSlot* slot = task.add_batch();
+    slot->set_index(static_cast<uint64_t>(index));
+    for (const int64_t candidate : ReplacementCandidates(seed, epoch, index, num_samples_)) {
+      slot->add_candidates(static_cast<uint64_t>(candidate));
+    }
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<CollatedBatch> batch = TryBatch(task, indices, max_bytes, allocate);
+    if (batch.ok() || absl::IsCancelled(batch.status())) {
+      return batch;
+    }
+    if (absl::IsInvalidArgument(batch.status())) {
+      break;  // the user's code, or the batch's size: logged, and no better a second time
+    }
+    if (!absl::IsUnavailable(batch.status())) {
+      return batch.status();  // `allocate`'s
+    }
+    LogWarning("%s; %s", batch.status().message(),
+               attempt == 0 ? "another worker makes the batch again"
+                            : "the batch's samples count as failed");
+    if (attempt == 1) {
+      NoteError(
+          "two Python workers in turn were lost making one batch (a crash, or a hang past "
+          "--python-sample-timeout for each sample)");
+    }
+  }
+  // Not collated: no sample of it is delivered, and each counts as failed.
+  CollatedBatch empty;
+  for (const int64_t index : indices) {
+    empty.slots.push_back({index, 0, SampleOutcome::kZeroFilled});
+  }
+  for (const v1::FieldSpec& field : fields_) {
+    empty.shapes.Add()->mutable_dims()->Resize(field.shape_size(), 0);
+  }
+  ASSIGN_OR_RETURN(empty.layout, LayOutBatch(fields_, static_cast<uint32_t>(indices.size()), {},
+                                             empty.shapes, max_bytes));
+  RETURN_IF_ERROR(allocate(empty.layout).status());
+  return empty;
 }
 
 }  // namespace heterodl

@@ -8,6 +8,9 @@
 //                    PythonDataset::Start(options, regions));
 //   dataset->fields();   // DatasetInfo.fields, e.g. field_0 uint8 [H, W, 3]
 //   SlotResult slot = dataset->BuildSlot(seed, epoch, indices, i, payload, layout);
+//   // or, when its module has a collate_fn, a whole batch at a time:
+//   ASSIGN_OR_RETURN(CollatedBatch batch,
+//                    dataset->BuildBatch(seed, epoch, indices, max_bytes, allocate));
 //
 // The guarantees of the native path hold: a sample is a pure function of
 // (seed, epoch, index) (the worker seeds Python's, NumPy's and torch's
@@ -22,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -77,6 +81,9 @@ class PythonDataset {
   // Some fields are ragged (the dataset's ragged_fields): a SlotResult
   // carries their elements.
   bool has_ragged_fields() const { return !ragged_element_bytes_.empty(); }
+  // The dataset's module has a collate_fn: every field is collated (the
+  // batch's own array) and batches are made by BuildBatch, not BuildSlot.
+  bool collates() const { return collates_; }
 
   // Makes sample `indices[slot]` into row `slot` of every dense field of
   // `layout` in `payload` (memory of the regions given to Start), blocking
@@ -87,6 +94,33 @@ class PythonDataset {
   SlotResult BuildSlot(uint64_t seed, uint32_t epoch, absl::Span<const int64_t> indices,
                        size_t slot, uint8_t* payload, const BatchLayout& layout)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A collated batch: what BuildBatch made, where.
+  struct CollatedBatch {
+    // One per index: kZeroFilled for a sample that could not be made (nor
+    // a replacement) and was left out of the collation.
+    std::vector<SlotResult> slots;
+    // Batch.collated_shapes.
+    google::protobuf::RepeatedPtrField<v1::FieldShape> shapes;
+    BatchLayout layout;
+  };
+  // Shared memory (of the regions given to Start) for a collated batch of
+  // this layout: where its payload starts.
+  using BatchAllocator = std::function<absl::StatusOr<uint8_t*>(const BatchLayout&)>;
+
+  // For a dataset that collates: has one worker make the samples of
+  // `indices` (a failed one replaced as BuildSlot replaces it, or left out)
+  // and collate them, asks `allocate` for the memory of the result (at most
+  // `max_bytes`) and has the worker write it there, blocking the calling
+  // thread until it has. A batch that cannot be collated (collate_fn
+  // raised or returned other fields, two workers in turn were lost, it
+  // passes `max_bytes`) is logged as a failed sample is, and made
+  // empty: every slot kZeroFilled, every dimension 0 (`allocate` is called
+  // again, for no bytes). CANCELLED when the server stops; `allocate`'s
+  // own error.
+  absl::StatusOr<CollatedBatch> BuildBatch(uint64_t seed, uint32_t epoch,
+                                           absl::Span<const int64_t> indices, uint64_t max_bytes,
+                                           const BatchAllocator& allocate) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Kills the workers making samples now (a hung one would hold its thread
   // until the sample timeout) and starts no more: BuildSlot then returns
@@ -105,6 +139,13 @@ class PythonDataset {
   absl::Status MakeSample(uint64_t seed, uint32_t epoch, int64_t index, size_t slot,
                           uint8_t* payload, const BatchLayout& layout, SlotResult& result)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // One worker's attempt at the collated batch of `task`: the batch,
+  // written. INVALID_ARGUMENT when it cannot be collated (the user's code,
+  // or its size), logged; UNAVAILABLE when the worker was lost or none
+  // could be had; CANCELLED when the server stops; `allocate`'s error.
+  absl::StatusOr<CollatedBatch> TryBatch(const v1::PythonSampleTask& task,
+                                         absl::Span<const int64_t> indices, uint64_t max_bytes,
+                                         const BatchAllocator& allocate) ABSL_LOCKS_EXCLUDED(mu_);
   // INTERNAL unless `answer`'s ragged fields are as many as the dataset's,
   // each at most kMaxRaggedLength elements, and their bytes add up.
   absl::Status CheckRagged(const WorkerAnswer& answer) const;
@@ -130,6 +171,7 @@ class PythonDataset {
   v1::SampleNode structure_;
   google::protobuf::RepeatedPtrField<std::string> class_names_;
   bool labelled_images_ = false;
+  bool collates_ = false;
   // Bytes of one element of each ragged field, in order.
   std::vector<uint64_t> ragged_element_bytes_;
 

@@ -137,10 +137,8 @@ absl::StatusOr<std::string> PythonWorker::Receive(absl::Time deadline, absl::Dur
   }
 }
 
-absl::StatusOr<WorkerAnswer> PythonWorker::Run(v1::PythonSampleTask task, const SharedSpan& span,
-                                               const SharedRegions& regions,
-                                               absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+absl::Status PythonWorker::Send(v1::PythonSampleTask task, const SharedSpan* span,
+                                const SharedRegions& regions) {
   for (auto it = mapped_.begin(); it != mapped_.end();) {
     if (regions.IsLive(*it)) {
       ++it;
@@ -149,18 +147,52 @@ absl::StatusOr<WorkerAnswer> PythonWorker::Run(v1::PythonSampleTask task, const 
       it = mapped_.erase(it);
     }
   }
-  task.set_region(span.region);
+  const bool attach = span != nullptr && mapped_.count(span->region) == 0;
+  if (span != nullptr) {
+    task.set_region(span->region);
+  }
   const std::string json = ToWireJson(task);
-  const bool attach = mapped_.count(span.region) == 0;
   const ssize_t sent =
-      attach ? SendWithDescriptor(socket_.get(), json.data(), json.size(), span.fd)
+      attach ? SendWithDescriptor(socket_.get(), json.data(), json.size(), span->fd)
              : send(socket_.get(), json.data(), json.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   if (sent != static_cast<ssize_t>(json.size())) {
     return absl::UnavailableError(absl::StrCat("send: ", std::strerror(errno)));
   }
   if (attach) {
-    mapped_.insert(span.region);
+    mapped_.insert(span->region);
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::PythonBatchMade> PythonWorker::MakeBatch(v1::PythonSampleTask task,
+                                                            const SharedRegions& regions,
+                                                            absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  RETURN_IF_ERROR(Send(std::move(task), nullptr, regions));
+  ASSIGN_OR_RETURN(const std::string record, Receive(deadline, timeout));
+  v1::PythonBatchMade made;
+  RETURN_IF_ERROR(ParseJson(record, &made));
+  return made;
+}
+
+absl::StatusOr<std::string> PythonWorker::WriteBatch(v1::PythonSampleTask task,
+                                                     const SharedSpan& span,
+                                                     const SharedRegions& regions,
+                                                     absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  task.set_write_batch(true);
+  RETURN_IF_ERROR(Send(std::move(task), &span, regions));
+  ASSIGN_OR_RETURN(const std::string record, Receive(deadline, timeout));
+  v1::PythonSampleResult result;
+  RETURN_IF_ERROR(ParseJson(record, &result));
+  return result.error();
+}
+
+absl::StatusOr<WorkerAnswer> PythonWorker::Run(v1::PythonSampleTask task, const SharedSpan& span,
+                                               const SharedRegions& regions,
+                                               absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  RETURN_IF_ERROR(Send(std::move(task), &span, regions));
   ASSIGN_OR_RETURN(const std::string record, Receive(deadline, timeout));
   v1::PythonSampleResult result;
   RETURN_IF_ERROR(ParseJson(record, &result));

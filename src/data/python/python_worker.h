@@ -77,6 +77,18 @@ class PythonWorker {
   absl::StatusOr<WorkerAnswer> Run(v1::PythonSampleTask task, const SharedSpan& span,
                                    const SharedRegions& regions, absl::Duration timeout);
 
+  // For a dataset with a collate_fn: has the worker make the samples of
+  // `task.batch` and collate them, keeping the batch until WriteBatch (or
+  // any other task, which drops it). Errors as Run's.
+  absl::StatusOr<v1::PythonBatchMade> MakeBatch(v1::PythonSampleTask task,
+                                                const SharedRegions& regions,
+                                                absl::Duration timeout);
+  // Has the worker write the batch MakeBatch made, collated field i at
+  // `task.offsets[i]` of `span`'s region: its error (empty when written).
+  // Errors as Run's.
+  absl::StatusOr<std::string> WriteBatch(v1::PythonSampleTask task, const SharedSpan& span,
+                                         const SharedRegions& regions, absl::Duration timeout);
+
   pid_t pid() const { return process_.pid(); }
   // "exit code N" / "killed by signal N" once the process ended (it is
   // reaped here, waiting up to a second), else "still running".
@@ -85,6 +97,11 @@ class PythonWorker {
  private:
   PythonWorker(ChildProcess process, UniqueFd socket)
       : process_(std::move(process)), socket_(std::move(socket)) {}
+  // Sends `task`, telling the worker first which regions it mapped that
+  // `regions` has freed, and naming `span`'s region (its memfd attached the
+  // first time), when there is one.
+  absl::Status Send(v1::PythonSampleTask task, const SharedSpan* span,
+                    const SharedRegions& regions);
   // One record from the worker, by `deadline` (`allowed` after the
   // exchange began: what the error says).
   absl::StatusOr<std::string> Receive(absl::Time deadline, absl::Duration allowed);

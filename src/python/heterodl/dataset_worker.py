@@ -20,6 +20,11 @@ tokens, boxes, points) is declared ragged by the dataset, by its name in a
 holds the list of the samples' arrays. Its elements travel after the
 sample's record, not through the shared memory (SAMPLE_RECORD_BYTES each).
 
+A module that defines `collate_fn(samples)` batches its own way: a worker
+makes a whole batch's samples and collates them with it (`_make_batch`),
+and the batch's leaves, whatever their shape in that batch, are written
+into the server's memory once it has sized them (`_write_batch`).
+
 Every sample is drawn with Python's `random`, NumPy's global generator and
 torch's (when the dataset imported it) seeded from (seed, epoch, index), so
 a transform that draws random numbers gives the same sample on any server.
@@ -77,12 +82,14 @@ class Field:
     """One leaf of a sample: its path from the sample's root, as Python
     would index it (`[0]`, `["boxes"]`), and its per-sample dtype and shape;
     for a ragged field, the shape of one element (the leaf's shape less its
-    first dimension, which varies)."""
+    first dimension, which varies); for a collated one (a leaf of a
+    collate_fn's batch), the shape of the batch it was described with."""
 
     path: str
     dtype: numpy.dtype
     shape: tuple
     ragged: bool = False
+    collated: bool = False
 
     @property
     def name(self):
@@ -391,7 +398,53 @@ def _renumber(node, wire_of_leaf):
 DESCRIBE_ATTEMPTS = 16
 
 
+# Samples a collate_fn is described with: a batch of two shows which
+# dimension is the samples'.
+DESCRIBE_BATCH = 2
+
+
+def _collated_description(loaded):
+    """Fields, specs and structure of a dataset whose module has a
+    collate_fn: those of its output for the first samples that can be made,
+    each field collated (its shape is each batch's own)."""
+    if getattr(loaded.dataset, "ragged_fields", ()):
+        raise DatasetLoadError("ragged_fields and a collate_fn both say how to batch the samples; "
+                               "the collate_fn makes the batch, so leave ragged_fields out")
+    samples, last = [], None
+    for index in range(min(len(loaded), DESCRIBE_ATTEMPTS)):
+        try:
+            samples.append(loaded.sample(0, 0, index))
+        except Exception as error:  # the user's code: any exception
+            last = error
+        if len(samples) == DESCRIBE_BATCH:
+            break
+    if not samples:
+        if last is None:
+            raise DatasetLoadError("the dataset is empty (len() is 0)")
+        raise DatasetLoadError(f"none of its first {min(len(loaded), DESCRIBE_ATTEMPTS)} samples "
+                               f"could be made; the last: {describe_error(last)}")
+    try:
+        batch = loaded.collate_fn(samples)
+    except Exception as error:  # the user's code: any exception
+        raise DatasetLoadError(f"collate_fn raised on the first {len(samples)} samples: "
+                               f"{describe_error(error)}") from error
+    try:
+        node, names = structure(batch)
+    except SampleError as error:
+        raise SampleError(f"collate_fn's batch: {error}") from error
+    fields = [Field(path, array.dtype, array.shape, collated=True)
+              for path, array in leaves(batch)]
+    for field in fields:
+        check_dtype(field)
+    specs = [{"name": name, "dtype": "DTYPE_" + field.dtype.name.upper(),
+              "shape": list(field.shape), "collated": True}
+             for name, field in zip(names, fields)]
+    return fields, specs, node
+
+
 def _first_description(loaded):
+    if loaded.collate_fn is not None:
+        return _collated_description(loaded)
     last = None
     for index in range(min(len(loaded), DESCRIBE_ATTEMPTS)):
         try:
@@ -466,6 +519,7 @@ def serve(sock, spec, python_path):
         hello["class_names"] = list(classes)
     _send(sock, hello)
     regions = _Regions()
+    collated = None  # the arrays of the batch last made, until written
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 1)
@@ -479,6 +533,15 @@ def serve(sock, spec, python_path):
         region = int(task.get("region", 0))
         if fds:
             regions.add(region, fds[0])
+        if task.get("batch"):
+            made, collated = _make_batch(loaded, fields, task)
+            _send(sock, made)
+            continue
+        if task.get("write_batch"):
+            _send(sock, _write_batch(collated, task, regions.get(region)))
+            collated = None
+            continue
+        collated = None
         error, ragged = _make_sample(loaded, fields, task, regions.get(region))
         if error:
             _send(sock, {"error": error})
@@ -507,6 +570,73 @@ def _make_sample(loaded, fields, task, memory):
         return "", write_sample(sample, fields, destinations)
     except SampleError as error:
         return f"SampleError: {error}", None
+
+
+def collated_arrays(batch, fields):
+    """The leaf arrays of a collate_fn's `batch`, one per field, after
+    checking that it has the fields, dtypes and ranks it was described with
+    (`fields`): else a SampleError naming the leaf."""
+    found = leaves(batch)
+    if [path for path, _ in found] != [field.path for field in fields]:
+        raise SampleError(f"collate_fn returned fields {[path for path, _ in found]}, and "
+                          f"{[field.path for field in fields]} for the first samples")
+    for field, (path, array) in zip(fields, found):
+        where = path or "the batch"
+        if array.dtype != field.dtype:
+            raise SampleError(f"collate_fn's {where}: dtype {array.dtype}, {field.dtype} for the "
+                              "first samples")
+        if array.ndim != len(field.shape):
+            raise SampleError(f"collate_fn's {where}: shape {array.shape}, {field.shape} for the "
+                              "first samples: its number of dimensions must not change")
+        if any(extent >= 2**32 for extent in array.shape):
+            raise SampleError(f"collate_fn's {where}: shape {array.shape} is too large")
+    return [array for _, array in found]
+
+
+def _make_batch(loaded, fields, task):
+    """Makes the samples of a batch task (each slot's index, else its
+    candidates in turn) and collates those made: (PythonBatchMade, the
+    collated arrays, or None when it could not be collated)."""
+    seed, epoch = int(task.get("seed", 0)), int(task.get("epoch", 0))
+    samples, slots = [], []
+    for slot in task["batch"]:
+        errors, made = [], None
+        for index in [int(slot.get("index", 0))] + [int(c) for c in slot.get("candidates", ())]:
+            try:
+                samples.append(loaded.sample(seed, epoch, index))
+            except Exception as error:  # the user's code: any exception
+                errors.append(describe_error(error))
+                continue
+            made = index
+            break
+        answer = {"made": made is not None, "index": str(made or 0)}
+        if errors:
+            answer["errors"] = errors
+        slots.append(answer)
+    if not samples:
+        return {"error": "no sample of the batch could be made", "slots": slots}, None
+    try:
+        batch = loaded.collate_fn(samples)
+    except Exception as error:  # the user's code: any exception
+        return {"error": f"collate_fn raised {describe_error(error)}", "slots": slots}, None
+    try:
+        arrays = collated_arrays(batch, fields)
+    except SampleError as error:
+        return {"error": f"SampleError: {error}", "slots": slots}, None
+    shapes = [{"dims": list(array.shape)} for array in arrays]
+    return {"shapes": shapes, "slots": slots}, arrays
+
+
+def _write_batch(arrays, task, memory):
+    """Writes the collated `arrays` at the task's offsets: a
+    PythonSampleResult."""
+    if arrays is None:
+        return {"error": "no collated batch to write (the server asked out of turn)"}
+    offsets = [int(o) for o in task.get("offsets", ())]
+    for array, offset in zip(arrays, offsets):
+        if array.size:
+            numpy.ndarray(array.shape, array.dtype, buffer=memory, offset=offset)[...] = array
+    return {}
 
 
 def _die_with_the_server():
