@@ -93,6 +93,7 @@ const std::vector<CommandInfo>& Commands() {
         "same_host_pixels",
         "idle_timeout",
         "startup_timeout",
+        "metrics_port",
         "auth_token_file",
         "tls_cert",
         "tls_key",

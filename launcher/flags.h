@@ -27,6 +27,7 @@ ABSL_DECLARE_FLAG(int32_t, batch_size);
 ABSL_DECLARE_FLAG(std::string, address);
 ABSL_DECLARE_FLAG(int32_t, port);
 ABSL_DECLARE_FLAG(std::string, port_file);
+ABSL_DECLARE_FLAG(int32_t, metrics_port);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(int32_t, worker_nice);
 ABSL_DECLARE_FLAG(int64_t, max_pixels);

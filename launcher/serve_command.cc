@@ -7,12 +7,16 @@
 #include <fstream>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
+#include "src/cluster/cluster_view.h"
 #include "src/common/log.h"
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
+#include "src/metrics/metrics_endpoint.h"
+#include "src/metrics/server_metrics.h"
 #include "src/server/data_server.h"
 
 namespace heterodl {
@@ -31,6 +35,31 @@ bool WritePortFile(const std::string& path, int port) {
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
   return !error;
+}
+
+// --metrics-port, else $HETERODL_METRICS_PORT: -1 when neither asks for
+// metrics.
+absl::StatusOr<int> MetricsPortFromFlags() {
+  int port = absl::GetFlag(FLAGS_metrics_port);
+  std::string source = "--metrics-port";
+  if (port == -1) {
+    const Environment environment = CurrentEnvironment();
+    const auto variable = environment.find("HETERODL_METRICS_PORT");
+    if (variable == environment.end() || variable->second.empty()) {
+      return -1;
+    }
+    source = "HETERODL_METRICS_PORT";
+    if (!absl::SimpleAtoi(variable->second, &port)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("serve: HETERODL_METRICS_PORT must be a port number, got '",
+                       variable->second.substr(0, 32), "'"));
+    }
+  }
+  if (port < -1 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "serve: ", source, " must be -1 (off), 0 (any free port) or a port, got ", port));
+  }
+  return port;
 }
 
 }  // namespace
@@ -114,8 +143,8 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
 namespace {
 
 // Runs the server until it stops: on a signal, a Shutdown RPC or its own
-// timeouts.
-int Serve(const DataServerOptions& options, StopSignal& stop) {
+// timeouts. `metrics_port` >= 0: its Prometheus metrics on that port too.
+int Serve(const DataServerOptions& options, int metrics_port, StopSignal& stop) {
   absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
   if (!server.ok()) {
     LogError("cannot start the data server: %s", server.status().ToString());
@@ -136,6 +165,22 @@ int Serve(const DataServerOptions& options, StopSignal& stop) {
   const absl::StatusOr<HostPort> asked = SplitHostPort(options.address);
   LogInfo("listening on %s",
           asked.ok() ? JoinHostPort(asked->host, running->port()) : options.address);
+  // Declared after the server: it stops scraping before the server goes.
+  std::unique_ptr<MetricsEndpoint> metrics;
+  if (metrics_port >= 0) {
+    const std::string host = asked.ok() ? asked->host : "0.0.0.0";
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> started = MetricsEndpoint::Start(
+        host, metrics_port,
+        [running] { return RenderServerMetrics(running->Stats(), HETERODL_VERSION); });
+    if (!started.ok()) {
+      LogError("%s", std::string(started.status().message()));
+      running->RequestStop("metrics endpoint");
+      running->Wait().IgnoreError();
+      return kExitFailure;
+    }
+    metrics = *std::move(started);
+    LogInfo("Prometheus metrics at http://%s/metrics", JoinHostPort(host, metrics->port()));
+  }
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty() && !WritePortFile(port_file, running->port())) {
     LogError("cannot write the port file '%s'", port_file);
@@ -160,7 +205,12 @@ int RunServeCommand(const CommandContext& context) {
     LogError("%s", std::string(options.status().message()));
     return kExitUsage;
   }
-  return Serve(*options, stop);
+  const absl::StatusOr<int> metrics_port = MetricsPortFromFlags();
+  if (!metrics_port.ok()) {
+    LogError("%s", std::string(metrics_port.status().message()));
+    return kExitUsage;
+  }
+  return Serve(*options, *metrics_port, stop);
 }
 
 }  // namespace heterodl

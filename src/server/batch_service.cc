@@ -728,6 +728,7 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
   built.pixels = std::move(job.pixels);
   StageSeconds seconds;
   uint32_t failed = 0;
+  uint32_t replaced = 0;
   uint32_t warned = 0;
   RaggedValues objects;
   {
@@ -738,6 +739,9 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
       batch->add_status(ToProto(slot.outcome));
       if (slot.outcome != SampleOutcome::kOk) {
         ++failed;
+      }
+      if (slot.outcome == SampleOutcome::kReplaced) {
+        ++replaced;
       }
       if (slot.decoded_with_warning) {
         ++warned;
@@ -765,6 +769,7 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
       static_cast<uint64_t>(batch->labels_size());
   recent_samples_.Note(samples_so_far, absl::Now());
   samples_failed_.fetch_add(failed, std::memory_order_relaxed);
+  samples_replaced_.fetch_add(replaced, std::memory_order_relaxed);
   samples_warned_.fetch_add(warned, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   read_seconds_ += seconds.read;
@@ -803,6 +808,7 @@ v1::ServerStats BatchService::Stats() {
   stats.set_batches_sent(batches_built_.load());
   stats.set_samples_sent(samples_built_.load());
   stats.set_samples_failed(samples_failed_.load());
+  stats.set_samples_replaced(samples_replaced_.load());
   stats.set_samples_decoded_with_warnings(samples_warned_.load());
   stats.set_images_per_second(uptime > 0 ? samples_built_.load() / uptime : 0);
   stats.set_peak_rss_bytes(PeakRssBytes());

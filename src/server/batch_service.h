@@ -261,6 +261,7 @@ class BatchService {
   std::atomic<uint64_t> samples_built_{0};
   RecentRate recent_samples_{absl::Seconds(10)};
   std::atomic<uint64_t> samples_failed_{0};
+  std::atomic<uint64_t> samples_replaced_{0};
   std::atomic<uint64_t> samples_warned_{0};  // decoded around damage
   std::atomic<uint64_t> pipelines_refused_costly_{0};
 

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "heterodl/data_service.pb.h"
 #include "src/common/net/tls_config.h"
 #include "src/data/python/python_dataset.h"
 
@@ -125,6 +126,9 @@ class DataServer {
   // Blocks until the server has stopped. OK for an orderly stop (Shutdown
   // RPC, RequestStop, idle or startup timeout).
   virtual absl::Status Wait() = 0;
+  // What GetStats answers, for the server's own metrics endpoint.
+  // Thread-safe.
+  virtual v1::ServerStats Stats() = 0;
 };
 
 }  // namespace heterodl

@@ -104,14 +104,19 @@ grpc::ServerUnaryReactor* DataServiceHandlers::GetStats(grpc::CallbackServerCont
                                                         v1::ServerStats* stats) {
   const grpc::Status status = Authorize(*context);
   if (status.ok()) {
-    *stats = service_.Stats();
-    activity_.AddTo(*stats);
-    stats->set_calls_refused_unauthenticated(refusals_.count(RefusalKind::kUnauthenticated));
-    stats->set_streams_refused_at_limit(refusals_.count(RefusalKind::kStreamLimit));
-    stats->set_streams_refused_per_host(refusals_.count(RefusalKind::kHostStreamLimit));
-    stats->set_streams_ended_unread(refusals_.count(RefusalKind::kUnreadStream));
+    *stats = CurrentStats();
   }
   return Finished(context, status);
+}
+
+v1::ServerStats DataServiceHandlers::CurrentStats() {
+  v1::ServerStats stats = service_.Stats();
+  activity_.AddTo(stats);
+  stats.set_calls_refused_unauthenticated(refusals_.count(RefusalKind::kUnauthenticated));
+  stats.set_streams_refused_at_limit(refusals_.count(RefusalKind::kStreamLimit));
+  stats.set_streams_refused_per_host(refusals_.count(RefusalKind::kHostStreamLimit));
+  stats.set_streams_ended_unread(refusals_.count(RefusalKind::kUnreadStream));
+  return stats;
 }
 
 grpc::ServerUnaryReactor* DataServiceHandlers::Shutdown(grpc::CallbackServerContext* context,

@@ -48,6 +48,9 @@ class DataServiceHandlers final : public DataServiceBase {
   // budget for a second, the stream holding the most batches unread for
   // longer than the unread timeout (one per run).
   void Housekeep();
+  // What GetStats answers, without the token check: the server's own
+  // metrics endpoint asks. Thread-safe.
+  v1::ServerStats CurrentStats();
 
   grpc::ServerUnaryReactor* GetDatasetInfo(grpc::CallbackServerContext* context,
                                            const v1::DatasetInfoRequest* request,

@@ -39,6 +39,7 @@ class GrpcDataServer final : public DataServer {
   int port() const override { return port_; }
   void RequestStop(const std::string& reason) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Wait() override ABSL_LOCKS_EXCLUDED(mu_);
+  v1::ServerStats Stats() override { return handlers_.CurrentStats(); }
 
  private:
   // Blocks until a stop is requested or the activity monitor times out;
