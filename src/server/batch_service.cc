@@ -494,31 +494,14 @@ absl::Status BatchService::Prepare(BatchJob& job) {
   if (python_ != nullptr && python_->collates()) {
     return BuildCollated(job);
   }
-  ASSIGN_OR_RETURN(job.layout,
+  ASSIGN_OR_RETURN(BatchLayout planned,
                    PlannedLayout(job.stream->fields, static_cast<uint32_t>(job.indices.size()),
                                  limits_.max_batch_bytes));
-  const BatchLayout& layout = job.layout;
-  ASSIGN_OR_RETURN(PooledBuffer pixels, buffers_->Get(layout.payload_bytes));
-  // The reservation lasts as long as the pixels: until the last send is done.
-  struct BatchMemory {
-    PooledBuffer buffer;
-    MemoryBudget::Grant reserved;
-  };
-  auto memory =
-      std::make_shared<BatchMemory>(BatchMemory{std::move(pixels), std::move(job.memory)});
-  uint8_t* payload = memory->buffer.data();
-  job.pixels = OutgoingPixels{memory, payload, layout.payload_bytes};
-  job.payload = payload;
+  ASSIGN_OR_RETURN(uint8_t* const payload, AllocatePayload(job, std::move(planned)));
   if (python_ != nullptr) {
-    // Every row of every field is written (or zeroed) by its sample; the
-    // gaps between fields are zeroed here.
-    uint64_t end = 0;
-    for (const FieldSlice& field : layout.fields) {
-      std::memset(payload + end, 0, field.offset - end);
-      end = field.offset + field.bytes;
-    }
-    return absl::OkStatus();
+    return absl::OkStatus();  // every row of every field is written (or zeroed) by its sample
   }
+  const BatchLayout& layout = job.layout;
   job.destination.images = payload + layout.fields[0].offset;
   if (assembler.mask_ids() != MaskIds::kNone) {
     job.destination.masks = payload + layout.fields[1].offset;
@@ -528,6 +511,21 @@ absl::Status BatchService::Prepare(BatchJob& job) {
       job.destination.more_views.push_back(payload + layout.fields[static_cast<int>(g)].offset);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint8_t*> BatchService::AllocatePayload(BatchJob& job, BatchLayout layout) {
+  // At least a little: a collated batch that could not be made has no bytes.
+  ASSIGN_OR_RETURN(PooledBuffer buffer,
+                   buffers_->Get(std::max<uint64_t>(layout.payload_bytes, kFieldAlignment)));
+  // The reservation lasts as long as the pixels: until the last send is done.
+  struct BatchMemory {
+    PooledBuffer buffer;
+    MemoryBudget::Grant reserved;
+  };
+  auto memory =
+      std::make_shared<BatchMemory>(BatchMemory{std::move(buffer), std::move(job.memory)});
+  uint8_t* payload = memory->buffer.data();
   // The gaps that align fields would carry a pooled buffer's earlier bytes
   // (another client's pixels): zeros instead.
   uint64_t end = 0;
@@ -535,7 +533,10 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     std::memset(payload + end, 0, field.offset - end);
     end = field.offset + field.bytes;
   }
-  return absl::OkStatus();
+  job.pixels = OutgoingPixels{memory, payload, layout.payload_bytes};
+  job.payload = payload;
+  job.layout = std::move(layout);
+  return payload;
 }
 
 absl::Status BatchService::BuildCollated(BatchJob& job) {
@@ -543,30 +544,9 @@ absl::Status BatchService::BuildCollated(BatchJob& job) {
     return absl::CancelledError("the stream ended first");
   }
   const absl::Time start = absl::Now();
-  const auto allocate = [&](const BatchLayout& layout) -> absl::StatusOr<uint8_t*> {
-    // Called again (for no bytes) when the batch made first cannot be
-    // written: the first buffer, and the memory reserved, go then.
-    ASSIGN_OR_RETURN(PooledBuffer buffer,
-                     buffers_->Get(std::max<uint64_t>(layout.payload_bytes, kFieldAlignment)));
-    struct BatchMemory {
-      PooledBuffer buffer;
-      MemoryBudget::Grant reserved;
-    };
-    auto memory =
-        std::make_shared<BatchMemory>(BatchMemory{std::move(buffer), std::move(job.memory)});
-    uint8_t* payload = memory->buffer.data();
-    // The worker writes every field's bytes; the gaps that align them
-    // would carry a pooled buffer's earlier bytes.
-    uint64_t end = 0;
-    for (const FieldSlice& field : layout.fields) {
-      std::memset(payload + end, 0, field.offset - end);
-      end = field.offset + field.bytes;
-    }
-    job.pixels = OutgoingPixels{memory, payload, layout.payload_bytes};
-    job.payload = payload;
-    job.layout = layout;
-    return payload;
-  };
+  // Called again (for no bytes) when the batch made first cannot be
+  // written: the first buffer, and the memory reserved, go then.
+  const auto allocate = [&](const BatchLayout& layout) { return AllocatePayload(job, layout); };
   ASSIGN_OR_RETURN(PythonDataset::CollatedBatch batch,
                    python_->BuildBatch(job.stream->params.seed, job.id.epoch(), job.indices,
                                        limits_.max_batch_bytes, allocate));

@@ -194,6 +194,10 @@ class BatchService {
   // Run by the job's first sample: the plan, the indices and the buffer.
   absl::Status Prepare(BatchJob& job) ABSL_LOCKS_EXCLUDED(mu_);
   void BuildSample(BatchJob& job, int slot) ABSL_LOCKS_EXCLUDED(mu_);
+  // A buffer for a batch of `layout`, holding the memory the job reserved,
+  // its alignment gaps zeroed: job.pixels, payload and layout are set to it
+  // (a buffer set before goes, with its reservation).
+  absl::StatusOr<uint8_t*> AllocatePayload(BatchJob& job, BatchLayout layout);
   // Prepare's work for a Python dataset that collates: the whole batch,
   // made by one worker, in a buffer of the size it turned out to need.
   absl::Status BuildCollated(BatchJob& job) ABSL_LOCKS_EXCLUDED(mu_);
