@@ -140,36 +140,24 @@ class ExamplesTest(unittest.TestCase):
         finally:
             server.kill()
             server.communicate()
-        # Dicts with a ragged tokens field: a list of tensors per batch.
-        server, address = self.serve_python_dataset("captioned_dataset:train_set", python, env,
-                                                    "captioned")
-        try:
-            result = subprocess.run(
-                [python, os.path.join(EXAMPLES, "pytorch", "custom_dataset", "read_captioned.py"),
-                 "--servers", address, "--steps", "2", "--batch-size", "8"],
-                env=env, capture_output=True, text=True, timeout=600)
-            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-            self.assertRegex(result.stdout,
-                             r"step 2 images \(8, 3, 48, 48\) tokens \d+\.\.\d+ as list")
-            self.assertEqual(server.wait(timeout=30), 0)
-        finally:
-            server.kill()
-            server.communicate()
-        # The same samples padded by the module's collate_fn, on the server.
-        server, address = self.serve_python_dataset("padded_captions:train_set", python, env,
-                                                    "padded")
-        try:
-            result = subprocess.run(
-                [python, os.path.join(EXAMPLES, "pytorch", "custom_dataset", "read_captioned.py"),
-                 "--servers", address, "--steps", "2", "--batch-size", "8"],
-                env=env, capture_output=True, text=True, timeout=600)
-            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-            self.assertRegex(result.stdout,
-                             r"step 2 images \(8, 3, 48, 48\) tokens \d+\.\.\d+ as Tensor")
-            self.assertEqual(server.wait(timeout=30), 0)
-        finally:
-            server.kill()
-            server.communicate()
+        # Dicts with a ragged tokens field (a list of tensors per batch), and
+        # the same samples padded by the module's collate_fn on the server.
+        for spec, tokens in (("captioned_dataset:train_set", "list"),
+                             ("padded_captions:train_set", "Tensor")):
+            server, address = self.serve_python_dataset(spec, python, env, spec.split(":")[0])
+            try:
+                result = subprocess.run(
+                    [python,
+                     os.path.join(EXAMPLES, "pytorch", "custom_dataset", "read_captioned.py"),
+                     "--servers", address, "--steps", "2", "--batch-size", "8"],
+                    env=env, capture_output=True, text=True, timeout=600)
+                self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+                self.assertRegex(result.stdout,
+                                 rf"step 2 images \(8, 3, 48, 48\) tokens \d+\.\.\d+ as {tokens}")
+                self.assertEqual(server.wait(timeout=30), 0)
+            finally:
+                server.kill()
+                server.communicate()
 
     def test_the_segmentation_script_trains_on_masks(self):
         python = install_built_wheel(SOURCE_DIR, "examples")
