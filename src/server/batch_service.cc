@@ -440,7 +440,7 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
   // A synthetic batch is shared pixels and a list of labels: one item.
   const absl::StatusOr<int64_t> samples = SamplesInBatch(stream->params, id.index());
   // A collated batch is made whole by one Python worker: one item too.
-  const bool whole = synthetic_ || (python_ != nullptr && python_->collates());
+  const bool whole = synthetic_ || Collates();
   const int items = whole ? 1 : static_cast<int>(samples.value_or(1));
   const SamplePool::QueueId queue = stream->work_queue;
   const uint64_t bytes =
@@ -491,7 +491,7 @@ absl::Status BatchService::Prepare(BatchJob& job) {
     job.pixels = OutgoingPixels::Share(SyntheticPixels(assembler, job.indices));
     return absl::OkStatus();
   }
-  if (python_ != nullptr && python_->collates()) {
+  if (Collates()) {
     return BuildCollated(job);
   }
   ASSIGN_OR_RETURN(BatchLayout planned,
@@ -559,7 +559,7 @@ absl::Status BatchService::BuildCollated(BatchJob& job) {
 
 void BatchService::BuildSample(BatchJob& job, int slot) {
   const BatchAssembler& assembler = *job.stream->assembler;
-  if (python_ != nullptr && python_->collates()) {
+  if (Collates()) {
     return;  // Prepare made the whole batch
   }
   if (python_ != nullptr) {

@@ -198,6 +198,9 @@ class BatchService {
   // its alignment gaps zeroed: job.pixels, payload and layout are set to it
   // (a buffer set before goes, with its reservation).
   absl::StatusOr<uint8_t*> AllocatePayload(BatchJob& job, BatchLayout layout);
+  // Serving a Python dataset whose module has a collate_fn: a batch is one
+  // item of work, made whole by BuildCollated.
+  bool Collates() const { return python_ != nullptr && python_->collates(); }
   // Prepare's work for a Python dataset that collates: the whole batch,
   // made by one worker, in a buffer of the size it turned out to need.
   absl::Status BuildCollated(BatchJob& job) ABSL_LOCKS_EXCLUDED(mu_);

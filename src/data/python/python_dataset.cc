@@ -452,7 +452,6 @@ absl::StatusOr<PythonDataset::CollatedBatch> PythonDataset::TryBatch(
   }
   CheckIn(std::move(worker));
   batch.shapes = std::move(*made->mutable_shapes());
-  batch.layout = *std::move(layout);
   return batch;
 }
 
@@ -497,9 +496,10 @@ absl::StatusOr<PythonDataset::CollatedBatch> PythonDataset::BuildBatch(
   for (const v1::FieldSpec& field : fields_) {
     empty.shapes.Add()->mutable_dims()->Resize(field.shape_size(), 0);
   }
-  ASSIGN_OR_RETURN(empty.layout, LayOutBatch(fields_, static_cast<uint32_t>(indices.size()), {},
-                                             empty.shapes, max_bytes));
-  RETURN_IF_ERROR(allocate(empty.layout).status());
+  ASSIGN_OR_RETURN(
+      const BatchLayout layout,
+      LayOutBatch(fields_, static_cast<uint32_t>(indices.size()), {}, empty.shapes, max_bytes));
+  RETURN_IF_ERROR(allocate(layout).status());
   return empty;
 }
 

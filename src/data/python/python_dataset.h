@@ -102,7 +102,6 @@ class PythonDataset {
     std::vector<SlotResult> slots;
     // Batch.collated_shapes.
     google::protobuf::RepeatedPtrField<v1::FieldShape> shapes;
-    BatchLayout layout;
   };
   // Shared memory (of the regions given to Start) for a collated batch of
   // this layout: where its payload starts.

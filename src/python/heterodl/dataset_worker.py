@@ -403,6 +403,26 @@ DESCRIBE_ATTEMPTS = 16
 DESCRIBE_BATCH = 2
 
 
+def _first_samples(loaded, count):
+    """The first `count` samples that can be made, from index 0 on, up to
+    DESCRIBE_ATTEMPTS tried: at least one, else a DatasetLoadError saying
+    why (an empty dataset, or the last sample's error)."""
+    samples, last = [], None
+    for index in range(min(len(loaded), DESCRIBE_ATTEMPTS)):
+        try:
+            samples.append(loaded.sample(0, 0, index))
+        except Exception as error:  # the user's code: any exception
+            last = error
+        if len(samples) == count:
+            return samples
+    if samples:
+        return samples
+    if last is None:
+        raise DatasetLoadError("the dataset is empty (len() is 0)")
+    raise DatasetLoadError(f"none of its first {min(len(loaded), DESCRIBE_ATTEMPTS)} samples could "
+                           f"be made; the last: {describe_error(last)}")
+
+
 def _collated_description(loaded):
     """Fields, specs and structure of a dataset whose module has a
     collate_fn: those of its output for the first samples that can be made,
@@ -410,19 +430,7 @@ def _collated_description(loaded):
     if getattr(loaded.dataset, "ragged_fields", ()):
         raise DatasetLoadError("ragged_fields and a collate_fn both say how to batch the samples; "
                                "the collate_fn makes the batch, so leave ragged_fields out")
-    samples, last = [], None
-    for index in range(min(len(loaded), DESCRIBE_ATTEMPTS)):
-        try:
-            samples.append(loaded.sample(0, 0, index))
-        except Exception as error:  # the user's code: any exception
-            last = error
-        if len(samples) == DESCRIBE_BATCH:
-            break
-    if not samples:
-        if last is None:
-            raise DatasetLoadError("the dataset is empty (len() is 0)")
-        raise DatasetLoadError(f"none of its first {min(len(loaded), DESCRIBE_ATTEMPTS)} samples "
-                               f"could be made; the last: {describe_error(last)}")
+    samples = _first_samples(loaded, DESCRIBE_BATCH)
     try:
         batch = loaded.collate_fn(samples)
     except Exception as error:  # the user's code: any exception
@@ -445,33 +453,23 @@ def _collated_description(loaded):
 def _first_description(loaded):
     if loaded.collate_fn is not None:
         return _collated_description(loaded)
-    last = None
-    for index in range(min(len(loaded), DESCRIBE_ATTEMPTS)):
-        try:
-            sample = loaded.sample(0, 0, index)
-        except Exception as error:  # the user's code: any exception
-            last = error
-            continue
-        node, names = structure(sample)
-        fields = describe(sample, _ragged_leaves(loaded.dataset, names))
-        for field in fields:
-            check_dtype(field)
-        # On the wire the dense fields come first, then the ragged ones: a
-        # batch's dense part is laid out before its samples' lengths are known.
-        order = ([i for i, f in enumerate(fields) if not f.ragged]
-                 + [i for i, f in enumerate(fields) if f.ragged])
-        specs = []
-        for i in order:
-            spec = {"name": names[i], "dtype": "DTYPE_" + fields[i].dtype.name.upper(),
-                    "shape": list(fields[i].shape)}
-            if fields[i].ragged:
-                spec["ragged"] = True
-            specs.append(spec)
-        return fields, specs, _renumber(node, {leaf: wire for wire, leaf in enumerate(order)})
-    if last is None:
-        raise DatasetLoadError("the dataset is empty (len() is 0)")
-    raise DatasetLoadError(f"none of its first {min(len(loaded), DESCRIBE_ATTEMPTS)} samples could "
-                           f"be made; the last: {describe_error(last)}")
+    sample = _first_samples(loaded, 1)[0]
+    node, names = structure(sample)
+    fields = describe(sample, _ragged_leaves(loaded.dataset, names))
+    for field in fields:
+        check_dtype(field)
+    # On the wire the dense fields come first, then the ragged ones: a
+    # batch's dense part is laid out before its samples' lengths are known.
+    order = ([i for i, f in enumerate(fields) if not f.ragged]
+             + [i for i, f in enumerate(fields) if f.ragged])
+    specs = []
+    for i in order:
+        spec = {"name": names[i], "dtype": "DTYPE_" + fields[i].dtype.name.upper(),
+                "shape": list(fields[i].shape)}
+        if fields[i].ragged:
+            spec["ragged"] = True
+        specs.append(spec)
+    return fields, specs, _renumber(node, {leaf: wire for wire, leaf in enumerate(order)})
 
 
 class _Regions:
