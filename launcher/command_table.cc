@@ -27,7 +27,8 @@ constexpr const char* kTrainingFlags[] = {
     "pipeline",       "lr",           "optimizer",      "momentum",         "weight_decay",
     "warmup_steps",   "lr_schedule",  "device",         "precision",        "memory_format",
     "device_step_ms", "bucket_mb",    "checkpoint_dir", "checkpoint_every", "resume",
-    "model_dir",      "metrics_file", "sample_log_dir", "connect_timeout",  "pixel_channel"};
+    "model_dir",      "metrics_file", "metrics_port",   "sample_log_dir",   "connect_timeout",
+    "pixel_channel"};
 constexpr const char* kClusterFlags[] = {
     "role",         "data_servers",        "data_servers_file", "data_servers_dns", "dnn_hosts",
     "current_host", "ranks_per_host",      "master_port",       "resource_config",  "data_group",

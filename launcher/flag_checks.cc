@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "launcher/command_line.h"
 #include "launcher/flags.h"
 #include "launcher/trainer_flags.h"
+#include "src/cluster/cluster_view.h"
 #include "src/common/log.h"
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
@@ -73,6 +75,29 @@ absl::Status CheckAddress(const std::string& address) {
 
 int MaxThreads(int cores) { return std::max(64, 8 * cores); }
 
+absl::StatusOr<int> MetricsPortFromFlags(const std::string& command) {
+  int port = absl::GetFlag(FLAGS_metrics_port);
+  std::string source = "--metrics-port";
+  if (port == -1) {
+    const Environment environment = CurrentEnvironment();
+    const auto variable = environment.find("HETERODL_METRICS_PORT");
+    if (variable == environment.end() || variable->second.empty()) {
+      return -1;
+    }
+    source = "HETERODL_METRICS_PORT";
+    if (!absl::SimpleAtoi(variable->second, &port)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(command, ": HETERODL_METRICS_PORT must be a port number, got '",
+                       variable->second.substr(0, 32), "'"));
+    }
+  }
+  if (port < -1 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        command, ": ", source, " must be -1 (off), 0 (any free port) or a port, got ", port));
+  }
+  return port;
+}
+
 absl::Status CheckFlagValues() {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int32_t port = absl::GetFlag(FLAGS_port);
@@ -80,6 +105,8 @@ absl::Status CheckFlagValues() {
     RETURN_IF_ERROR(InRange<int32_t>("port", port, 0, 65535, " (0: any free port)"));
   }
   RETURN_IF_ERROR(InRange<int32_t>("pixel_port", absl::GetFlag(FLAGS_pixel_port), -1, 65535,
+                                   " (-1: off, 0: any free port)"));
+  RETURN_IF_ERROR(InRange<int32_t>("metrics_port", absl::GetFlag(FLAGS_metrics_port), -1, 65535,
                                    " (-1: off, 0: any free port)"));
   RETURN_IF_ERROR(InRange<int32_t>("master_port", absl::GetFlag(FLAGS_master_port), 0, 65535));
   RETURN_IF_ERROR(CheckAddress(absl::GetFlag(FLAGS_address)));

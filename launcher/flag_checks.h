@@ -6,13 +6,21 @@
 #ifndef HETERODL_LAUNCHER_FLAG_CHECKS_H_
 #define HETERODL_LAUNCHER_FLAG_CHECKS_H_
 
+#include <string>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace heterodl {
 
 // INVALID_ARGUMENT naming the first flag (dashed) whose value is out of its
 // range, with the range. Defaults always pass.
 absl::Status CheckFlagValues();
+
+// The Prometheus port `command` (serve, train) is asked for: --metrics-port,
+// else $HETERODL_METRICS_PORT; -1 when neither asks for metrics, 0 for any
+// free port. INVALID_ARGUMENT naming the source for anything else.
+absl::StatusOr<int> MetricsPortFromFlags(const std::string& command);
 
 // The most decode threads a server may start on a machine with `cores`
 // cores: beyond it threads only thrash.

@@ -38,8 +38,8 @@ ABSL_FLAG(std::string, address, "",
 ABSL_FLAG(int32_t, port, -1, "serve: port to listen on (0 picks a free one; default 50051)");
 ABSL_FLAG(std::string, port_file, "", "serve: write the bound port to this file once listening");
 ABSL_FLAG(int32_t, metrics_port, -1,
-          "serve: serve Prometheus metrics at http://HOST:PORT/metrics (0 picks a free port; "
-          "default: $HETERODL_METRICS_PORT, else off)");
+          "serve, train: serve Prometheus metrics at http://HOST:PORT/metrics (train: its "
+          "leader rank's; 0 picks a free port; default: $HETERODL_METRICS_PORT, else off)");
 ABSL_FLAG(int32_t, threads, 0, "serve: decode/augment threads (0: one per core)");
 ABSL_FLAG(int32_t, worker_nice, 10,
           "serve: how much nicer the decode threads run than the server's others (0-19), so a "

@@ -86,6 +86,9 @@ absl::StatusOr<ChildProcess> StartTrainer(const LocalRun& run,
   for (std::string& argument : TrainingFlagsAsArguments()) {
     argv.push_back(std::move(argument));
   }
+  // The trainer's leader serves the metrics (train reads
+  // $HETERODL_METRICS_PORT itself when the flag is not given).
+  argv.push_back(absl::StrCat("--metrics_port=", absl::GetFlag(FLAGS_metrics_port)));
   return ChildProcess::Spawn(argv);
 }
 

@@ -7,11 +7,10 @@
 #include <fstream>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "launcher/commands.h"
+#include "launcher/flag_checks.h"
 #include "launcher/flags.h"
-#include "src/cluster/cluster_view.h"
 #include "src/common/log.h"
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
@@ -35,31 +34,6 @@ bool WritePortFile(const std::string& path, int port) {
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
   return !error;
-}
-
-// --metrics-port, else $HETERODL_METRICS_PORT: -1 when neither asks for
-// metrics.
-absl::StatusOr<int> MetricsPortFromFlags() {
-  int port = absl::GetFlag(FLAGS_metrics_port);
-  std::string source = "--metrics-port";
-  if (port == -1) {
-    const Environment environment = CurrentEnvironment();
-    const auto variable = environment.find("HETERODL_METRICS_PORT");
-    if (variable == environment.end() || variable->second.empty()) {
-      return -1;
-    }
-    source = "HETERODL_METRICS_PORT";
-    if (!absl::SimpleAtoi(variable->second, &port)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("serve: HETERODL_METRICS_PORT must be a port number, got '",
-                       variable->second.substr(0, 32), "'"));
-    }
-  }
-  if (port < -1 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "serve: ", source, " must be -1 (off), 0 (any free port) or a port, got ", port));
-  }
-  return port;
 }
 
 }  // namespace
@@ -205,7 +179,7 @@ int RunServeCommand(const CommandContext& context) {
     LogError("%s", std::string(options.status().message()));
     return kExitUsage;
   }
-  const absl::StatusOr<int> metrics_port = MetricsPortFromFlags();
+  const absl::StatusOr<int> metrics_port = MetricsPortFromFlags("serve");
   if (!metrics_port.ok()) {
     LogError("%s", std::string(metrics_port.status().message()));
     return kExitUsage;

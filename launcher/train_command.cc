@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "launcher/commands.h"
+#include "launcher/flag_checks.h"
 #include "launcher/flags.h"
 #include "src/client/server_discovery.h"
 #include "src/client/shutdown.h"
@@ -24,8 +25,10 @@ namespace {
 // How long ranks get to stop after a peer failed, before SIGKILL.
 constexpr absl::Duration kRankGrace = absl::Seconds(15);
 
+// `metrics_port` >= 0: the leader rank (global rank 0) serves Prometheus
+// metrics there.
 std::vector<std::string> RankArguments(const std::string& trainer, const ClusterView& view,
-                                       int global_rank, int local_rank) {
+                                       int global_rank, int local_rank, int metrics_port) {
   std::vector<std::string> argv = {
       trainer,
       absl::StrCat("--rank=", global_rank),
@@ -40,6 +43,7 @@ std::vector<std::string> RankArguments(const std::string& trainer, const Cluster
   for (std::string& argument : TrainingFlagsAsArguments()) {
     argv.push_back(std::move(argument));
   }
+  argv.push_back(absl::StrCat("--metrics_port=", global_rank == 0 ? metrics_port : -1));
   // The platform's directories (SageMaker's) unless given: a restarted job
   // resumes from its synced checkpoint. Later flags win.
   if (absl::GetFlag(FLAGS_checkpoint_dir).empty() && !view.checkpoint_dir.empty()) {
@@ -136,6 +140,11 @@ int RunTrainCommand(const CommandContext& context) {
              absl::StrJoin(view.dnn_hosts, ", "));
     return kExitUsage;
   }
+  const absl::StatusOr<int> metrics_port = MetricsPortFromFlags("train");
+  if (!metrics_port.ok()) {
+    LogError("%s", std::string(metrics_port.status().message()));
+    return kExitUsage;
+  }
   absl::StatusOr<std::string> trainer = TrainerExecutable();
   if (!trainer.ok()) {
     LogError("%s", trainer.status().ToString());
@@ -145,7 +154,7 @@ int RunTrainCommand(const CommandContext& context) {
   for (int local = 0; local < view.ranks_per_host; ++local) {
     const int global_rank = view.node_rank * view.ranks_per_host + local;
     absl::StatusOr<ChildProcess> child =
-        ChildProcess::Spawn(RankArguments(*trainer, view, global_rank, local));
+        ChildProcess::Spawn(RankArguments(*trainer, view, global_rank, local, *metrics_port));
     if (!child.ok()) {
       LogError("%s", child.status().ToString());
       return kExitFailure;  // started ranks are killed by their destructors

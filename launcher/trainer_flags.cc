@@ -63,6 +63,8 @@ absl::StatusOr<TrainerOptions> TrainerOptionsFromFlags() {
   // One metrics file per job: rank 0's.
   options.metrics_file = rendezvous.rank == 0 ? absl::GetFlag(FLAGS_metrics_file) : "";
   options.sample_log_dir = absl::GetFlag(FLAGS_sample_log_dir);
+  // `train` gives the port to the leader rank alone.
+  options.metrics_port = rendezvous.rank == 0 ? absl::GetFlag(FLAGS_metrics_port) : -1;
   return options;
 }
 

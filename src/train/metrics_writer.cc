@@ -9,7 +9,7 @@
 #include "heterodl/metrics.pb.h"
 #include "src/common/log.h"
 #include "src/common/proto_json.h"
-#include "src/plan/planner.h"
+#include "src/metrics/feed_metrics.h"
 
 namespace heterodl {
 
@@ -59,13 +59,13 @@ void MetricsWriter::RecordStep(const StepRecord& record) {
   metrics.set_batch_size(record.batch_size);
   metrics.set_failed_samples(record.failed_samples);
   metrics.set_learning_rate(record.learning_rate);
-  const double compute_ms = record.step_ms - record.data_wait_ms;
-  if (record.data_hosts > 0 && compute_ms > 0) {
-    // What the ranks would consume if the batch were always there.
-    const double demand = record.images_per_sec * record.step_ms / compute_ms;
-    absl::StatusOr<int> needed =
-        DataHostsNeeded(demand, record.data_capacity_per_host, kSizingStall);
-    if (needed.ok()) {
+  if (record.data_hosts > 0) {
+    // All ranks' samples of this step.
+    const double samples = record.images_per_sec * record.step_ms / 1000;
+    const std::optional<int> needed =
+        DataHostsForStall(samples, (record.step_ms - record.data_wait_ms) / 1000,
+                          record.data_capacity_per_host, kSizingStall);
+    if (needed) {
       metrics.set_data_capacity_per_host(record.data_capacity_per_host);
       metrics.set_data_hosts(static_cast<uint32_t>(record.data_hosts));
       metrics.set_data_hosts_needed(static_cast<uint32_t>(*needed));

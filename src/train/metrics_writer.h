@@ -39,13 +39,10 @@ struct StepRecord {
   double images_per_sec = 0;
   // The data group as the leader last measured it (DataGroupWatch); 0 hosts:
   // not known. The metrics line then carries the hosts needed for a data
-  // stall of at most kSizingStall at this step's demand.
+  // stall of at most kSizingStall (feed_metrics.h) at this step's demand.
   double data_capacity_per_host = 0;
   int data_hosts = 0;
 };
-
-// The stall the metrics' data_hosts_needed is sized for.
-inline constexpr double kSizingStall = 0.05;
 
 struct RunTotals {
   uint64_t steps = 0;

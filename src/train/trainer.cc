@@ -19,6 +19,8 @@
 #include "src/client/remote_loader.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
+#include "src/metrics/feed_metrics.h"
+#include "src/metrics/metrics_endpoint.h"
 #include "src/train/checkpoint.h"
 #include "src/train/communicator.h"
 #include "src/train/device_feed.h"
@@ -207,6 +209,8 @@ class RankTrainer {
  private:
   // A checkpoint was asked for (--resume): where it says training stands.
   absl::Status Resume();
+  // --metrics-port: the endpoint, serving from its first scrape.
+  absl::Status ServeMetrics();
   void PlanSteps();
   absl::Status TrainEpoch(uint32_t epoch, BatchFeeder& feeder, ProgressLine& progress);
   // Forward, backward (gradient buckets all-reducing meanwhile), update; or
@@ -239,9 +243,13 @@ class RankTrainer {
   // them, destroyed before them.
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<MetricsWriter> metrics_;
-  // Rank 0 with a metrics file: the data group's capacity for the scaling
-  // signal in its metrics lines.
+  // Rank 0 with a metrics file or port: the data group's capacity for the
+  // scaling signal in its metrics.
   std::unique_ptr<DataGroupWatch> data_group_;
+  // Rank 0 with a metrics port: its steps as Prometheus scrapes them. The
+  // endpoint reads both above: declared after them, destroyed before them.
+  std::unique_ptr<FeedMetrics> feed_;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   SampleLog sample_log_;
   std::optional<LrSchedule> schedule_;
   int64_t steps_per_epoch_ = 0;
@@ -311,10 +319,12 @@ absl::Status RankTrainer::SetUp() {
                                                static_cast<size_t>(options_.bucket_bytes));
   ASSIGN_OR_RETURN(metrics_, MetricsWriter::Open(options_.metrics_file, options_.rendezvous.rank,
                                                  start_.step > 0));
-  if (options_.rendezvous.rank == 0 && !options_.metrics_file.empty()) {
+  if (options_.rendezvous.rank == 0 &&
+      (!options_.metrics_file.empty() || options_.metrics_port >= 0)) {
     data_group_ = std::make_unique<DataGroupWatch>(options_.data.servers, options_.data.auth_token,
                                                    options_.data.tls);
   }
+  RETURN_IF_ERROR(ServeMetrics());
   RETURN_IF_ERROR(
       sample_log_.Open(options_.sample_log_dir, options_.rendezvous.rank, start_.step > 0));
   PlanSteps();
@@ -329,6 +339,21 @@ absl::Status RankTrainer::SetUp() {
         loader_->dataset().num_samples, num_classes, options_.rendezvous.world_size,
         options_.data.batch_size, steps_per_epoch_, total_steps_, reducer_->num_buckets());
   }
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::ServeMetrics() {
+  if (options_.metrics_port < 0) {
+    return absl::OkStatus();
+  }
+  feed_ = std::make_unique<FeedMetrics>("train", options_.rendezvous.world_size);
+  ASSIGN_OR_RETURN(metrics_endpoint_,
+                   MetricsEndpoint::Start("0.0.0.0", options_.metrics_port,
+                                          [feed = feed_.get(), watch = data_group_.get()] {
+                                            return feed->Render(watch->capacity(),
+                                                                HETERODL_VERSION);
+                                          }));
+  LogInfo("Prometheus metrics at http://0.0.0.0:%d/metrics", metrics_endpoint_->port());
   return absl::OkStatus();
 }
 
@@ -481,6 +506,10 @@ void RankTrainer::FlushSteps(ProgressLine& progress) {
     StepRecord& record = pending_[i].record;
     record.loss = value[static_cast<int64_t>(i)];
     metrics_->RecordStep(record);
+    if (feed_ != nullptr) {
+      feed_->RecordStep({record.step_ms / 1000, record.data_wait_ms / 1000, record.batch_size,
+                         record.failed_samples});
+    }
     progress.Show(
         absl::StrFormat(
             "epoch %d step %d/%d  loss %.4f  lr %.4g  step %.1f ms  %.0f img/s  data wait %.1f ms "

@@ -73,6 +73,9 @@ struct TrainerOptions {
   std::string final_model_dir;
 
   std::string metrics_file;  // JSON lines, one per step; empty: none
+  // >= 0 (rank 0): Prometheus metrics of the data feed at
+  // http://0.0.0.0:metrics_port/metrics (0: any free port, logged).
+  int metrics_port = -1;
   // When set, each rank writes DIR/rank<R>.samples: "epoch batch index" per
   // sample it trained on (for exactly-once checks).
   std::string sample_log_dir;

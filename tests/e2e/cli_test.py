@@ -100,6 +100,8 @@ class UsageErrorTest(unittest.TestCase):
             (["serve", self.dataset], "takes no arguments, got"),
             (["train", "--data-servers", "127.0.0.1:99999"], "is not host:port"),
             (["train", "--data-servers", "a:1,fe80::1:5"], "'fe80::1:5' is not host:port"),
+            (["train", "--data-servers", "a:1", "--metrics-port", "70000"],
+             "--metrics-port must be in [-1, 65535] (-1: off, 0: any free port)"),
             (["serve", "--log-level", "loud"], "--log-level must be one of"),
             (["dataset", "sample", os.path.join(self.tmp, "never"), "--formats", "jpg"],
              "--formats: unknown format 'jpg'"),

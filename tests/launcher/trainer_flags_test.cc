@@ -46,6 +46,7 @@ TEST(TrainerFlagsTest, FlagsBecomeTheRanksComposedOptions) {
   absl::SetFlag(&FLAGS_memory_format, "channels_last");
   absl::SetFlag(&FLAGS_bucket_mb, 2.0);
   absl::SetFlag(&FLAGS_metrics_file, "/tmp/metrics.jsonl");
+  absl::SetFlag(&FLAGS_metrics_port, 9401);
   ASSERT_OK_AND_ASSIGN(const TrainerOptions options, TrainerOptionsFromFlags());
 
   EXPECT_EQ(options.data.servers.fixed, (std::vector<std::string>{"algo-2:50051", "algo-3:50051"}));
@@ -71,8 +72,15 @@ TEST(TrainerFlagsTest, FlagsBecomeTheRanksComposedOptions) {
   EXPECT_EQ(options.precision, Precision::kBf16);
   EXPECT_EQ(options.memory_format, MemoryFormat::kChannelsLast);
   EXPECT_EQ(options.bucket_bytes, 2 << 20);
-  // One metrics file per job: rank 0's; this is rank 3.
+  // One metrics file and one metrics endpoint per job: rank 0's; this is
+  // rank 3.
   EXPECT_EQ(options.metrics_file, "");
+  EXPECT_EQ(options.metrics_port, -1);
+
+  absl::SetFlag(&FLAGS_rank, 0);
+  ASSERT_OK_AND_ASSIGN(const TrainerOptions leader, TrainerOptionsFromFlags());
+  EXPECT_EQ(leader.metrics_file, "/tmp/metrics.jsonl");
+  EXPECT_EQ(leader.metrics_port, 9401);
 }
 
 TEST(TrainerFlagsTest, DefaultsAreTheDocumentedOnes) {
@@ -84,6 +92,7 @@ TEST(TrainerFlagsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.precision, Precision::kAuto);
   EXPECT_EQ(options.memory_format, MemoryFormat::kContiguous);
   EXPECT_TRUE(options.data.servers.empty());
+  EXPECT_EQ(options.metrics_port, -1);  // off
 }
 
 TEST(TrainerFlagsTest, EveryTextChoiceIsRefusedNamingItsFlag) {
