@@ -13,6 +13,11 @@ resumes) and the final weights to /opt/ml/model.
 
 `--dry-run` prints the CreateTrainingJob request the SDK would send, without
 calling AWS (tests/examples/examples_test.py checks it).
+
+The job's metrics (step time, data wait, stall, images/s, loss) reach
+CloudWatch and the SageMaker console through METRIC_DEFINITIONS: regular
+expressions over the log lines the trainer's leader already writes, one
+per step, and the summary at the end (docs/operations.md, "Monitoring").
 """
 
 import argparse
@@ -32,6 +37,25 @@ from sagemaker.inputs import TrainingInput  # noqa: E402
 from sagemaker.instance_group import InstanceGroup  # noqa: E402
 
 
+# SageMaker reads each metric from the first capture group of its regex in
+# every log line of the job's hosts. The leader's progress line is
+#   epoch 0 step 4/30  loss 2.3012  lr 0.04878  step 83.8 ms  95 img/s  data wait 3.6 ms (4%)
+# and its last line `summary {JSON of the run}`; the tests check these
+# against a recorded log and the same run's metrics file.
+METRIC_DEFINITIONS = [
+    {"Name": "heterodl:step_ms", "Regex": r" step \d+/\d+ .* step ([0-9.]+) ms "},
+    {"Name": "heterodl:images_per_sec", "Regex": r" step \d+/\d+ .* ([0-9.]+) img/s "},
+    {"Name": "heterodl:data_wait_ms", "Regex": r" data wait ([0-9.]+) ms \("},
+    {"Name": "heterodl:data_stall_percent", "Regex": r" data wait [0-9.]+ ms \(([0-9.]+)%\)"},
+    {"Name": "heterodl:loss", "Regex": r" step \d+/\d+  loss ([0-9.]+) "},
+    # JSON numbers may have an exponent (a stall of 1e-05 percent).
+    {"Name": "heterodl:run_images_per_sec",
+     "Regex": r' summary \{.*"images_per_sec":([0-9.eE+-]+)'},
+    {"Name": "heterodl:run_data_stall_percent",
+     "Regex": r' summary \{.*"data_stall_percent":([0-9.eE+-]+)'},
+]
+
+
 def build_estimator(args, session):
     groups = [
         InstanceGroup("data_group", args.data_instance, args.data_count),
@@ -49,6 +73,7 @@ def build_estimator(args, session):
         output_path=args.output,
         checkpoint_s3_uri=args.checkpoint_s3_uri or f"{args.output.rstrip('/')}/checkpoints",
         max_run=args.max_run,
+        metric_definitions=METRIC_DEFINITIONS,
         sagemaker_session=session,
     )
 

@@ -9,6 +9,7 @@
 #include "src/client/remote_loader.h"
 #include "src/common/fingerprint.h"
 #include "src/common/memory/cuda_host_allocator.h"
+#include "src/python/loader_metrics.h"
 #include "src/python/python_array.h"
 #include "src/python/python_errors.h"
 
@@ -17,9 +18,11 @@ namespace {
 
 struct LoaderObject {
   PyObject_HEAD RemoteLoader* loader;
+  LoaderMetrics* metrics;  // null unless metrics_port was given
 };
 
 RemoteLoader& Loader(PyObject* self) { return *reinterpret_cast<LoaderObject*>(self)->loader; }
+LoaderMetrics* Metrics(PyObject* self) { return reinterpret_cast<LoaderObject*>(self)->metrics; }
 
 // The server list, a Python list of str.
 bool ParseServers(PyObject* list, std::vector<std::string>& servers) {
@@ -39,29 +42,18 @@ bool ParseServers(PyObject* list, std::vector<std::string>& servers) {
 }
 
 PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {"servers",
-                                   "batch_size",
-                                   "pipeline",
-                                   "rank",
-                                   "world_size",
-                                   "seed",
-                                   "drop_last",
-                                   "shuffle",
-                                   "max_buffered_mb",
-                                   "connections_per_server",
-                                   "connect_timeout",
-                                   "stall_timeout",
-                                   "auth_token",
-                                   "pin_memory",
-                                   "tls_ca",
-                                   "tls_cert",
-                                   "tls_key",
-                                   "tls_server_name",
-                                   "pixel_channel",
-                                   "pin_device",
-                                   "servers_file",
-                                   "servers_dns",
-                                   nullptr};
+  static const char* keywords[] = {"servers",         "batch_size",
+                                   "pipeline",        "rank",
+                                   "world_size",      "seed",
+                                   "drop_last",       "shuffle",
+                                   "max_buffered_mb", "connections_per_server",
+                                   "connect_timeout", "stall_timeout",
+                                   "auth_token",      "pin_memory",
+                                   "tls_ca",          "tls_cert",
+                                   "tls_key",         "tls_server_name",
+                                   "pixel_channel",   "pin_device",
+                                   "servers_file",    "servers_dns",
+                                   "metrics_port",    nullptr};
   PyObject* servers = nullptr;
   unsigned int batch_size = 0, rank = 0, world_size = 1;
   unsigned long long seed = 0;
@@ -70,14 +62,14 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   const char *tls_ca = "", *tls_cert = "", *tls_key = "", *tls_server_name = "";
   const char *servers_file = "", *servers_dns = "";
   int drop_last = 0, shuffle = 1, pin_memory = 0, pixel_channel = 1, pin_device = 0;
-  int connections_per_server = 2;
+  int connections_per_server = 2, metrics_port = -1;
   double max_buffered_mb = 1024, connect_timeout = 60, stall_timeout = 60;
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwargs, "OIsIIKppdiddzpssssp|iss", const_cast<char**>(keywords), &servers,
+          args, kwargs, "OIsIIKppdiddzpssssp|issi", const_cast<char**>(keywords), &servers,
           &batch_size, &pipeline, &rank, &world_size, &seed, &drop_last, &shuffle, &max_buffered_mb,
           &connections_per_server, &connect_timeout, &stall_timeout, &auth_token, &pin_memory,
           &tls_ca, &tls_cert, &tls_key, &tls_server_name, &pixel_channel, &pin_device,
-          &servers_file, &servers_dns)) {
+          &servers_file, &servers_dns, &metrics_port)) {
     return nullptr;
   }
   RemoteLoaderOptions options;
@@ -119,19 +111,33 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   Py_BEGIN_ALLOW_THREADS  // waits for servers
       loader = RemoteLoader::Connect(options);
   Py_END_ALLOW_THREADS if (!loader.ok()) { return RaiseStatus(loader.status()); }
+  std::unique_ptr<LoaderMetrics> metrics;
+  if (metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<LoaderMetrics>> started =
+        LoaderMetrics::Start(metrics_port, options);
+    if (!started.ok()) {
+      Py_BEGIN_ALLOW_THREADS  // closing streams joins the loader's threads
+          loader->reset();
+      Py_END_ALLOW_THREADS return RaiseStatus(started.status());
+    }
+    metrics = *std::move(started);
+  }
 
   PyObject* self = AllocateInstance(type);
   if (self == nullptr) {
     return nullptr;
   }
   reinterpret_cast<LoaderObject*>(self)->loader = loader->release();
+  reinterpret_cast<LoaderObject*>(self)->metrics = metrics.release();
   return self;
 }
 
 void Dealloc(PyObject* self) {
   RemoteLoader* loader = reinterpret_cast<LoaderObject*>(self)->loader;
-  Py_BEGIN_ALLOW_THREADS  // closing streams joins the loader's threads
-      delete loader;
+  LoaderMetrics* metrics = Metrics(self);
+  Py_BEGIN_ALLOW_THREADS  // closing streams and the endpoint joins their threads
+      delete metrics;
+  delete loader;
   Py_END_ALLOW_THREADS FreeInstance(self);
 }
 
@@ -144,6 +150,9 @@ PyObject* SetEpoch(PyObject* self, PyObject* args) {
   const absl::Status status = Loader(self).SetEpoch(epoch, next_batch);
   if (!status.ok()) {
     return RaiseStatus(status);
+  }
+  if (LoaderMetrics* metrics = Metrics(self)) {
+    metrics->IterationStarted();
   }
   Py_RETURN_NONE;
 }
@@ -247,11 +256,15 @@ PyObject* ToPython(PyObject* self, Batch&& received) {
 PyObject* Next(PyObject* self, PyObject* /*unused*/) {
   absl::StatusOr<std::optional<Batch>> batch;
   RemoteLoader& loader = Loader(self);
+  const absl::Time asked = absl::Now();
   Py_BEGIN_ALLOW_THREADS  // the trainer's other threads go on
       batch = loader.Next();
   Py_END_ALLOW_THREADS if (!batch.ok()) { return RaiseStatus(batch.status()); }
   if (!batch->has_value()) {
     Py_RETURN_NONE;
+  }
+  if (LoaderMetrics* metrics = Metrics(self)) {
+    metrics->Taken(asked, absl::Now(), **batch);
   }
   return ToPython(self, std::move(**batch));
 }
@@ -352,6 +365,13 @@ PyObject* Fingerprint(PyObject* self, PyObject* /*unused*/) {
   return PyUnicode_FromStringAndSize(hex.data(), static_cast<Py_ssize_t>(hex.size()));
 }
 
+PyObject* MetricsPort(PyObject* self, PyObject* /*unused*/) {
+  if (const LoaderMetrics* metrics = Metrics(self)) {
+    return PyLong_FromLong(metrics->port());
+  }
+  Py_RETURN_NONE;
+}
+
 Py_ssize_t Length(PyObject* self) { return static_cast<Py_ssize_t>(Loader(self).size()); }
 
 PyMethodDef kMethods[] = {
@@ -368,6 +388,8 @@ PyMethodDef kMethods[] = {
      "a user's own Python dataset's sample structure (SampleNode as JSON), or None"},
     {"samples_per_rank", SamplesPerRank, METH_NOARGS, "samples of this rank per epoch"},
     {"fingerprint", Fingerprint, METH_NOARGS, "the dataset's fingerprint, in hex"},
+    {"metrics_port", MetricsPort, METH_NOARGS,
+     "the port serving Prometheus metrics at /metrics, or None"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyType_Slot kSlots[] = {

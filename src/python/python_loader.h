@@ -9,7 +9,8 @@
 //          drop_last, shuffle, max_buffered_mb, connections_per_server,
 //          connect_timeout, stall_timeout, auth_token: str | None,
 //          pin_memory, tls_ca, tls_cert, tls_key, tls_server_name,
-//          pixel_channel, pin_device=0)
+//          pixel_channel, pin_device=0, servers_file="", servers_dns="",
+//          metrics_port=-1)
 //   .set_epoch(epoch, next_batch=0)  -> None, the loader starts fetching
 //   .next() -> (images, labels, indices, failed, epoch, index,
 //               decoded_with_warnings, {other field: Array},
@@ -20,6 +21,7 @@
 //              ones
 //   .position() -> (epoch, next_batch);  .stats() -> dict;  len(loader)
 //   .class_names() -> list[str];  .num_samples() -> int
+//   .metrics_port() -> int | None: where its Prometheus metrics are served
 #ifndef HETERODL_SRC_PYTHON_PYTHON_LOADER_H_
 #define HETERODL_SRC_PYTHON_PYTHON_LOADER_H_
 

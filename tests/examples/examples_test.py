@@ -411,6 +411,40 @@ class ExamplesTest(unittest.TestCase):
 
     # ---- examples/sagemaker ----
 
+    def check_metric_definitions(self, definitions):
+        """SageMaker's metric regexes over a recorded job log (recorded/
+        record.sh) find exactly what the same run's metrics file says, as
+        its lines print it, once per step, and nothing in other lines."""
+        recorded = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorded")
+        with open(os.path.join(recorded, "sagemaker_job.log")) as f:
+            lines = f.read().splitlines()
+        with open(os.path.join(recorded, "sagemaker_steps.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+        steps = [row for row in rows if "summary" not in row]
+        summary = rows[-1]["summary"]
+        self.assertGreater(len(steps), 10)
+        expected = {
+            "heterodl:step_ms": [f"{row['step_ms']:.1f}" for row in steps],
+            "heterodl:images_per_sec": [f"{row['images_per_sec']:.0f}" for row in steps],
+            "heterodl:data_wait_ms": [f"{row.get('data_wait_ms', 0):.1f}" for row in steps],
+            "heterodl:data_stall_percent": [
+                f"{100 * row.get('data_wait_ms', 0) / row['step_ms']:.0f}" for row in steps],
+            "heterodl:loss": [f"{row.get('loss', 0):.4f}" for row in steps],
+        }
+        found = {}
+        for definition in definitions:
+            self.assertRegex(definition["Name"], r"^heterodl:[a-z_]+$")
+            pattern = re.compile(definition["Regex"])
+            self.assertEqual(pattern.groups, 1, definition)
+            found[definition["Name"]] = [m.group(1) for m in map(pattern.search, lines) if m]
+        for name, values in expected.items():
+            self.assertEqual(found.pop(name), values, name)
+        self.assertEqual([float(v) for v in found.pop("heterodl:run_images_per_sec")],
+                         [summary["images_per_sec"]])
+        self.assertEqual([float(v) for v in found.pop("heterodl:run_data_stall_percent")],
+                         [summary["data_stall_percent"]])
+        self.assertEqual(found, {})  # every definition checked
+
     def test_the_sagemaker_request_has_both_groups_and_the_launcher(self):
         result = subprocess.run(
             [sys.executable, os.path.join(EXAMPLES, "sagemaker", "launch.py"), "--dry-run",
@@ -434,6 +468,7 @@ class ExamplesTest(unittest.TestCase):
         self.assertEqual(channel["DataSource"]["S3DataSource"]["InstanceGroupNames"],
                          ["data_group"])
         self.assertIn("CheckpointConfig", request)
+        self.check_metric_definitions(spec["MetricDefinitions"])
 
         with open(os.path.join(EXAMPLES, "sagemaker", "Dockerfile")) as f:
             dockerfile = f.read()

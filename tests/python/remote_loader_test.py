@@ -641,6 +641,70 @@ class RemoteDataLoaderTest(unittest.TestCase):
         self.assertEqual(nothing.returncode, 2)
         self.assertIn("lists no server", nothing.stderr)
 
+    def test_metrics_port_serves_the_steps_the_loop_took(self):
+        import urllib.request
+
+        def scrape(port):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
+                self.assertTrue(page.headers["Content-Type"].startswith("text/plain; version=0.0.4"))
+                text = page.read().decode()
+            values = {}
+            for line in text.splitlines():
+                if line and not line.startswith("#"):
+                    series, value = line.rsplit(" ", 1)
+                    values[series] = float(value)
+            return text, values
+
+        self.assertIsNone(self.loader().metrics_port)
+        loader = self.loader(batch_size=8, world_size=2, rank=1, metrics_port=0)
+        port = loader.metrics_port
+        self.assertGreater(port, 0)
+        _, before = scrape(port)
+        self.assertEqual(before["heterodl_steps_total"], 0)
+        batches, samples, waited = 0, 0, 0.0
+        for epoch in (0, 1):
+            loader.set_epoch(epoch)
+            for images, _ in loader:
+                batches += 1
+                samples += len(images)
+                time.sleep(0.02)  # the loop's own work: a step is longer than its wait
+        text, after = scrape(port)
+        self.assertEqual(after["heterodl_steps_total"], batches)
+        self.assertEqual(after['heterodl_delivered_samples_total{status="ok"}'], samples)
+        self.assertEqual(after['heterodl_delivered_samples_total{status="failed"}'], 0)
+        self.assertEqual(after["heterodl_step_seconds_count"], batches)
+        self.assertEqual(after["heterodl_data_wait_seconds_count"], batches)
+        # Each step holds the loop's 20 ms, except each iteration's first,
+        # which is its wait alone.
+        self.assertGreaterEqual(after["heterodl_step_seconds_sum"], (batches - 2) * 0.02)
+        self.assertLess(after["heterodl_data_wait_seconds_sum"], after["heterodl_step_seconds_sum"])
+        self.assertTrue(0 <= after["heterodl_data_stall_ratio"] < 1, text)
+        self.assertEqual(after["heterodl_world_size"], 2)
+        self.assertIn('heterodl_build_info{version="' + heterodl.__version__ + '",role="loader"} 1',
+                      text)
+        # The data group's capacity, once the loader's watch has polled it.
+        deadline = time.time() + 30
+        while "heterodl_data_hosts_needed" not in after and time.time() < deadline:
+            time.sleep(0.2)
+            text, after = scrape(port)
+        self.assertEqual(after["heterodl_data_hosts"], 2, text)
+        self.assertGreaterEqual(after["heterodl_data_hosts_needed"], 1)
+        import shutil
+        if shutil.which("promtool"):
+            check = subprocess.run(["promtool", "check", "metrics"], input=text,
+                                   capture_output=True, text=True, timeout=60)
+            self.assertEqual((check.returncode, check.stdout + check.stderr), (0, ""))
+        # A second loader cannot take the same port, and says which.
+        with self.assertRaisesRegex(ConnectionError, f"cannot listen for metrics on 0.0.0.0:{port}"):
+            self.loader(metrics_port=port)
+        with self.assertRaises(ValueError):
+            self.loader(metrics_port=70000)
+        del loader  # the endpoint goes with it (dataset and sampler refer back to it)
+        import gc
+        gc.collect()
+        with self.assertRaises(OSError):
+            scrape(port)
+
     def test_the_api_describes_itself(self):
         self.assertRegex(heterodl.__version__, r"^\d+\.\d+\.\d+$")
         doc = heterodl.RemoteDataLoader.__doc__

@@ -492,6 +492,14 @@ class RemoteDataLoader:
             (docs/operations.md).
         pixel_channel: receive pixels on the servers' pixel channels (not
             under TLS); False sends them through gRPC.
+        metrics_port: serve Prometheus metrics of this rank's data feed at
+            http://0.0.0.0:PORT/metrics (0: any free port, then see
+            `metrics_port`): steps, the time each waited for its batch,
+            stall, delivered samples, and the data hosts needed, as
+            `heterodl train --metrics-port` serves them (docs/operations.md,
+            "Monitoring"). A step is the time between two batches the loop
+            takes. Give it on one rank (rank 0), or a port per rank.
+            Default None: off.
 
     Attributes (read-only):
         batch_size, drop_last, shuffle, seed, rank, world_size, pin_memory:
@@ -507,6 +515,7 @@ class RemoteDataLoader:
             class_names[i]); the same list as dataset.classes.
         num_samples: samples in the dataset, all ranks together.
         servers: the data servers in use now.
+        metrics_port: the port serving Prometheus metrics, or None.
         batch_sampler, collate_fn, worker_init_fn, generator,
         prefetch_factor, multiprocessing_context: None, and num_workers 0,
         persistent_workers False, timeout 0: what a DataLoader that does
@@ -537,7 +546,8 @@ class RemoteDataLoader:
                  tls_ca: str = "", tls_cert: str = "", tls_key: str = "",
                  tls_server_name: str = "", pixel_channel: bool = True,
                  servers_file: str = "", servers_dns: str = "",
-                 views: Optional[Sequence[Tuple[int, str]]] = None):
+                 views: Optional[Sequence[Tuple[int, str]]] = None,
+                 metrics_port: Optional[int] = None):
         servers_file = os.fspath(servers_file)
         servers_file = _string("servers_file", servers_file)
         servers_dns = _string("servers_dns", servers_dns)
@@ -597,7 +607,8 @@ class RemoteDataLoader:
             self.batch_size, rank, world_size, self.shuffle, self.drop_last,
             _positive("max_buffered_mb", max_buffered_mb, "MB"),
             _integer("connections_per_server", connections_per_server, 1, 16), self.pin_memory,
-            pin_device)
+            pin_device, -1 if metrics_port is None else _integer("metrics_port", metrics_port, 0,
+                                                                 65535))
         self._sample_loader = None  # dataset[i]'s, made on first use
         self.dataset = _RemoteDataset(self, self._loader.num_samples(),
                                       self._loader.class_names())
@@ -605,13 +616,13 @@ class RemoteDataLoader:
 
     def _connect(self, batch_size: int, rank: int, world_size: int, shuffle: bool,
                  drop_last: bool, max_buffered_mb: float, connections_per_server: int,
-                 pin_memory: bool, pin_device: int):
+                 pin_memory: bool, pin_device: int, metrics_port: int = -1):
         c = self._connection
         return _heterodl.Loader(
             self._servers, batch_size, c["pipeline"], rank, world_size, self.seed, drop_last,
             shuffle, max_buffered_mb, connections_per_server, c["connect_timeout"],
             c["stall_timeout"], self._auth_token, pin_memory, *self._tls, c["pixel_channel"],
-            pin_device, c["servers_file"], c["servers_dns"])
+            pin_device, c["servers_file"], c["servers_dns"], metrics_port)
 
     def _sample_batch(self, index: int) -> Batch:
         """A batch holding sample `index` alone, built by a server: batch
@@ -734,6 +745,12 @@ class RemoteDataLoader:
         """The data servers in use now (they change with servers_file and
         servers_dns)."""
         return list(self._loader.stats()["servers"])
+
+    @property
+    def metrics_port(self) -> Optional[int]:
+        """The port serving this loader's Prometheus metrics at /metrics
+        (the one bound when metrics_port=0 was given), or None."""
+        return self._loader.metrics_port()
 
     @property
     def format(self) -> str:
