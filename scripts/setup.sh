@@ -33,13 +33,14 @@ if ! .venv/bin/python -c "import torch, torchvision, sys; sys.exit(torch.__versi
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}" numpy pillow
 fi
-# What the examples' tests need: PyYAML (the Kubernetes manifest) and the
+# What the examples' tests need: PyYAML and kubernetes-validate (the
+# Kubernetes manifests, against the Kubernetes API's own schemas), the
 # SageMaker Python SDK v2 (the training-job request, built offline); and
 # PyTorch Lightning, whose Trainer checkpoints and resumes the Python loader
 # in tests/python/lightning_test.py.
-if ! SAGEMAKER_SUPPRESS_V2_WARNING=1 .venv/bin/python -c "import yaml, sagemaker" 2>/dev/null; then
-  echo "setup: installing pyyaml and the SageMaker SDK into .venv"
-  .venv/bin/pip install -q pyyaml "sagemaker>=2.230,<3"
+if ! SAGEMAKER_SUPPRESS_V2_WARNING=1 .venv/bin/python -c "import yaml, sagemaker, kubernetes_validate" 2>/dev/null; then
+  echo "setup: installing pyyaml, kubernetes-validate and the SageMaker SDK into .venv"
+  .venv/bin/pip install -q pyyaml "sagemaker>=2.230,<3" "kubernetes-validate>=1.30"
 fi
 if ! .venv/bin/python -c "import lightning" 2>/dev/null; then
   echo "setup: installing PyTorch Lightning into .venv"

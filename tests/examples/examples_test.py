@@ -381,6 +381,146 @@ class ExamplesTest(unittest.TestCase):
                        "jobset heterodl-train", "ownerReferences"):
             self.assertIn(needed, text)
 
+    def served_metric_names(self):
+        """The metric families a data server and a Python loader's data feed
+        (the families train --metrics-port serves) really expose."""
+        port = free_port()
+        server, address = start_server(HETERODL, self.dataset, os.path.join(self.tmp, "mport"),
+                                       "--metrics-port", str(port))
+        # The loader's sizing families appear once its watch has polled the
+        # server and it has seen steps that computed.
+        script = (
+            "import sys, time, urllib.request, heterodl\n"
+            "loader = heterodl.RemoteDataLoader(sys.argv[1], batch_size=4, format='numpy', "
+            "metrics_port=0)\n"
+            "def page(port):\n"
+            "    return urllib.request.urlopen(f'http://127.0.0.1:{port}/metrics').read().decode()\n"
+            "deadline = time.time() + 60\n"
+            "while 'heterodl_data_hosts_needed' not in page(loader.metrics_port) "
+            "and time.time() < deadline:\n"
+            "    for batch in loader:\n"
+            "        time.sleep(0.01)\n"
+            "print(page(sys.argv[2]), page(loader.metrics_port))\n")
+        try:
+            result = subprocess.run(
+                [sys.executable, "-c", script, address, str(port)], capture_output=True,
+                text=True, timeout=120,
+                env={**os.environ, "PYTHONPATH": os.path.join(BUILD_DIR, "python")})
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        return set(re.findall(r"(?m)^# TYPE (\w+) ", result.stdout))
+
+    def test_the_data_group_scales_on_the_leaders_hosts_needed(self):
+        import kubernetes_validate
+        kube = os.path.join(EXAMPLES, "kubernetes")
+
+        def documents(name):
+            with open(os.path.join(kube, name)) as f:
+                return {doc["kind"]: doc for doc in yaml.safe_load_all(f)}
+
+        elastic, monitoring = documents("elastic.yaml"), documents("monitoring.yaml")
+        keda, hpa = documents("keda.yaml"), documents("hpa.yaml")
+        # The Kubernetes API's own schemas, for every built-in kind (the
+        # operators' kinds are checked field by field below).
+        for doc in [*elastic.values(), *hpa.values()]:
+            if doc["kind"] != "JobSet":
+                kubernetes_validate.validate(doc, "1.30", strict=True)
+        service, deployment, jobset = (elastic[k] for k in ("Service", "Deployment", "JobSet"))
+        data = deployment["spec"]["template"]["spec"]["containers"][0]
+        trainer_pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        trainer = trainer_pod["spec"]["containers"][0]
+
+        def metrics_port(container):
+            env = {e["name"]: e["value"] for e in container["env"]}
+            [port] = [p["containerPort"] for p in container["ports"] if p.get("name") == "metrics"]
+            self.assertEqual(int(env["HETERODL_METRICS_PORT"]), port)
+            return port
+
+        # Each group's pods serve where the monitors look.
+        service_ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
+        self.assertEqual(service_ports["metrics"], metrics_port(data))
+        metrics_port(trainer)
+        service_monitor, pod_monitor = monitoring["ServiceMonitor"], monitoring["PodMonitor"]
+        self.assertEqual(service_monitor["apiVersion"], "monitoring.coreos.com/v1")
+        self.assertLessEqual(service_monitor["spec"]["selector"]["matchLabels"].items(),
+                             service["metadata"]["labels"].items())
+        self.assertEqual([e["port"] for e in service_monitor["spec"]["endpoints"]], ["metrics"])
+        data_job = service["metadata"]["labels"][service_monitor["spec"]["jobLabel"]]
+        self.assertEqual(data_job, "heterodl-data")
+        selector = pod_monitor["spec"]["selector"]["matchLabels"]
+        pod_labels = trainer_pod["metadata"]["labels"]
+        self.assertEqual(selector["jobset.sigs.k8s.io/jobset-name"], jobset["metadata"]["name"])
+        self.assertEqual(selector["app.kubernetes.io/name"], pod_labels["app.kubernetes.io/name"])
+        # Global rank 0, the one that serves, runs on the first pod.
+        self.assertEqual(selector["batch.kubernetes.io/job-completion-index"], "0")
+        self.assertEqual([e["port"] for e in pod_monitor["spec"]["podMetricsEndpoints"]],
+                         ["metrics"])
+        train_job = pod_labels[pod_monitor["spec"]["jobLabel"]]
+        self.assertEqual(train_job, "heterodl-train")
+
+        # Both autoscalers scale the data Deployment to the leader's value.
+        scaled = keda["ScaledObject"]
+        self.assertEqual(scaled["apiVersion"], "keda.sh/v1alpha1")
+        target = scaled["spec"]["scaleTargetRef"]
+        self.assertEqual((target["kind"], target["name"]), ("Deployment", deployment["metadata"]["name"]))
+        [trigger] = scaled["spec"]["triggers"]
+        self.assertEqual((trigger["type"], trigger["metricType"]), ("prometheus", "AverageValue"))
+        self.assertEqual(trigger["metadata"]["query"],
+                         f'max(heterodl_data_hosts_needed{{job="{train_job}"}})')
+        self.assertEqual(trigger["metadata"]["threshold"], "1")  # replicas = the value
+        self.assertLessEqual(scaled["spec"]["minReplicaCount"], scaled["spec"]["fallback"]["replicas"])
+        autoscaler = hpa["HorizontalPodAutoscaler"]
+        self.assertEqual(autoscaler["spec"]["scaleTargetRef"]["name"], deployment["metadata"]["name"])
+        [metric] = autoscaler["spec"]["metrics"]
+        self.assertEqual(metric["external"]["target"], {"type": "AverageValue", "averageValue": "1"})
+        self.assertEqual(metric["external"]["metric"]["selector"]["matchLabels"], {"job": train_job})
+        adapter = yaml.safe_load(hpa["ConfigMap"]["data"]["config.yaml"])
+        [rule] = adapter["externalRules"]
+        self.assertEqual(rule["name"]["as"], metric["external"]["metric"]["name"])
+        self.assertTrue(rule["seriesQuery"].startswith("heterodl_data_hosts_needed{"))
+        self.assertIn("<<.LabelMatchers>>", rule["metricsQuery"])
+
+        # The dashboard's queries: valid PromQL over families heterodl serves.
+        with open(os.path.join(kube, "grafana", "heterodl-dashboard.json")) as f:
+            dashboard = json.load(f)
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        self.assertEqual(variables["data_job"]["current"]["value"], data_job)
+        self.assertEqual(variables["train_job"]["current"]["value"], train_job)
+        expressions = [trigger["metadata"]["query"]]
+        for panel in dashboard["panels"]:
+            self.assertEqual(panel["datasource"]["uid"], "${datasource}")
+            self.assertTrue(panel["targets"], panel["title"])
+            expressions += [t["expr"] for t in panel["targets"]]
+        titles = " ".join(p["title"] for p in dashboard["panels"])
+        for shown in ("Data wait", "stall", "per data host", "needed and running"):
+            self.assertIn(shown, titles)
+        served = self.served_metric_names() | {"up"}
+        for expression in expressions:
+            for name in re.findall(r"\b(heterodl_\w+|up)\{", expression):
+                base = re.sub(r"_(bucket|sum|count)$", "", name)
+                self.assertTrue(name in served or base in served, (name, expression))
+        if shutil.which("promtool"):
+            rules = os.path.join(self.tmp, "dashboard-rules.yml")
+            with open(rules, "w") as f:
+                yaml.safe_dump({"groups": [{"name": "dashboard", "rules": [
+                    {"record": f"heterodl:panel_{i}", "expr": expression
+                     .replace("$train_job", train_job).replace("$data_job", data_job)
+                     .replace("$__rate_interval", "1m")}
+                    for i, expression in enumerate(expressions)]}]}, f)
+            check = subprocess.run(["promtool", "check", "rules", rules], capture_output=True,
+                                   text=True, timeout=60)
+            self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+
+        # elastic.sh applies either autoscaler and ties it to the JobSet.
+        script = os.path.join(kube, "elastic.sh")
+        with open(script) as f:
+            text = f.read()
+        for needed in ("keda.yaml", "hpa.yaml", "scaledobject heterodl-data",
+                       "horizontalpodautoscaler heterodl-data"):
+            self.assertIn(needed, text)
+
     # ---- examples/slurm ----
 
     def test_the_sbatch_script_is_a_heterogeneous_job_the_launcher_reads(self):
