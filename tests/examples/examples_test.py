@@ -513,6 +513,20 @@ class ExamplesTest(unittest.TestCase):
                                    text=True, timeout=60)
             self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
 
+        # The dashboard's picture is redrawn from a real run by its script.
+        if shutil.which("prometheus") and shutil.which("gnuplot"):
+            picture = os.path.join(self.tmp, "dashboard.png")
+            render = subprocess.run(
+                [sys.executable, os.path.join(kube, "grafana", "render_dashboard.py"), "--build",
+                 BUILD_DIR, "--out", picture, "--seconds", "20"],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(render.returncode, 0, render.stdout + render.stderr[-3000:])
+            with open(picture, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            # One data server cannot keep up: the loop keda.yaml describes
+            # scaled the data group up.
+            self.assertRegex(render.stdout, r"1 -> [23] data server\(s\)")
+
         # elastic.sh applies either autoscaler and ties it to the JobSet.
         script = os.path.join(kube, "elastic.sh")
         with open(script) as f:
