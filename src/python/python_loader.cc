@@ -256,14 +256,16 @@ PyObject* ToPython(PyObject* self, Batch&& received) {
 PyObject* Next(PyObject* self, PyObject* /*unused*/) {
   absl::StatusOr<std::optional<Batch>> batch;
   RemoteLoader& loader = Loader(self);
-  const absl::Time asked = absl::Now();
+  LoaderMetrics* metrics = Metrics(self);
+  // The clock is read only for a loader that serves metrics.
+  const absl::Time asked = metrics != nullptr ? absl::Now() : absl::InfinitePast();
   Py_BEGIN_ALLOW_THREADS  // the trainer's other threads go on
       batch = loader.Next();
   Py_END_ALLOW_THREADS if (!batch.ok()) { return RaiseStatus(batch.status()); }
   if (!batch->has_value()) {
     Py_RETURN_NONE;
   }
-  if (LoaderMetrics* metrics = Metrics(self)) {
+  if (metrics != nullptr) {
     metrics->Taken(asked, absl::Now(), **batch);
   }
   return ToPython(self, std::move(**batch));
