@@ -144,6 +144,8 @@ absl::Status CheckFlagValues() {
   RETURN_IF_ERROR(InRange<int32_t>("ranks_per_host", absl::GetFlag(FLAGS_ranks_per_host), 0, 4096));
   RETURN_IF_ERROR(AtLeast("lr", absl::GetFlag(FLAGS_lr), 0));
   RETURN_IF_ERROR(InRange<double>("momentum", absl::GetFlag(FLAGS_momentum), 0, 1));
+  RETURN_IF_ERROR(
+      InRange<double>("max_failed_fraction", absl::GetFlag(FLAGS_max_failed_fraction), 0, 1));
   RETURN_IF_ERROR(AtLeast("weight_decay", absl::GetFlag(FLAGS_weight_decay), 0));
   RETURN_IF_ERROR(AtLeast("warmup_steps", absl::GetFlag(FLAGS_warmup_steps), 0));
   RETURN_IF_ERROR(AtLeast("checkpoint_every", absl::GetFlag(FLAGS_checkpoint_every), 0));

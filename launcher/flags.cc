@@ -152,6 +152,9 @@ ABSL_FLAG(std::string, master_addr, "", "train: rendezvous host (default: the cl
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(120),
           "train: how long to wait for data servers and the other ranks");
 ABSL_FLAG(std::string, metrics_file, "", "train/local: write per-step metrics as JSON lines");
+ABSL_FLAG(double, max_failed_fraction, 0.05,
+          "train/local: stop with an error once more than this share of a rank's samples of an "
+          "epoch could not be read or decoded (each is replaced and logged until then; 1: never)");
 ABSL_FLAG(std::string, sample_log_dir, "",
           "train/local: each rank logs the samples it trained on to DIR/rank<R>.samples");
 
@@ -232,6 +235,7 @@ std::vector<std::string> TrainingFlagsAsArguments() {
           absl::StrCat("--connect_timeout=",
                        absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout))),
           absl::StrCat("--metrics_file=", absl::GetFlag(FLAGS_metrics_file)),
+          absl::StrCat("--max_failed_fraction=", absl::GetFlag(FLAGS_max_failed_fraction)),
           absl::StrCat("--sample_log_dir=", absl::GetFlag(FLAGS_sample_log_dir)),
           absl::StrCat("--auth_token_file=", absl::GetFlag(FLAGS_auth_token_file)),
           absl::StrCat("--tls_cert=", absl::GetFlag(FLAGS_tls_cert)),

@@ -80,6 +80,7 @@ ABSL_DECLARE_FLAG(int32_t, rank);
 ABSL_DECLARE_FLAG(int32_t, world_size);
 ABSL_DECLARE_FLAG(std::string, master_addr);
 ABSL_DECLARE_FLAG(absl::Duration, connect_timeout);
+ABSL_DECLARE_FLAG(double, max_failed_fraction);
 ABSL_DECLARE_FLAG(std::string, metrics_file);
 ABSL_DECLARE_FLAG(std::string, sample_log_dir);
 // Cluster view (also HETERODL_* variables).

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -31,9 +32,9 @@ constexpr absl::Duration kServerExitGrace = absl::Seconds(10);
 
 // Starts the servers one after another and waits for each to listen; their
 // addresses in `addresses`. Servers started before a failure are stopped by
-// their destructors.
-absl::Status StartServers(const LocalRun& run, std::vector<ChildProcess>& servers,
-                          std::vector<std::string>& addresses) {
+// their destructors. CANCELLED when `stopped` becomes true meanwhile.
+absl::Status StartServers(const LocalRun& run, const std::atomic<bool>& stopped,
+                          std::vector<ChildProcess>& servers, std::vector<std::string>& addresses) {
   for (int i = 0; i < run.servers; ++i) {
     const std::string port_file = (run.run_dir / absl::StrCat("server", i, ".port")).string();
     std::vector<std::string> argv = {
@@ -55,12 +56,16 @@ absl::Status StartServers(const LocalRun& run, std::vector<ChildProcess>& server
                             // Out of the terminal's group: a Ctrl-C must not stop a server
                             // before the ranks' last step, whose batches it still serves (the
                             // ranks agree on that step only every few steps).
-                            {.own_process_group = true});
+                            {.own_process_group = true, .stop_signals_blocked = true});
     if (!server.ok()) {
       return server.status();
     }
     servers.push_back(*std::move(server));
-    const std::optional<int> port = AwaitPortFile(servers.back(), port_file, absl::Seconds(60));
+    const std::optional<int> port =
+        AwaitPortFile(servers.back(), port_file, absl::Seconds(60), &stopped);
+    if (stopped.load()) {
+      return absl::CancelledError("stopped by a signal while the data servers started");
+    }
     if (!port) {
       return absl::UnavailableError(
           absl::StrCat("data server ", i, " did not start (see its log above)"));
@@ -79,7 +84,6 @@ absl::StatusOr<ChildProcess> StartTrainer(const LocalRun& run,
                                    "train",
                                    absl::StrCat("--data_servers=", absl::StrJoin(addresses, ",")),
                                    absl::StrCat("--ranks=", run.ranks),
-                                   "--role=dnn",
                                    "--dnn_hosts=127.0.0.1",
                                    "--current_host=127.0.0.1",
                                    absl::StrCat("--master_port=", rendezvous_port)};
@@ -89,7 +93,28 @@ absl::StatusOr<ChildProcess> StartTrainer(const LocalRun& run,
   // The trainer's leader serves the metrics (train reads
   // $HETERODL_METRICS_PORT itself when the flag is not given).
   argv.push_back(absl::StrCat("--metrics_port=", absl::GetFlag(FLAGS_metrics_port)));
-  return ChildProcess::Spawn(argv);
+  return ChildProcess::Spawn(argv, {.stop_signals_blocked = true});
+}
+
+// Stops servers that no trainer will shut down: SIGTERM, which they obey at
+// once (exit 0), then SIGKILL for one that does not. True when all exited 0.
+bool StopServers(std::vector<ChildProcess>& servers) {
+  for (ChildProcess& server : servers) {
+    server.Signal(SIGTERM);
+  }
+  bool in_order = true;
+  for (size_t i = 0; i < servers.size(); ++i) {
+    std::optional<int> code = servers[i].WaitFor(absl::Seconds(5));
+    if (!code) {
+      LogError("data server %d did not stop within 5s of SIGTERM; killing it", i);
+      servers[i].Kill();
+      in_order = false;
+    } else if (*code != 0) {
+      LogError("data server %d exited with %d", i, *code);
+      in_order = false;
+    }
+  }
+  return in_order;
 }
 
 // After the trainer: each server must leave within the grace it has after
@@ -184,7 +209,19 @@ int RunLocalCommand(const CommandContext& context) {
 
   std::vector<ChildProcess> servers;
   std::vector<std::string> addresses;
-  if (const absl::Status started = StartServers(*run, servers, addresses); !started.ok()) {
+  absl::Status started = StartServers(*run, stop.stopped(), servers, addresses);
+  if (started.ok() && stop.stopped().load()) {
+    started = absl::CancelledError("stopped by a signal before the trainer started");
+  }
+  if (absl::IsCancelled(started)) {
+    // Nothing trained, so nothing to save: the servers go, and the run ends
+    // as a stop on request does.
+    const bool servers_stopped = StopServers(servers);
+    std::filesystem::remove_all(run->run_dir, error);
+    LogInfo("local run interrupted before training began (%s)", started.message());
+    return servers_stopped ? kExitOk : kExitFailure;
+  }
+  if (!started.ok()) {
     LogError("%s", started.ToString());
     return kExitFailure;
   }

@@ -52,6 +52,11 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
       return absl::InvalidArgumentError(
           "serve takes one of --dataset, --synthetic and --python-dataset");
     }
+    if (!absl::GetFlag(FLAGS_pipeline).empty()) {
+      return absl::InvalidArgumentError(
+          "--pipeline does not apply to --python-dataset: its samples are what its "
+          "__getitem__ returns (apply transforms there)");
+    }
     if (options.python.workers < 0 || options.python.sample_timeout <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           "--python-workers must be >= 0 and --python-sample-timeout positive");

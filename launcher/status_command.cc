@@ -26,7 +26,10 @@ void PrintServer(const v1::ServerReport& report) {
   }
   const v1::ServerStats& stats = report.stats();
   absl::PrintF("%s  %s (%d samples)\n  pipeline %s\n", report.address(), stats.dataset(),
-               stats.num_samples(), stats.default_pipeline());
+               stats.num_samples(),
+               stats.default_pipeline().empty()
+                   ? "none: a Python dataset, whose samples its own code makes"
+                   : stats.default_pipeline());
   absl::PrintF(
       "  images/s %.1f now (last 10 s), %.1f since start %.0f s ago, %d threads\n"
       "  streams %d (%d with a pixel channel), %d batches in flight\n"

@@ -151,17 +151,25 @@ int RunTrainCommand(const CommandContext& context) {
     return kExitFailure;
   }
   std::vector<ChildProcess> ranks;
-  for (int local = 0; local < view.ranks_per_host; ++local) {
+  for (int local = 0; local < view.ranks_per_host && !stop.stopped().load(); ++local) {
     const int global_rank = view.node_rank * view.ranks_per_host + local;
+    // A signal while a rank loads LibTorch waits for its watcher.
     absl::StatusOr<ChildProcess> child =
-        ChildProcess::Spawn(RankArguments(*trainer, view, global_rank, local, *metrics_port));
+        ChildProcess::Spawn(RankArguments(*trainer, view, global_rank, local, *metrics_port),
+                            {.stop_signals_blocked = true});
     if (!child.ok()) {
       LogError("%s", child.status().ToString());
       return kExitFailure;  // started ranks are killed by their destructors
     }
     ranks.push_back(std::move(*child));
   }
+  // Stopped before every rank started: the started ones stop too (ranks
+  // that stop before training begins exit 0), and the run ends as a stop on
+  // request does.
   const int result = SuperviseRanks(ranks, stop);
+  if (stop.stopped().load() && static_cast<int>(ranks.size()) < view.ranks_per_host) {
+    LogInfo("stopped by a signal before every rank started");
+  }
   if (view.node_rank == 0) {
     const std::string reason = result == kExitOk ? "training finished" : "training failed";
     // Those listed now: servers may have joined and left while it ran.

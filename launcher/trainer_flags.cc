@@ -34,6 +34,7 @@ absl::StatusOr<TrainerOptions> TrainerOptionsFromFlags() {
   ASSIGN_OR_RETURN(data.auth_token, AuthTokenFromFlags());
   data.tls = TlsFromFlags();
   data.pixel_channel = absl::GetFlag(FLAGS_pixel_channel);
+  data.max_failed_fraction = absl::GetFlag(FLAGS_max_failed_fraction);
 
   RendezvousOptions& rendezvous = options.rendezvous;
   rendezvous.rank = absl::GetFlag(FLAGS_rank);

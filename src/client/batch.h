@@ -26,6 +26,17 @@ namespace heterodl {
 // meaningful). Fields are views into one payload, no copies:
 //
 //   ASSIGN_OR_RETURN(absl::Span<const int32_t> masks, batch.View<int32_t>("masks"));
+// What became of one slot's planned sample (data_service.proto's
+// SampleStatus; the same numbers).
+enum class SlotStatus : uint8_t {
+  kOk = 0,        // the planned sample
+  kReplaced = 1,  // it failed; another sample (Batch::sources) fills the slot
+  // It failed and so did its replacements: zeros, label -100 (a loss's
+  // ignore_index), the mask's ignore index, no boxes; a collated batch
+  // leaves the sample out.
+  kUnfilled = 2,
+};
+
 struct Batch {
   uint32_t epoch = 0;
   int64_t index = 0;  // k within the rank's epoch
@@ -39,7 +50,14 @@ struct Batch {
   std::vector<FieldSlice> fields;
   std::vector<int64_t> labels;
   std::vector<int64_t> indices;  // planned dataset indices
-  int failed = 0;                // slots filled by replacements
+  // Per slot: what became of its planned sample, and the dataset index of
+  // the sample it holds (indices[i], a replacement's, or -1 when unfilled).
+  std::vector<SlotStatus> status;
+  std::vector<int64_t> sources;
+  // Why each failed slot's planned sample failed, in slot order, as the
+  // server says (e.g. "NOT_FOUND: cannot open 'a.jpg': ...").
+  std::vector<std::string> failures;
+  int failed = 0;  // slots whose status is not kOk
   // Slots decoded around damaged data (kept; data_service.proto's
   // Batch.decoded_with_warnings).
   int decoded_with_warnings = 0;

@@ -37,8 +37,35 @@ absl::StatusOr<uint64_t> CheckBatchHeader(
                                   " labels and ", header.status_size(), " statuses for ", n,
                                   " planned samples"));
   }
-  if (header.failed() > n) {
-    return malformed("more failed samples than samples");
+  size_t not_ok = 0;
+  for (const int status : header.status()) {
+    if (status != v1::SAMPLE_OK && status != v1::SAMPLE_REPLACED &&
+        status != v1::SAMPLE_ZERO_FILLED) {
+      return malformed(absl::StrCat("a sample status ", status, " of no known meaning"));
+    }
+    not_ok += status != v1::SAMPLE_OK ? 1 : 0;
+  }
+  if (header.failed() != not_ok) {
+    return malformed(
+        absl::StrCat(header.failed(), " failed samples where ", not_ok, " statuses say so"));
+  }
+  if (header.sources_size() != 0 && static_cast<size_t>(header.sources_size()) != n) {
+    return malformed(absl::StrCat(header.sources_size(), " sources for ", n, " samples"));
+  }
+  if (header.sources_size() == 0 && not_ok > 0) {
+    return malformed("failed samples and no sources");
+  }
+  for (int i = 0; i < header.sources_size(); ++i) {
+    const int64_t source = header.sources(i);
+    const bool filled = header.status(i) != v1::SAMPLE_ZERO_FILLED;
+    if (filled ? (source < 0 || static_cast<uint64_t>(source) >= plan.params().num_samples)
+               : source != -1) {
+      return malformed(absl::StrCat("slot ", i, "'s source ", source));
+    }
+  }
+  if (static_cast<size_t>(header.failures_size()) > not_ok) {
+    return malformed(
+        absl::StrCat(header.failures_size(), " failure reasons for ", not_ok, " failed samples"));
   }
   if (header.decoded_with_warnings() > n) {
     return malformed("more samples decoded with warnings than samples");

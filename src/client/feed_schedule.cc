@@ -6,7 +6,7 @@
 namespace heterodl {
 
 FeedSchedule::FeedSchedule(int64_t batches_per_epoch, int connections, FeedOptions options)
-    : batches_per_epoch_(std::max<int64_t>(1, batches_per_epoch)),
+    : batches_per_epoch_(std::max<int64_t>(0, batches_per_epoch)),
       last_epoch_(options.last_epoch),
       depth_limits_(options.depth),
       across_epochs_(options.across_epochs),
@@ -30,6 +30,9 @@ int64_t FeedSchedule::Distance(BatchKey key) const {
 }
 
 bool FeedSchedule::InWindow(BatchKey key, int window) const {
+  if (batches_per_epoch_ == 0 || !(key < end_)) {
+    return false;
+  }
   const int64_t distance = Distance(key);
   if (!across_epochs_ && key.epoch != next_to_deliver_.epoch) {
     return false;
@@ -85,6 +88,25 @@ std::optional<BatchKey> FeedSchedule::NextUnheld(int window) {
 void FeedSchedule::Reposition(uint32_t epoch, int64_t start) {
   started_ = true;
   next_to_deliver_ = {epoch, std::clamp<int64_t>(start, 0, batches_per_epoch_)};
+  DropUnreachable();
+}
+
+void FeedSchedule::SetEnd(BatchKey end) {
+  end_ = end;
+  DropUnreachable();
+}
+
+int FeedSchedule::held_ahead() const { return static_cast<int>(received_.size()); }
+
+int FeedSchedule::in_flight() const {
+  int wanted = 0;
+  for (const Connection& connection : connections_) {
+    wanted += static_cast<int>(connection.wanted.size());
+  }
+  return wanted;
+}
+
+void FeedSchedule::DropUnreachable() {
   // Pruned by the memory bound, not the request window: what was fetched
   // and is still ahead is worth keeping.
   for (auto it = received_.begin(); it != received_.end();) {

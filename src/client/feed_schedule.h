@@ -31,6 +31,7 @@
 #define HETERODL_SRC_CLIENT_FEED_SCHEDULE_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -77,8 +78,9 @@ struct FeedOptions {
 
 class FeedSchedule {
  public:
-  // `batches_per_epoch` >= 1 for this rank; `connections` >= 0 streams
-  // numbered 0..connections-1 (more join with AddConnection).
+  // `batches_per_epoch` >= 0 for this rank (with none, every epoch ends at
+  // once and nothing is asked for); `connections` >= 0 streams numbered
+  // 0..connections-1 (more join with AddConnection).
   FeedSchedule(int64_t batches_per_epoch, int connections, FeedOptions options = {});
 
   // ---- The trainer's side.
@@ -86,6 +88,10 @@ class FeedSchedule {
   // Moves the trainer to batch `start` of `epoch` (0 <= start <=
   // batches_per_epoch). Until the first call nothing is asked for.
   void Reposition(uint32_t epoch, int64_t start);
+  // The trainer reads nothing at or after `end` (the end of a run's last
+  // epoch, or a step count's batch): nothing there is asked for, and what
+  // was is dropped. Until called, the sequence has no end.
+  void SetEnd(BatchKey end);
   // The next batch the trainer reads.
   BatchKey position() const { return next_to_deliver_; }
   // True once the trainer has read the epoch's last batch.
@@ -137,6 +143,11 @@ class FeedSchedule {
   int window() const { return RequestWindow(); }
   int depth(int c) const { return connections_[c].depth.depth(); }
   int outstanding(int c) const;
+  // Batches built for the trainer and not yet taken: received and held, and
+  // asked of a connection (wanted) and not arrived. Were the run to end
+  // now, they would have been built for nothing.
+  int held_ahead() const;
+  int in_flight() const;
   const DepthController& depth_controller(int c) const { return connections_[c].depth; }
   const FeedStats& stats() const { return stats_; }
 
@@ -151,6 +162,9 @@ class FeedSchedule {
     bool retired = false;
   };
 
+  // Drops the received batches and forgets the requests that the trainer's
+  // order no longer reaches (its position moved, or the end).
+  void DropUnreachable();
   // Batches from the trainer's position to `key` (negative: before it).
   int64_t Distance(BatchKey key) const;
   // Whether `key` lies where the trainer will still read it, less than
@@ -174,6 +188,7 @@ class FeedSchedule {
   const bool across_epochs_;
   int window_;
   bool started_ = false;
+  BatchKey end_{std::numeric_limits<uint32_t>::max(), 0};
   BatchKey next_to_deliver_;
   // Where the scan for keys to ask for resumes: every key from the trainer
   // to it is held or was taken; keys from it on may or may not be held (a

@@ -53,6 +53,16 @@ Batch ToBatch(DecodedBatch decoded,
   batch.payload = std::move(decoded.pixels);
   batch.labels.assign(header.labels().begin(), header.labels().end());
   batch.indices.assign(header.indices().begin(), header.indices().end());
+  batch.status.reserve(header.status_size());
+  for (const int status : header.status()) {
+    batch.status.push_back(static_cast<SlotStatus>(status));  // CheckBatchHeader knew each
+  }
+  if (header.sources_size() > 0) {
+    batch.sources.assign(header.sources().begin(), header.sources().end());
+  } else {
+    batch.sources = batch.indices;
+  }
+  batch.failures.assign(header.failures().begin(), header.failures().end());
   batch.failed = static_cast<int>(header.failed());
   batch.decoded_with_warnings = static_cast<int>(header.decoded_with_warnings());
   return batch;
@@ -88,7 +98,8 @@ GrpcRemoteLoader::GrpcRemoteLoader(RemoteLoaderOptions options, ServerChannels c
       batches_per_epoch_(batches_per_epoch),
       schedule_(batches_per_epoch, static_cast<int>(connections.size()), FeedOptionsFor(options_)),
       connections_(std::move(connections)),
-      limits_(connections_.size()) {
+      limits_(connections_.size()),
+      failures_({options_.max_failed_fraction, samples_per_rank, dataset_.source}) {
   absl::MutexLock lock(&mu_);
   LearnBatchBytesLocked(batch_bytes_estimate);
 }
@@ -139,7 +150,18 @@ absl::Status GrpcRemoteLoader::SetEpoch(uint32_t epoch, int64_t start_batch) {
   absl::MutexLock lock(&mu_);
   started_ = true;
   schedule_.Reposition(epoch, start_batch);
+  failures_.StartEpoch(epoch);
   DispatchAllLocked();
+  return absl::OkStatus();
+}
+
+absl::Status GrpcRemoteLoader::SetEnd(uint32_t epoch, int64_t end_batch) {
+  if (end_batch < 0 || end_batch > size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("end batch ", end_batch, " outside [0, ", size(), "]"));
+  }
+  absl::MutexLock lock(&mu_);
+  schedule_.SetEnd({epoch, end_batch});
   return absl::OkStatus();
 }
 
@@ -165,6 +187,14 @@ absl::StatusOr<std::optional<Batch>> GrpcRemoteLoader::Next() {
       DispatchAllLocked();  // the window moved on
       samples_failed_ += batch->failed;
       samples_decoded_with_warnings_ += batch->decoded_with_warnings;
+      SampleFailureBudget::Verdict verdict = failures_.Note(*batch, absl::Now());
+      if (verdict.log_line) {
+        LogWarning("%s", *verdict.log_line);
+      }
+      if (!verdict.over.ok()) {
+        FailLocked(verdict.over);
+        return error_;
+      }
       return batch;
     }
     const absl::Time now = absl::Now();
@@ -200,6 +230,8 @@ LoaderStats GrpcRemoteLoader::stats() const {
   stats.delivered = feed.delivered;
   stats.dropped = feed.dropped;
   stats.reassigned = feed.reassigned;
+  stats.held_ahead = schedule_.held_ahead();
+  stats.in_flight = schedule_.in_flight();
   stats.stalled = stalled_;
   stats.samples_failed = samples_failed_;
   stats.samples_decoded_with_warnings = samples_decoded_with_warnings_;

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "src/client/feed_schedule.h"
 #include "src/client/remote_loader.h"
+#include "src/client/sample_failure_budget.h"
 #include "src/client/server_channel.h"
 #include "src/client/server_connection.h"
 #include "src/client/server_discovery.h"
@@ -62,6 +63,7 @@ class GrpcRemoteLoader final : public RemoteLoader, private ConnectionEvents {
   int64_t samples_per_rank() const override { return samples_per_rank_; }
   using RemoteLoader::SetEpoch;
   absl::Status SetEpoch(uint32_t epoch, int64_t start_batch) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SetEnd(uint32_t epoch, int64_t end_batch) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::optional<Batch>> Next() override ABSL_LOCKS_EXCLUDED(mu_);
   LoaderPosition position() const override ABSL_LOCKS_EXCLUDED(mu_);
   LoaderStats stats() const override ABSL_LOCKS_EXCLUDED(mu_);
@@ -125,6 +127,7 @@ class GrpcRemoteLoader final : public RemoteLoader, private ConnectionEvents {
   // Per connection: what its server allows one stream.
   std::vector<StreamLimits> limits_ ABSL_GUARDED_BY(mu_);
   ServerHealthLog health_ ABSL_GUARDED_BY(mu_);
+  SampleFailureBudget failures_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, std::shared_ptr<const EpochPlan>> plans_ ABSL_GUARDED_BY(mu_);
   uint64_t batch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stalled_ ABSL_GUARDED_BY(mu_) = 0;

@@ -39,6 +39,10 @@ absl::Status ValidateOptions(const RemoteLoaderOptions& options) {
   if (options.max_buffered_bytes == 0 || options.max_batch_bytes == 0) {
     return absl::InvalidArgumentError("max_buffered_bytes and max_batch_bytes must be > 0");
   }
+  if (!(options.max_failed_fraction >= 0 && options.max_failed_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_failed_fraction must be in [0, 1], got ", options.max_failed_fraction));
+  }
   if (options.discovery_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("discovery_interval must be > 0");
   }
@@ -52,6 +56,7 @@ DatasetDescription Describe(const v1::DatasetInfo& info,
   for (const v1::FieldSpec& field : fields) {
     dataset.fields.push_back(field.name());
   }
+  dataset.source = info.source();
   dataset.fingerprint = info.fingerprint();
   dataset.num_samples = info.num_samples();
   dataset.class_names.assign(info.class_names().begin(), info.class_names().end());

@@ -114,6 +114,13 @@ struct RemoteLoaderOptions {
   // long loses them to the others; with no server delivering for this long,
   // Next() fails with DEADLINE_EXCEEDED.
   absl::Duration stall_timeout = absl::Seconds(60);
+  // A sample that a server cannot read or decode is replaced in its batch
+  // (and logged here, with the server's reason); once more than this share
+  // of an epoch's samples of this rank have failed, Next() fails with
+  // DATA_LOSS naming the dataset, rather than train on replacements. 1:
+  // never. The default, a few percent, lets a scraped dataset with some
+  // corrupt files train on, and stops a list of missing files at once.
+  double max_failed_fraction = 0.05;
   // The servers' shared token (their --auth-token-file); empty: none.
   std::string auth_token;
   // TLS to the servers (a CA to verify them; cert + key for mutual TLS).
@@ -126,6 +133,8 @@ struct RemoteLoaderOptions {
 
 // What the servers serve, as the first server that answered describes it.
 struct DatasetDescription {
+  // Where the servers read it (a path on their hosts), for messages.
+  std::string source;
   uint64_t fingerprint = 0;
   uint64_t num_samples = 0;
   std::vector<std::string> class_names;
@@ -157,6 +166,11 @@ struct LoaderStats {
   // Built ahead and then not wanted: the trainer repositioned (another
   // epoch, a resume point) where they did not lie.
   int64_t dropped = 0;
+  // Now: batches received and not yet taken, and asked of servers and not
+  // yet arrived. When the trainer stops reading, these were built for
+  // nothing (SetEnd keeps them to none at a run's end).
+  int held_ahead = 0;
+  int in_flight = 0;
   // Asked again of another connection after a stream failed or stalled.
   int64_t reassigned = 0;
   // Streams cancelled for holding batches half a stall_timeout without
@@ -198,6 +212,13 @@ class RemoteLoader {
   virtual absl::Status SetEpoch(uint32_t epoch, int64_t start_batch) = 0;
   // Epoch `epoch` from its first batch.
   absl::Status SetEpoch(uint32_t epoch) { return SetEpoch(epoch, 0); }
+  // The trainer reads no batch at or after batch `end_batch` of `epoch`
+  // (the end of its last epoch: (last, size()); a step count's end): the
+  // loader asks no server for one, so a run's last steps leave nothing
+  // built for nothing. Without it, the loader fetches ahead into the next
+  // epoch as the current one ends. INVALID_ARGUMENT for an end_batch
+  // outside [0, size()].
+  virtual absl::Status SetEnd(uint32_t epoch, int64_t end_batch) = 0;
   // The next batch in order; nullopt at the end of the epoch. Fails when no
   // server delivers within stall_timeout (DEADLINE_EXCEEDED naming each
   // server's last error), when a server refuses the plan (e.g. a dataset

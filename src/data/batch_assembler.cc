@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "augment/png_decoder.h"
@@ -53,6 +54,14 @@ size_t BatchAssembler::mask_bytes() const {
       break;
   }
   return 0;
+}
+
+std::string DescribeFailure(absl::string_view path, const absl::Status& status) {
+  std::string text = status.ToString();
+  if (absl::StrContains(text, path)) {
+    return text;
+  }
+  return absl::StrCat("'", path, "': ", text);
 }
 
 bool BatchAssembler::FirstReport(bool failure, int64_t index) const {
@@ -152,8 +161,8 @@ absl::Status BatchAssembler::LoadSample(const BatchRequestSpec& request, int64_t
     }
   }
   if (!status.ok() && FirstReport(/*failure=*/true, index)) {
-    LogWarning("sample %d (%s) failed and is replaced: %s", index,
-               dataset_.sample(static_cast<size_t>(index)).path, status.ToString());
+    LogWarning("sample %d (%s) failed: %s", index, dataset_.sample(static_cast<size_t>(index)).path,
+               status.ToString());
   }
   return status;
 }
@@ -185,7 +194,8 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     views.push_back(destination.more_views[g - 1] + slot * groups[g].bytes());
   }
   uint8_t* mask = mask_ids_ == MaskIds::kNone ? nullptr : destination.masks + slot * mask_bytes();
-  SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk};
+  SlotResult result{index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk,
+                    index};
   if (dataset_.synthetic()) {
     std::memset(image, kSyntheticPixel, image_bytes());
     return result;
@@ -198,7 +208,7 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     result.outcome = SampleOutcome::kAbandoned;
     return result;
   }
-  result.outcome = SampleOutcome::kZeroFilled;
+  result.failure = DescribeFailure(dataset_.sample(static_cast<size_t>(index)).path, loaded);
   for (const int64_t candidate :
        ReplacementCandidates(request.seed, request.epoch, index, dataset_.size())) {
     const absl::Status replaced = LoadSample(request, candidate, views, mask, seconds, &result);
@@ -209,9 +219,13 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     if (replaced.ok()) {
       result.outcome = SampleOutcome::kReplaced;
       result.label = dataset_.sample(static_cast<size_t>(candidate)).label;
+      result.source = candidate;
       return result;
     }
   }
+  result.outcome = SampleOutcome::kZeroFilled;
+  result.label = kUnfilledLabel;
+  result.source = -1;
   for (size_t g = 0; g < groups.size(); ++g) {
     std::memset(views[g], 0, groups[g].bytes());
   }
@@ -243,7 +257,8 @@ std::vector<SlotResult> BatchAssembler::SyntheticSlots(absl::Span<const int64_t>
   std::vector<SlotResult> slots;
   slots.reserve(indices.size());
   for (const int64_t index : indices) {
-    slots.push_back({index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk});
+    slots.push_back(
+        {index, dataset_.sample(static_cast<size_t>(index)).label, SampleOutcome::kOk, index});
   }
   return slots;
 }

@@ -24,6 +24,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "augment/pipeline.h"
@@ -36,10 +38,21 @@ namespace heterodl {
 // BatchRequestSpec::abandoned).
 enum class SampleOutcome { kOk, kReplaced, kZeroFilled, kAbandoned };
 
+// The label of a slot that no sample could fill (kZeroFilled):
+// PyTorch's cross_entropy ignore_index, so a loss skips the slot instead of
+// learning a black image as its planned sample's class.
+inline constexpr int64_t kUnfilledLabel = -100;
+
 struct SlotResult {
   int64_t index = 0;  // the planned dataset index
   int64_t label = 0;  // label of the image actually in the slot
   SampleOutcome outcome = SampleOutcome::kOk;
+  // The dataset index of the sample in the slot: `index`, a replacement's,
+  // or -1 when none could be made (kZeroFilled).
+  int64_t source = 0;
+  // Why the planned sample failed (kReplaced, kZeroFilled): its status,
+  // e.g. "NOT_FOUND: cannot open 'a.jpg': No such file or directory".
+  std::string failure;
   // The image in the slot was decoded around damaged data (a JPEG scan that
   // ends early; see PipelineOptions::strict_decode).
   bool decoded_with_warning = false;
@@ -82,6 +95,10 @@ enum class MaskIds { kNone, kUint8, kInt32 };
 // mask that decodes (of the first few), kUint8 when none does (its samples
 // fail as they are built). `max_pixels`: as PipelineOptions'.
 MaskIds MaskIdsOf(const Dataset& dataset, int64_t max_pixels);
+
+// A slot's SlotResult::failure: `status`, after the sample's `path` unless
+// its message names it already.
+std::string DescribeFailure(absl::string_view path, const absl::Status& status);
 
 // The samples tried, in order, in place of sample `index` of `epoch` that
 // failed, before its slot is zeroed: a few drawn from (seed, epoch, index),

@@ -103,6 +103,14 @@ absl::StatusOr<CocoSamples> ReadCocoInstances(const std::string& path) {
     sample.detection = true;
     result.samples.push_back(std::move(sample));
   }
+  for (size_t id = 0; id < result.class_names.size(); ++id) {
+    if (result.class_names[id].empty()) {
+      result.class_names[id] = id == 0 ? "__background__" : "N/A";
+    }
+  }
+  if (result.class_names.empty()) {
+    result.class_names.push_back("__background__");
+  }
   return result;
 }
 

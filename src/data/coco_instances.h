@@ -21,7 +21,9 @@ struct CocoSamples {
   // absolute); boxes xyxy, converted from COCO's [x, y, width, height].
   std::vector<Sample> samples;
   // By category id, as torchvision's detection models take labels (COCO's
-  // 80 categories are ids 1 to 90): "" where no category has the id.
+  // 80 categories are ids 1 to 90, so num_classes=91): an id no category
+  // has is "__background__" at 0 and "N/A" elsewhere, as torchvision's
+  // COCO category list names them; never an empty name.
   std::vector<std::string> class_names;
 };
 

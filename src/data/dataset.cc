@@ -17,6 +17,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "augment/png_decoder.h"
+#include "opencv2/core.hpp"
 #include "src/common/fingerprint.h"
 #include "src/common/status_macros.h"
 #include "src/data/coco_instances.h"
@@ -29,6 +31,8 @@ namespace fs = std::filesystem;
 
 // A file list is read whole at start: 4 GiB is some 50 million lines.
 constexpr uint64_t kMaxListBytes = uint64_t{4} << 30;
+// A mask read for the dataset's classes larger than this is skipped.
+constexpr int64_t kMaxMaskPixelsForClasses = 100'000'000;
 
 bool HasImageExtension(const fs::path& path) {
   std::string extension = absl::AsciiStrToLower(path.extension().string());
@@ -46,6 +50,14 @@ Dataset::Dataset(std::string source, std::string root, std::vector<Sample> sampl
       root_(std::move(root)),
       samples_(std::move(samples)),
       class_names_(std::move(class_names)) {
+  for (const Sample& sample : samples_) {
+    has_masks_ = has_masks_ || !sample.mask_path.empty();
+    has_boxes_ = has_boxes_ || sample.detection;
+  }
+  fingerprint_ = ComputeFingerprint();
+}
+
+uint64_t Dataset::ComputeFingerprint() const {
   Fingerprint fingerprint;
   fingerprint.Add(static_cast<uint64_t>(class_names_.size()));
   for (const std::string& name : class_names_) {
@@ -58,10 +70,8 @@ Dataset::Dataset(std::string source, std::string root, std::vector<Sample> sampl
     // what it was before masks existed (checkpoints hold it).
     if (!sample.mask_path.empty()) {
       fingerprint.Add(sample.mask_path);
-      has_masks_ = true;
     }
     if (sample.detection) {
-      has_boxes_ = true;
       fingerprint.Add(static_cast<uint64_t>(sample.boxes.size()));
       for (size_t i = 0; i < sample.boxes.size(); ++i) {
         const Box& box = sample.boxes[i];
@@ -72,7 +82,7 @@ Dataset::Dataset(std::string source, std::string root, std::vector<Sample> sampl
       }
     }
   }
-  fingerprint_ = fingerprint.value();
+  return fingerprint.value();
 }
 
 Dataset Dataset::Synthetic(size_t num_samples, int num_classes) {
@@ -93,6 +103,16 @@ Dataset Dataset::Synthetic(size_t num_samples, int num_classes) {
 }
 
 absl::StatusOr<Dataset> Dataset::Open(const std::string& path, const DatasetLimits& limits) {
+  ASSIGN_OR_RETURN(Dataset dataset, OpenConfined(path, limits));
+  if (dataset.has_masks_) {
+    ASSIGN_OR_RETURN(dataset.class_names_, dataset.MaskClassNames(path));
+    dataset.fingerprint_ = dataset.ComputeFingerprint();
+  }
+  return dataset;
+}
+
+absl::StatusOr<Dataset> Dataset::OpenConfined(const std::string& path,
+                                              const DatasetLimits& limits) {
   ASSIGN_OR_RETURN(Dataset dataset, OpenAnyFormat(path, limits));
   dataset.limits_ = limits;
   if (limits.root.empty() || dataset.shards_ != nullptr) {
@@ -121,6 +141,52 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& path, const DatasetLimi
     }
   }
   return dataset;
+}
+
+absl::StatusOr<std::vector<std::string>> Dataset::MaskClassNames(const std::string& path) const {
+  std::error_code error;
+  const fs::path beside =
+      (fs::is_directory(path, error) ? fs::path(path) : fs::path(path).parent_path()) /
+      "classes.txt";
+  std::vector<std::string> names;
+  if (fs::exists(beside, error)) {
+    ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(beside.string(), kMaxListBytes));
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (!line.empty()) {
+        names.emplace_back(line);
+      }
+    }
+    if (names.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", beside.string(), "' names no class (one name per line)"));
+    }
+    return names;
+  }
+  // A spread of masks, the same for every server: the largest id in them.
+  int64_t largest = -1;
+  const size_t step = std::max<size_t>(1, samples_.size() / kMasksForClasses);
+  for (size_t index = 0; index < samples_.size(); index += step) {
+    absl::StatusOr<std::string> bytes = ReadMask(index);
+    absl::StatusOr<cv::Mat> ids =
+        bytes.ok() ? DecodePngMask(*bytes, kMaxMaskPixelsForClasses) : bytes.status();
+    if (!ids.ok()) {
+      continue;  // a bad sample; the batches say so when it is built
+    }
+    for (int row = 0; row < ids->rows; ++row) {
+      for (int col = 0; col < ids->cols; ++col) {
+        const int id =
+            ids->depth() == CV_16U ? ids->at<uint16_t>(row, col) : ids->at<uint8_t>(row, col);
+        if (id != limits_.mask_ignore_index) {
+          largest = std::max<int64_t>(largest, id);
+        }
+      }
+    }
+  }
+  for (int64_t id = 0; id <= largest; ++id) {
+    names.push_back(absl::StrCat(id));
+  }
+  return names;
 }
 
 absl::StatusOr<std::string> Dataset::PathBeneathRoot(const std::string& path) const {

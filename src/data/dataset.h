@@ -11,7 +11,7 @@
 //     list's folder unless absolute; or, for segmentation, `image<TAB>mask`
 //     lines (a path where a label would be; every line one or the other);
 //   - segmentation folder: ROOT/images/NAME.* and ROOT/masks/NAME.png (the
-//     same stem), and nothing else in ROOT;
+//     same stem), and no other folder in ROOT;
 //   - COCO instances JSON (`annotations.json`, by its extension): detection
 //     samples, one per image (src/data/coco_instances.h), images under
 //     DatasetLimits::image_root;
@@ -22,6 +22,15 @@
 //     per sample. Shards must be uncompressed tar.
 // Sample order is a pure function of the files present, so every data server
 // that sees the same files computes the same dataset and fingerprint.
+//
+// Class names: an image folder's folder names; a file list's or tar shards'
+// labels 0..max as numbers; a COCO file's categories by id (class_names[id]
+// is category id's name, as torchvision's detection models number classes:
+// ids no category has, 0 among them, are "__background__" at 0 and "N/A"
+// elsewhere). A segmentation dataset's come from a `classes.txt` beside it
+// (in its folder, or the list's or shards' folder: one name per line, line i
+// naming mask id i), or else from its masks: ids 0..the largest id a spread
+// of kMasksForClasses masks holds (the ignore index aside), named by number.
 #ifndef HETERODL_SRC_DATA_DATASET_H_
 #define HETERODL_SRC_DATA_DATASET_H_
 
@@ -80,7 +89,14 @@ struct DatasetLimits {
   // A COCO annotations file's images: file names are relative to this
   // folder (serve --image-root); empty: the file's own folder.
   std::string image_root;
+  // A segmentation dataset's mask value that marks pixels no class owns
+  // (serve --ignore-index): not a class when classes are read from masks.
+  int mask_ignore_index = 255;
 };
+
+// Masks Dataset::Open reads for a segmentation dataset's classes when no
+// classes.txt names them.
+inline constexpr size_t kMasksForClasses = 64;
 
 class Dataset {
  public:
@@ -132,6 +148,9 @@ class Dataset {
   Dataset(std::string source, std::string root, std::vector<Sample> samples,
           std::vector<std::string> class_names);
 
+  // Open() but for a segmentation dataset's class names: the dataset, its
+  // reads confined to limits.root.
+  static absl::StatusOr<Dataset> OpenConfined(const std::string& path, const DatasetLimits& limits);
   static absl::StatusOr<Dataset> OpenAnyFormat(const std::string& path,
                                                const DatasetLimits& limits);
   static absl::StatusOr<Dataset> OpenImageFolder(const std::string& root);
@@ -141,6 +160,12 @@ class Dataset {
                                           const std::string& image_root);
   static absl::StatusOr<Dataset> OpenTarShards(const std::string& path,
                                                std::vector<std::string> shard_paths);
+  // A segmentation dataset's class names (see the file's comment), read
+  // from classes.txt beside `path` or from its masks.
+  absl::StatusOr<std::vector<std::string>> MaskClassNames(const std::string& path) const;
+
+  // The fingerprint of the samples and class names.
+  uint64_t ComputeFingerprint() const;
 
   std::string source_;
   std::string root_;

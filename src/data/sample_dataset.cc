@@ -477,6 +477,10 @@ absl::Status WriteSampleDataset(const SampleDatasetOptions& options) {
       }
       RETURN_IF_ERROR(WriteBytes(root / "masks" / (name + ".png"), mask_bytes));
     }
+    // Mask id i is line i's class (Dataset's classes.txt).
+    const std::string classes = "background\nrectangle\nellipse\ntriangle\n";
+    RETURN_IF_ERROR(
+        WriteBytes(root / "classes.txt", std::vector<uint8_t>(classes.begin(), classes.end())));
     std::ofstream(marker) << stamp << "\n";
     LogInfo("wrote %d images with segmentation masks (4 classes) to %s", options.num_images,
             options.output_dir);

@@ -1,5 +1,7 @@
 #include "src/python/python_loader.h"
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,81 +26,170 @@ struct LoaderObject {
 RemoteLoader& Loader(PyObject* self) { return *reinterpret_cast<LoaderObject*>(self)->loader; }
 LoaderMetrics* Metrics(PyObject* self) { return reinterpret_cast<LoaderObject*>(self)->metrics; }
 
+// What a Loader is made with: the C++ loader's options and the extension's
+// own settings.
+struct LoaderSettings {
+  RemoteLoaderOptions options;
+  bool pin_memory = false;
+  int pin_device = 0;
+  int metrics_port = -1;  // -1: none
+  int64_t epochs = 0;     // 0: no end
+};
+
+// Reads one option's Python value into the settings; false with a Python
+// exception set when the value does not fit.
+using OptionSetter = bool (*)(PyObject* value, LoaderSettings& settings);
+
+bool ToString(PyObject* value, std::string& out) {
+  Py_ssize_t size = 0;
+  const char* text = PyUnicode_AsUTF8AndSize(value, &size);
+  if (text == nullptr) {
+    return false;
+  }
+  out.assign(text, static_cast<size_t>(size));
+  return true;
+}
+
+bool ToDouble(PyObject* value, double& out) {
+  out = PyFloat_AsDouble(value);
+  return !(out == -1.0 && PyErr_Occurred() != nullptr);
+}
+
+template <typename T>
+bool ToInteger(PyObject* value, T& out) {
+  const long long integer = PyLong_AsLongLong(value);
+  if (integer == -1 && PyErr_Occurred() != nullptr) {
+    return false;
+  }
+  if (integer < static_cast<long long>(std::numeric_limits<T>::min()) ||
+      (integer > 0 && static_cast<unsigned long long>(integer) >
+                          static_cast<unsigned long long>(std::numeric_limits<T>::max()))) {
+    PyErr_SetString(PyExc_OverflowError, "a Loader option's integer is out of range");
+    return false;
+  }
+  out = static_cast<T>(integer);
+  return true;
+}
+
+bool ToBool(PyObject* value, bool& out) {
+  const int truth = PyObject_IsTrue(value);
+  out = truth == 1;
+  return truth >= 0;
+}
+
+bool ToSeconds(PyObject* value, absl::Duration& out) {
+  double seconds = 0;
+  if (!ToDouble(value, seconds)) {
+    return false;
+  }
+  out = absl::Seconds(seconds);
+  return true;
+}
+
 // The server list, a Python list of str.
-bool ParseServers(PyObject* list, std::vector<std::string>& servers) {
+bool ToServers(PyObject* list, std::vector<std::string>& servers) {
   if (!PyList_Check(list)) {
     PyErr_SetString(PyExc_TypeError, "servers must be a list of 'host:port' strings");
     return false;
   }
   for (Py_ssize_t i = 0; i < PyList_Size(list); ++i) {
-    Py_ssize_t size = 0;
-    const char* text = PyUnicode_AsUTF8AndSize(PyList_GetItem(list, i), &size);
-    if (text == nullptr) {
+    if (!ToString(PyList_GetItem(list, i), servers.emplace_back())) {
       return false;
     }
-    servers.emplace_back(text, static_cast<size_t>(size));
+  }
+  return true;
+}
+
+// Every option a Loader takes, by its keyword: the one list of them (the
+// Python package passes what it checked as a dict of these names; a name
+// not here is a TypeError). loader.py's RemoteDataLoader documents them.
+struct LoaderOption {
+  const char* name;
+  OptionSetter set;
+};
+// clang-format off
+constexpr LoaderOption kLoaderOptions[] = {
+    {"servers", [](PyObject* v, LoaderSettings& s) { return ToServers(v, s.options.servers.fixed); }},
+    {"servers_file", [](PyObject* v, LoaderSettings& s) { return ToString(v, s.options.servers.servers_file); }},
+    {"servers_dns", [](PyObject* v, LoaderSettings& s) { return ToString(v, s.options.servers.dns_name); }},
+    {"batch_size", [](PyObject* v, LoaderSettings& s) { return ToInteger(v, s.options.batch_size); }},
+    {"pipeline", [](PyObject* v, LoaderSettings& s) { return ToString(v, s.options.pipeline); }},
+    {"rank", [](PyObject* v, LoaderSettings& s) { return ToInteger(v, s.options.rank); }},
+    {"world_size", [](PyObject* v, LoaderSettings& s) { return ToInteger(v, s.options.world_size); }},
+    {"seed", [](PyObject* v, LoaderSettings& s) {
+       s.options.seed = PyLong_AsUnsignedLongLong(v);
+       return PyErr_Occurred() == nullptr;
+     }},
+    {"drop_last", [](PyObject* v, LoaderSettings& s) { return ToBool(v, s.options.drop_last); }},
+    {"shuffle", [](PyObject* v, LoaderSettings& s) { return ToBool(v, s.options.shuffle); }},
+    {"max_buffered_mb", [](PyObject* v, LoaderSettings& s) {
+       double mb = 0;
+       s.options.max_buffered_bytes = ToDouble(v, mb) ? static_cast<uint64_t>(mb * (1 << 20)) : 0;
+       return PyErr_Occurred() == nullptr;
+     }},
+    {"connections_per_server", [](PyObject* v, LoaderSettings& s) { return ToInteger(v, s.options.connections_per_server); }},
+    {"connect_timeout", [](PyObject* v, LoaderSettings& s) { return ToSeconds(v, s.options.connect_timeout); }},
+    {"stall_timeout", [](PyObject* v, LoaderSettings& s) { return ToSeconds(v, s.options.stall_timeout); }},
+    {"max_failed_fraction", [](PyObject* v, LoaderSettings& s) { return ToDouble(v, s.options.max_failed_fraction); }},
+    {"auth_token", [](PyObject* v, LoaderSettings& s) { return v == Py_None || ToString(v, s.options.auth_token); }},
+    {"tls_ca", [](PyObject* v, LoaderSettings& s) { return ToString(v, s.options.tls.ca_file); }},
+    {"tls_cert", [](PyObject* v, LoaderSettings& s) { return ToString(v, s.options.tls.cert_file); }},
+    {"tls_key", [](PyObject* v, LoaderSettings& s) { return ToString(v, s.options.tls.key_file); }},
+    {"tls_server_name", [](PyObject* v, LoaderSettings& s) { return ToString(v, s.options.tls.server_name); }},
+    {"pixel_channel", [](PyObject* v, LoaderSettings& s) { return ToBool(v, s.options.pixel_channel); }},
+    {"pin_memory", [](PyObject* v, LoaderSettings& s) { return ToBool(v, s.pin_memory); }},
+    {"pin_device", [](PyObject* v, LoaderSettings& s) { return ToInteger(v, s.pin_device); }},
+    {"metrics_port", [](PyObject* v, LoaderSettings& s) { return ToInteger(v, s.metrics_port); }},
+    {"epochs", [](PyObject* v, LoaderSettings& s) { return ToInteger(v, s.epochs); }},
+};
+// clang-format on
+
+// The settings a dict of options names. False with a Python exception set.
+bool ParseSettings(PyObject* options, LoaderSettings& settings) {
+  if (!PyDict_Check(options)) {
+    PyErr_SetString(PyExc_TypeError, "Loader takes a dict of options");
+    return false;
+  }
+  Py_ssize_t position = 0;
+  PyObject* key = nullptr;
+  PyObject* value = nullptr;
+  while (PyDict_Next(options, &position, &key, &value)) {
+    std::string name;
+    if (!ToString(key, name)) {
+      return false;
+    }
+    const LoaderOption* option = nullptr;
+    for (const LoaderOption& known : kLoaderOptions) {
+      if (name == known.name) {
+        option = &known;
+      }
+    }
+    if (option == nullptr) {
+      PyErr_SetString(PyExc_TypeError, ("Loader has no option '" + name + "'").c_str());
+      return false;
+    }
+    if (!option->set(value, settings)) {
+      return false;
+    }
   }
   return true;
 }
 
 PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {"servers",         "batch_size",
-                                   "pipeline",        "rank",
-                                   "world_size",      "seed",
-                                   "drop_last",       "shuffle",
-                                   "max_buffered_mb", "connections_per_server",
-                                   "connect_timeout", "stall_timeout",
-                                   "auth_token",      "pin_memory",
-                                   "tls_ca",          "tls_cert",
-                                   "tls_key",         "tls_server_name",
-                                   "pixel_channel",   "pin_device",
-                                   "servers_file",    "servers_dns",
-                                   "metrics_port",    nullptr};
-  PyObject* servers = nullptr;
-  unsigned int batch_size = 0, rank = 0, world_size = 1;
-  unsigned long long seed = 0;
-  const char* pipeline = "";
-  const char* auth_token = nullptr;
-  const char *tls_ca = "", *tls_cert = "", *tls_key = "", *tls_server_name = "";
-  const char *servers_file = "", *servers_dns = "";
-  int drop_last = 0, shuffle = 1, pin_memory = 0, pixel_channel = 1, pin_device = 0;
-  int connections_per_server = 2, metrics_port = -1;
-  double max_buffered_mb = 1024, connect_timeout = 60, stall_timeout = 60;
-  if (!PyArg_ParseTupleAndKeywords(
-          args, kwargs, "OIsIIKppdiddzpssssp|issi", const_cast<char**>(keywords), &servers,
-          &batch_size, &pipeline, &rank, &world_size, &seed, &drop_last, &shuffle, &max_buffered_mb,
-          &connections_per_server, &connect_timeout, &stall_timeout, &auth_token, &pin_memory,
-          &tls_ca, &tls_cert, &tls_key, &tls_server_name, &pixel_channel, &pin_device,
-          &servers_file, &servers_dns, &metrics_port)) {
+  PyObject* given = nullptr;
+  static const char* keywords[] = {"options", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O", const_cast<char**>(keywords), &given)) {
     return nullptr;
   }
-  RemoteLoaderOptions options;
-  if (!ParseServers(servers, options.servers.fixed)) {
+  LoaderSettings settings;
+  if (!ParseSettings(given, settings)) {
     return nullptr;
   }
-  options.servers.servers_file = servers_file;
-  options.servers.dns_name = servers_dns;
-  options.batch_size = batch_size;
-  options.pipeline = pipeline;
-  options.rank = rank;
-  options.world_size = world_size;
-  options.seed = seed;
-  options.drop_last = drop_last != 0;
-  options.shuffle = shuffle != 0;
-  options.max_buffered_bytes = static_cast<uint64_t>(max_buffered_mb * (1 << 20));
-  options.connections_per_server = connections_per_server;
-  options.connect_timeout = absl::Seconds(connect_timeout);
-  options.stall_timeout = absl::Seconds(stall_timeout);
-  options.auth_token = auth_token != nullptr ? auth_token : "";
-  options.tls.ca_file = tls_ca;
-  options.tls.cert_file = tls_cert;
-  options.tls.key_file = tls_key;
-  options.tls.server_name = tls_server_name;
-  options.pixel_channel = pixel_channel != 0;
+  RemoteLoaderOptions& options = settings.options;
   options.interrupt_connect = PythonSignalRaised;
   options.interrupt_next = PythonSignalRaised;
-  if (pin_memory != 0) {
-    absl::StatusOr<HostAllocator> pinned = CudaHostAllocator(pin_device);
+  if (settings.pin_memory) {
+    absl::StatusOr<HostAllocator> pinned = CudaHostAllocator(settings.pin_device);
     if (!pinned.ok()) {
       PyErr_SetString(PyExc_ValueError,
                       ("pin_memory=True: " + std::string(pinned.status().message())).c_str());
@@ -111,10 +202,17 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   Py_BEGIN_ALLOW_THREADS  // waits for servers
       loader = RemoteLoader::Connect(options);
   Py_END_ALLOW_THREADS if (!loader.ok()) { return RaiseStatus(loader.status()); }
+  if (settings.epochs > 0) {
+    const absl::Status ended =
+        (*loader)->SetEnd(static_cast<uint32_t>(settings.epochs - 1), (*loader)->size());
+    if (!ended.ok()) {
+      return RaiseStatus(ended);
+    }
+  }
   std::unique_ptr<LoaderMetrics> metrics;
-  if (metrics_port >= 0) {
+  if (settings.metrics_port >= 0) {
     absl::StatusOr<std::unique_ptr<LoaderMetrics>> started =
-        LoaderMetrics::Start(metrics_port, options);
+        LoaderMetrics::Start(settings.metrics_port, options);
     if (!started.ok()) {
       Py_BEGIN_ALLOW_THREADS  // closing streams joins the loader's threads
           loader->reset();
@@ -157,6 +255,17 @@ PyObject* SetEpoch(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// Sets `dict[key] = value` and drops the reference to `value` (false, with
+// an exception set, when either fails).
+bool SetItem(PyObject* dict, const char* key, PyObject* value) {
+  if (value == nullptr) {
+    return false;
+  }
+  const int rc = PyDict_SetItemString(dict, key, value);
+  Py_DECREF(value);
+  return rc == 0;
+}
+
 // {name: (length, ...)} of the batch's ragged fields: how many elements
 // each sample has.
 PyObject* RaggedLengths(const Batch& batch) {
@@ -192,17 +301,13 @@ PyObject* RaggedLengths(const Batch& batch) {
   return lengths;
 }
 
-// {name: Array} of the batch's fields other than images (the tuple's first).
-PyObject* OtherFields(PyTypeObject* array_type, const std::shared_ptr<Batch>& batch,
-                      bool all_fields) {
+// {name: Array} of every field of the batch, in payload order.
+PyObject* Fields(PyTypeObject* array_type, const std::shared_ptr<Batch>& batch) {
   PyObject* fields = PyDict_New();
   if (fields == nullptr) {
     return nullptr;
   }
   for (const FieldSlice& field : batch->fields) {
-    if (field.name == "images" && !all_fields) {
-      continue;
-    }
     PyObject* array = NewArray(
         array_type, {batch, batch->payload.data() + field.offset, field.dtype, field.shape});
     if (array == nullptr || PyDict_SetItemString(fields, field.name.c_str(), array) != 0) {
@@ -215,10 +320,28 @@ PyObject* OtherFields(PyTypeObject* array_type, const std::shared_ptr<Batch>& ba
   return fields;
 }
 
-// (images, labels, indices, failed, epoch, index, decoded_with_warnings,
-// {other field: Array}, {ragged field: lengths}); the Arrays share one
-// reference to the batch, which goes back to the loader's pool when the last
-// of them (or of what was imported from them) is freed.
+// [str] of the batch's failure reasons.
+PyObject* Failures(const Batch& batch) {
+  PyObject* list = PyList_New(0);
+  if (list == nullptr) {
+    return nullptr;
+  }
+  for (const std::string& reason : batch.failures) {
+    PyObject* text =
+        PyUnicode_DecodeUTF8(reason.data(), static_cast<Py_ssize_t>(reason.size()), "replace");
+    if (text == nullptr || PyList_Append(list, text) != 0) {
+      Py_XDECREF(text);
+      Py_DECREF(list);
+      return nullptr;
+    }
+    Py_DECREF(text);
+  }
+  return list;
+}
+
+// The batch as a dict of named parts (see python_loader.h); its Arrays
+// share one reference to the batch, which goes back to the loader's pool
+// when the last of them (or of what was imported from them) is freed.
 PyObject* ToPython(PyObject* self, Batch&& received) {
   auto* state = static_cast<ModuleState*>(PyType_GetModuleState(Py_TYPE(self)));
   if (state == nullptr) {
@@ -227,30 +350,32 @@ PyObject* ToPython(PyObject* self, Batch&& received) {
   auto batch = std::make_shared<Batch>(std::move(received));
   auto* array_type = reinterpret_cast<PyTypeObject*>(state->array_type);
   const int64_t size = batch->size();
-  PyObject* images = NewArray(array_type, {batch,
-                                           batch->payload.data(),
-                                           ElementType::kUInt8,
-                                           {size, batch->height, batch->width, batch->channels}});
-  PyObject* labels =
-      NewArray(array_type, {batch, batch->labels.data(), ElementType::kInt64, {size}});
-  PyObject* indices =
-      NewArray(array_type, {batch, batch->indices.data(), ElementType::kInt64, {size}});
-  // A user's own dataset's fields are all "others", whatever their names.
-  PyObject* others =
-      OtherFields(array_type, batch, !Loader(self).dataset().sample_structure.empty());
-  PyObject* lengths = RaggedLengths(*batch);
-  if (images == nullptr || labels == nullptr || indices == nullptr || others == nullptr ||
-      lengths == nullptr) {
-    Py_XDECREF(images);
-    Py_XDECREF(labels);
-    Py_XDECREF(indices);
-    Py_XDECREF(others);
-    Py_XDECREF(lengths);
+  static_assert(sizeof(SlotStatus) == 1, "statuses go out as uint8");
+  PyObject* result = PyDict_New();
+  if (result == nullptr) {
     return nullptr;
   }
-  return Py_BuildValue("(NNNiILiNN)", images, labels, indices, batch->failed, batch->epoch,
-                       static_cast<long long>(batch->index), batch->decoded_with_warnings, others,
-                       lengths);
+  const bool ok =
+      SetItem(result, "fields", Fields(array_type, batch)) &&
+      SetItem(result, "lengths", RaggedLengths(*batch)) &&
+      SetItem(result, "labels",
+              NewArray(array_type, {batch, batch->labels.data(), ElementType::kInt64, {size}})) &&
+      SetItem(result, "indices",
+              NewArray(array_type, {batch, batch->indices.data(), ElementType::kInt64, {size}})) &&
+      SetItem(result, "sources",
+              NewArray(array_type, {batch, batch->sources.data(), ElementType::kInt64, {size}})) &&
+      SetItem(result, "status",
+              NewArray(array_type, {batch, batch->status.data(), ElementType::kUInt8, {size}})) &&
+      SetItem(result, "failures", Failures(*batch)) &&
+      SetItem(result, "failed", PyLong_FromLong(batch->failed)) &&
+      SetItem(result, "decoded_with_warnings", PyLong_FromLong(batch->decoded_with_warnings)) &&
+      SetItem(result, "epoch", PyLong_FromUnsignedLong(batch->epoch)) &&
+      SetItem(result, "index", PyLong_FromLongLong(batch->index));
+  if (!ok) {
+    Py_DECREF(result);
+    return nullptr;
+  }
+  return result;
 }
 
 PyObject* Next(PyObject* self, PyObject* /*unused*/) {
@@ -274,17 +399,6 @@ PyObject* Next(PyObject* self, PyObject* /*unused*/) {
 PyObject* Position(PyObject* self, PyObject* /*unused*/) {
   const LoaderPosition position = Loader(self).position();
   return Py_BuildValue("(IL)", position.epoch, static_cast<long long>(position.next_batch));
-}
-
-// Sets `dict[key] = value` and drops the reference to `value` (false, with
-// an exception set, when either fails).
-bool SetItem(PyObject* dict, const char* key, PyObject* value) {
-  if (value == nullptr) {
-    return false;
-  }
-  const int rc = PyDict_SetItemString(dict, key, value);
-  Py_DECREF(value);
-  return rc == 0;
 }
 
 PyObject* Stats(PyObject* self, PyObject* /*unused*/) {
@@ -313,6 +427,8 @@ PyObject* Stats(PyObject* self, PyObject* /*unused*/) {
        SetItem(result, "received", PyLong_FromLongLong(stats.received)) &&
        SetItem(result, "delivered", PyLong_FromLongLong(stats.delivered)) &&
        SetItem(result, "dropped", PyLong_FromLongLong(stats.dropped)) &&
+       SetItem(result, "held_ahead", PyLong_FromLong(stats.held_ahead)) &&
+       SetItem(result, "in_flight", PyLong_FromLong(stats.in_flight)) &&
        SetItem(result, "reassigned", PyLong_FromLongLong(stats.reassigned)) &&
        SetItem(result, "stalled", PyLong_FromLongLong(stats.stalled)) &&
        SetItem(result, "samples_failed", PyLong_FromLongLong(stats.samples_failed)) &&
@@ -380,8 +496,8 @@ PyMethodDef kMethods[] = {
     {"set_epoch", SetEpoch, METH_VARARGS,
      "set_epoch(epoch, next_batch=0): what the next batches are; fetching starts now"},
     {"next", Next, METH_NOARGS,
-     "(images, labels, indices, failed, epoch, index, decoded_with_warnings, {field: Array}, "
-     "{ragged field: lengths}), or None at the end of the epoch"},
+     "the next batch as a dict (fields, lengths, labels, indices, sources, status, failures, "
+     "failed, decoded_with_warnings, epoch, index), or None at the end of the epoch"},
     {"position", Position, METH_NOARGS, "(epoch, next batch)"},
     {"stats", Stats, METH_NOARGS, "requested, received, delivered, dropped, reassigned, ..."},
     {"class_names", ClassNames, METH_NOARGS, "the dataset's class names"},

@@ -5,20 +5,18 @@
 // honoured, errors as exceptions.
 //
 // Python's view:
-//   Loader(servers: list[str], batch_size, pipeline, rank, world_size, seed,
-//          drop_last, shuffle, max_buffered_mb, connections_per_server,
-//          connect_timeout, stall_timeout, auth_token: str | None,
-//          pin_memory, tls_ca, tls_cert, tls_key, tls_server_name,
-//          pixel_channel, pin_device=0, servers_file="", servers_dns="",
-//          metrics_port=-1)
+//   Loader(options: dict)  the options by name, as python_loader.cc's one
+//                          table of them reads them (servers, batch_size,
+//                          pipeline, rank, world_size, seed, ...); a name it
+//                          does not know is a TypeError
 //   .set_epoch(epoch, next_batch=0)  -> None, the loader starts fetching
-//   .next() -> (images, labels, indices, failed, epoch, index,
-//               decoded_with_warnings, {other field: Array},
-//               {ragged field: (length, ...)}) | None at the end of the
-//              epoch; the first three are Arrays, the first dict holds the
-//              batch's other fields (masks; boxes, box_labels, iscrowd of
-//              all samples), the second each sample's count in the ragged
-//              ones
+//   .next() -> dict | None at the end of the epoch: "fields" {name: Array}
+//              (every field, in payload order), "lengths" {ragged field:
+//              (count per sample, ...)}, "labels", "indices" (planned),
+//              "sources" (the sample each slot holds: int64, -1 unfilled)
+//              and "status" (uint8: 0 ok, 1 replaced, 2 unfilled) Arrays,
+//              "failures" [str], "failed", "decoded_with_warnings",
+//              "epoch", "index"
 //   .position() -> (epoch, next_batch);  .stats() -> dict;  len(loader)
 //   .class_names() -> list[str];  .num_samples() -> int
 //   .metrics_port() -> int | None: where its Prometheus metrics are served

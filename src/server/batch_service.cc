@@ -25,6 +25,9 @@ constexpr size_t kMaxClientIdBytes = 64;
 constexpr size_t kMaxCachedPipelines = 64;
 constexpr uint64_t kMaxCachedPipelineBytes = uint64_t{16} << 20;
 
+// Of a failed sample's reason, what a batch carries (Batch.failures).
+constexpr size_t kMaxFailureBytes = 512;
+
 v1::SampleStatus ToProto(SampleOutcome outcome) {
   switch (outcome) {
     case SampleOutcome::kOk:
@@ -730,6 +733,14 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
         objects.Add(slot);
       }
     }
+    if (failed > 0) {
+      for (const SlotResult& slot : job.slots) {
+        batch->add_sources(slot.source);
+        if (slot.outcome != SampleOutcome::kOk) {
+          batch->add_failures(slot.failure.substr(0, kMaxFailureBytes));
+        }
+      }
+    }
     seconds = job.seconds;
     *batch->mutable_collated_shapes() = job.collated_shapes;
   }
@@ -781,7 +792,9 @@ v1::ServerStats BatchService::Stats() {
   v1::ServerStats stats;
   stats.set_dataset(source_);
   stats.set_num_samples(num_samples_);
-  stats.set_default_pipeline(default_pipeline_.CanonicalSpec());
+  if (python_ == nullptr) {  // a Python dataset's samples are its own code's
+    stats.set_default_pipeline(default_pipeline_.CanonicalSpec());
+  }
   stats.set_recent_images_per_second(recent_samples_.PerSecond(samples_built_.load(), absl::Now()));
   const double uptime = absl::ToDoubleSeconds(absl::Now() - start_time_);
   stats.set_uptime_seconds(uptime);

@@ -91,8 +91,9 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   absl::StatusOr<Dataset> opened =
       options.synthetic_samples > 0
           ? absl::StatusOr<Dataset>(Dataset::Synthetic(options.synthetic_samples, 1000))
-          : Dataset::Open(options.dataset, DatasetLimits{options.max_file_bytes,
-                                                         options.dataset_root, options.image_root});
+          : Dataset::Open(options.dataset,
+                          DatasetLimits{options.max_file_bytes, options.dataset_root,
+                                        options.image_root, options.mask_ignore_index});
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
   if (const Dataset::MissingFiles missing = dataset.FindMissingFiles(); missing.count > 0) {

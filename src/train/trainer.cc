@@ -211,7 +211,9 @@ class RankTrainer {
   absl::Status Resume();
   // --metrics-port: the endpoint, serving from its first scrape.
   absl::Status ServeMetrics();
-  void PlanSteps();
+  // Steps per epoch, epochs and steps of the run, and where the loader
+  // stops fetching. FAILED_PRECONDITION when an epoch has no batch.
+  absl::Status PlanSteps();
   absl::Status TrainEpoch(uint32_t epoch, BatchFeeder& feeder, ProgressLine& progress);
   // Forward, backward (gradient buckets all-reducing meanwhile), update; or
   // the modelled accelerator's time. Returns the loss, still on the device.
@@ -327,7 +329,7 @@ absl::Status RankTrainer::SetUp() {
   RETURN_IF_ERROR(ServeMetrics());
   RETURN_IF_ERROR(
       sample_log_.Open(options_.sample_log_dir, options_.rendezvous.rank, start_.step > 0));
-  PlanSteps();
+  RETURN_IF_ERROR(PlanSteps());
   schedule_.emplace(LrSchedule{options_.optimizer.learning_rate, options_.optimizer.warmup_steps,
                                total_steps_, options_.optimizer.schedule});
   if (options_.rendezvous.rank == 0) {
@@ -376,13 +378,29 @@ absl::Status RankTrainer::Resume() {
   return absl::OkStatus();
 }
 
-void RankTrainer::PlanSteps() {
+absl::Status RankTrainer::PlanSteps() {
   steps_per_epoch_ = loader_->size();
+  if (steps_per_epoch_ == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("an epoch holds no batch for each of the ", options_.rendezvous.world_size,
+                     " ranks: ", loader_->dataset().num_samples, " samples with --batch-size ",
+                     options_.data.batch_size, " and drop_last"));
+  }
   epochs_ = options_.epochs;
   if (options_.steps > 0) {
     epochs_ = static_cast<int>((options_.steps + steps_per_epoch_ - 1) / steps_per_epoch_);
   }
   total_steps_ = options_.steps > 0 ? options_.steps : steps_per_epoch_ * epochs_;
+  // The loader fetches up to the run's last batch and not past it: a short
+  // run's last steps, or its last epoch, leave no batch built for nothing.
+  int64_t end = static_cast<int64_t>(epochs_) * steps_per_epoch_;
+  if (options_.steps > 0) {
+    end = std::min(end, static_cast<int64_t>(start_.epoch) * steps_per_epoch_ + start_.next_batch +
+                            (options_.steps - start_.step));
+  }
+  end = std::max<int64_t>(end, 1);
+  return loader_->SetEnd(static_cast<uint32_t>((end - 1) / steps_per_epoch_),
+                         (end - 1) % steps_per_epoch_ + 1);
 }
 
 absl::Status RankTrainer::Train() {
@@ -541,6 +559,12 @@ absl::Status RankTrainer::WindDown() {
     LogInfo("final model written to %s/checkpoint.pt", options_.final_model_dir);
   }
   RETURN_IF_ERROR(WriteSummary());
+  const LoaderStats loaded = loader_->stats();
+  if (loaded.held_ahead + loaded.in_flight > 0) {
+    LogInfo("rank %d: %d batch(es) fetched ahead were not trained on (%d received, %d in flight)",
+            options_.rendezvous.rank, loaded.held_ahead + loaded.in_flight, loaded.held_ahead,
+            loaded.in_flight);
+  }
   if (stopped_) {
     LogInfo("rank %d stopped on request after step %d", options_.rendezvous.rank, step_);
   }

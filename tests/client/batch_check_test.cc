@@ -69,6 +69,43 @@ TEST_F(BatchCheckTest, ForgedHeadersAreDataLoss) {
   add("an index too many", [](v1::Batch& h) { h.add_indices(7); });
   add("a status missing", [](v1::Batch& h) { h.mutable_status()->RemoveLast(); });
   add("more failed than samples", [](v1::Batch& h) { h.set_failed(9); });
+  add("a failed count no status says", [](v1::Batch& h) { h.set_failed(1); });
+  add("a status of no meaning",
+      [](v1::Batch& h) { h.set_status(0, static_cast<v1::SampleStatus>(7)); });
+  add("a failed slot without sources", [](v1::Batch& h) {
+    h.set_status(0, v1::SAMPLE_REPLACED);
+    h.set_failed(1);
+  });
+  add("a source for every slot but one", [](v1::Batch& h) {
+    h.set_status(0, v1::SAMPLE_REPLACED);
+    h.set_failed(1);
+    for (int i = 0; i + 1 < h.indices_size(); ++i) {
+      h.add_sources(h.indices(i));
+    }
+  });
+  add("a source outside the dataset", [](v1::Batch& h) {
+    h.set_status(0, v1::SAMPLE_REPLACED);
+    h.set_failed(1);
+    for (int i = 0; i < h.indices_size(); ++i) {
+      h.add_sources(i == 0 ? 50 : h.indices(i));
+    }
+  });
+  add("an unfilled slot with a source", [](v1::Batch& h) {
+    h.set_status(0, v1::SAMPLE_ZERO_FILLED);
+    h.set_failed(1);
+    for (int i = 0; i < h.indices_size(); ++i) {
+      h.add_sources(h.indices(i));
+    }
+  });
+  add("more reasons than failures", [](v1::Batch& h) {
+    h.set_status(0, v1::SAMPLE_REPLACED);
+    h.set_failed(1);
+    for (int i = 0; i < h.indices_size(); ++i) {
+      h.add_sources(h.indices(i));
+    }
+    h.add_failures("a");
+    h.add_failures("b");
+  });
   add("four channels", [](v1::Batch& h) { h.set_channels(4); });
   add("no height", [](v1::Batch& h) { h.set_height(0); });
   add("a side too long", [](v1::Batch& h) { h.set_width(kMaxImageSide + 1); });
@@ -82,6 +119,19 @@ TEST_F(BatchCheckTest, ForgedHeadersAreDataLoss) {
     const absl::StatusOr<uint64_t> bytes = Check(header);
     EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss) << what;
   }
+}
+
+TEST_F(BatchCheckTest, FailedSlotsSayWhatFillsThemAndWhy) {
+  v1::Batch header = Honest(0);
+  header.set_status(0, v1::SAMPLE_REPLACED);
+  header.set_status(1, v1::SAMPLE_ZERO_FILLED);
+  header.set_failed(2);
+  for (int i = 0; i < header.indices_size(); ++i) {
+    header.add_sources(i == 0 ? 49 : i == 1 ? -1 : header.indices(i));
+  }
+  header.add_failures("NOT_FOUND: cannot open 'a.jpg'");
+  header.add_failures("INVALID_ARGUMENT: not an image");
+  EXPECT_TRUE(Check(header).ok()) << Check(header).status();
 }
 
 TEST_F(BatchCheckTest, AShapeOverTheLimitIsRefusedWithoutOverflow) {

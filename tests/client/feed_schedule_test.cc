@@ -124,6 +124,67 @@ TEST(FeedScheduleTest, NothingIsAskedBeforeTheTrainerSaysWhere) {
   EXPECT_FALSE(harness.schedule.TakeNext().has_value());
 }
 
+TEST(FeedScheduleTest, AnEpochOfNoBatchesEndsAtOnceAndAsksForNothing) {
+  // 512 samples, batch 1000, drop_last: every epoch is empty, as a
+  // DataLoader's would be.
+  Harness harness(0, 2, 8);
+  harness.schedule.Reposition(0, 0);
+  harness.Ask();
+  EXPECT_TRUE(harness.asked[0].empty());
+  EXPECT_TRUE(harness.asked[1].empty());
+  EXPECT_TRUE(harness.schedule.AtEndOfEpoch());
+  EXPECT_FALSE(harness.schedule.TakeNext().has_value());
+  harness.schedule.Reposition(1, 0);
+  harness.Ask();
+  EXPECT_TRUE(harness.asked[0].empty());
+  EXPECT_TRUE(harness.schedule.AtEndOfEpoch());
+  EXPECT_EQ(harness.schedule.stats().requested, 0);
+}
+
+TEST(FeedScheduleTest, NothingAtOrPastTheEndIsAskedFor) {
+  DepthLimits depth;
+  depth.min_depth = depth.max_depth = depth.initial_depth = 8;
+  // A 3-step run of 100-batch epochs: the window would ask for 16.
+  Harness harness(100, 2, 32, depth);
+  harness.schedule.SetEnd(Key(0, 3));
+  harness.schedule.Reposition(0, 0);
+  harness.Ask();
+  EXPECT_EQ(harness.asked[0].size() + harness.asked[1].size(), 3u);
+  harness.AnswerAll();
+  EXPECT_EQ(harness.Read(), Epoch(0, 0, 3));
+  EXPECT_EQ(harness.schedule.stats().requested, 3);
+  EXPECT_EQ(harness.schedule.held_ahead(), 0);
+  EXPECT_EQ(harness.schedule.in_flight(), 0);
+
+  // The last of two epochs: its end is the run's, and the next epoch's
+  // first batches are not fetched ahead.
+  Harness epochs(4, 1, 32, depth);
+  epochs.schedule.SetEnd(Key(1, 4));
+  epochs.schedule.Reposition(0, 0);
+  EXPECT_EQ(epochs.ReadEpoch(), Epoch(0, 0, 4));
+  epochs.schedule.Reposition(1, 0);
+  EXPECT_EQ(epochs.ReadEpoch(), Epoch(1, 0, 4));
+  EXPECT_EQ(epochs.schedule.stats().requested, 8);
+  EXPECT_EQ(epochs.schedule.stats().dropped, 0);
+}
+
+TEST(FeedScheduleTest, AnEndSetLateDropsWhatLiesPastIt) {
+  DepthLimits depth;
+  depth.min_depth = depth.max_depth = depth.initial_depth = 4;
+  Harness harness(100, 1, 32, depth);
+  harness.schedule.Reposition(0, 0);
+  harness.Ask();
+  harness.Answer(0);
+  harness.Answer(0);  // batches 0 and 1 held; 2 and 3 in flight
+  EXPECT_EQ(harness.schedule.held_ahead(), 2);
+  EXPECT_EQ(harness.schedule.in_flight(), 2);
+  harness.schedule.SetEnd(Key(0, 1));
+  EXPECT_EQ(harness.schedule.held_ahead(), 1);
+  EXPECT_EQ(harness.schedule.in_flight(), 0);
+  EXPECT_EQ(harness.schedule.stats().dropped, 1);
+  EXPECT_EQ(harness.Read(), Epoch(0, 0, 1));
+}
+
 TEST(FeedScheduleTest, AnEpochIsDeliveredInOrderOnceAcrossConnections) {
   Harness harness(25, 3, 8);
   harness.schedule.Reposition(0, 0);

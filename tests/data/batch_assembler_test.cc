@@ -71,6 +71,37 @@ TEST_F(BatchAssemblerTest, BadSamplesAreReplacedDeterministicallyAndCounted) {
   EXPECT_EQ(a[0].index, 1);  // the slot still names the planned sample
   EXPECT_EQ(a[0].label, b[0].label);
   EXPECT_EQ(assembler.distinct_failed_samples(), 2);
+  // Each failed slot says which sample fills it, whose label it carries,
+  // and why its own failed, naming the file.
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(a[i].outcome, SampleOutcome::kReplaced) << i;
+    EXPECT_NE(a[i].source, a[i].index);
+    EXPECT_EQ(a[i].source, b[i].source);
+    EXPECT_EQ(a[i].label, dataset_->sample(static_cast<size_t>(a[i].source)).label);
+    EXPECT_NE(a[i].failure.find(absl::StrCat("img", a[i].index, ".jpg")), std::string::npos)
+        << a[i].failure;
+  }
+  EXPECT_EQ(a[2].source, 4);
+  EXPECT_TRUE(a[2].failure.empty());
+}
+
+TEST_F(BatchAssemblerTest, ASlotNoSampleCouldFillCarriesTheIgnoreLabelNotItsOwn) {
+  for (int i = 0; i < 4; ++i) {
+    WriteFile(root_ / "class1" / absl::StrCat("img", i, ".jpg"), "gone");
+    WriteFile(root_ / "class0" / absl::StrCat("img", i, ".jpg"), "gone");
+  }
+  const Dataset broken = *Dataset::Open(root_.string());
+  BatchAssembler assembler(broken, *pipeline_, MaskIds::kNone);
+  const std::vector<int64_t> indices = {5, 6};  // class 1
+  std::vector<uint8_t> pixels(indices.size() * assembler.image_bytes(), 9);
+  StageSeconds seconds;
+  for (const SlotResult& slot : assembler.Assemble({1, 0, indices}, {pixels.data()}, &seconds)) {
+    EXPECT_EQ(slot.outcome, SampleOutcome::kZeroFilled);
+    EXPECT_EQ(slot.label, kUnfilledLabel);  // not class 1: a loss skips it
+    EXPECT_EQ(slot.source, -1);
+    EXPECT_NE(slot.failure.find("not"), std::string::npos) << slot.failure;
+  }
+  EXPECT_TRUE(std::all_of(pixels.begin(), pixels.end(), [](uint8_t v) { return v == 0; }));
 }
 
 TEST_F(BatchAssemblerTest, AnAbandonedBatchBuildsNothingAndBlamesNoSample) {

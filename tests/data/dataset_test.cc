@@ -188,7 +188,7 @@ TEST(DatasetTest, ASegmentationListPairsImagesWithMasks) {
   EXPECT_TRUE(dataset->has_masks());
   ASSERT_EQ(dataset->size(), 2u);
   EXPECT_EQ(dataset->sample(1).mask_path, "m1.png");
-  EXPECT_TRUE(dataset->class_names().empty());
+  EXPECT_TRUE(dataset->class_names().empty());  // no mask decodes, and no classes.txt
   EXPECT_EQ(*dataset->ReadMask(1), "mask 1");
   EXPECT_TRUE(dataset->ReadSample(1).ok());
   // The masks are part of what the fingerprint says.
@@ -245,6 +245,33 @@ TEST(DatasetTest, ASegmentationFolderMatchesImagesAndMasksByStem) {
       << status;
 }
 
+TEST(DatasetTest, ASegmentationDatasetsClassesComeFromItsMasksOrItsClassesFile) {
+  // Masks of ids 0 (background) to 3, as the sample dataset draws them.
+  const std::filesystem::path root =
+      ::heterodl::testing::MakePaintedSegmentationFolder("seg_classes", 12, 4);
+  absl::StatusOr<Dataset> dataset = Dataset::Open(root.string());
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ(dataset->class_names(), (std::vector<std::string>{"0", "1", "2", "3"}));
+  // 16-bit masks' ids are read as they are; the ignore index is no class.
+  const std::filesystem::path wide = ::heterodl::testing::MakePaintedSegmentationFolder(
+      "seg_classes16", 4, 4, /*sixteen_bit=*/true);
+  DatasetLimits limits;
+  limits.mask_ignore_index = 3000;  // class 3, scaled: left out
+  dataset = Dataset::Open(wide.string(), limits);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ(dataset->class_names().size(), 2001u);
+  // A classes.txt beside it names them, and the names are in the fingerprint.
+  const uint64_t unnamed = Dataset::Open(root.string())->fingerprint();
+  WriteFile(root / "classes.txt", "background\nrectangle\nellipse\ntriangle\n");
+  dataset = Dataset::Open(root.string());
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ(dataset->class_names(),
+            (std::vector<std::string>{"background", "rectangle", "ellipse", "triangle"}));
+  EXPECT_NE(dataset->fingerprint(), unnamed);
+  WriteFile(root / "classes.txt", "\n\n");
+  EXPECT_TRUE(absl::IsInvalidArgument(Dataset::Open(root.string()).status()));
+}
+
 TEST(DatasetTest, ARootConfinesMasksToo) {
   std::filesystem::path root = MakeImageFolder("seg_confined", 1, 1);
   WriteFile(root / "seg.tsv", "class0/img0.jpg\t../outside.png\n");
@@ -281,7 +308,9 @@ TEST(CocoTest, AnInstancesFileIsOneSampleAnImageInIdOrderWithItsBoxes) {
   EXPECT_EQ(dataset->sample(1).path, "sub/b.jpg");
   EXPECT_EQ(dataset->sample(2).path, "c.jpg");
   // By category id, as detection models take labels.
-  EXPECT_EQ(dataset->class_names(), (std::vector<std::string>{"", "cat", "", "dog"}));
+  // COCO's ids, never an empty name: torchvision's names for the gaps.
+  EXPECT_EQ(dataset->class_names(),
+            (std::vector<std::string>{"__background__", "cat", "N/A", "dog"}));
   const Sample& a = dataset->sample(0);
   ASSERT_EQ(a.boxes.size(), 2u);
   EXPECT_EQ(a.boxes[0].x1, 1.5f);

@@ -113,8 +113,11 @@ TEST(SampleDatasetTest, ASegmentationSampleIsImagesWithTheirMasks) {
     }
   }
   EXPECT_EQ(classes, (std::set<int>{0, 1, 2, 3}));  // background and the three shapes
-  ASSERT_OK(WriteSampleDataset(options));           // up to date
-  options.task = SampleTask::kClassification;       // another dataset
+  // Named as the masks number them (classes.txt beside them).
+  EXPECT_EQ(dataset.class_names(),
+            (std::vector<std::string>{"background", "rectangle", "ellipse", "triangle"}));
+  ASSERT_OK(WriteSampleDataset(options));      // up to date
+  options.task = SampleTask::kClassification;  // another dataset
   EXPECT_TRUE(absl::IsAlreadyExists(WriteSampleDataset(options)));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseSampleTask("keypoints").status()));
 }
@@ -137,7 +140,7 @@ TEST(SampleDatasetTest, ADetectionSampleIsTheSegmentationImagesWithEachShapesBox
   ASSERT_TRUE(detection.has_boxes());
   ASSERT_EQ(detection.size(), 10u);
   EXPECT_EQ(detection.class_names(),
-            (std::vector<std::string>{"", "rectangle", "ellipse", "triangle"}));
+            (std::vector<std::string>{"__background__", "rectangle", "ellipse", "triangle"}));
   size_t objects = 0;
   for (size_t i = 0; i < detection.size(); ++i) {
     // The same image as the segmentation sample's, and each of its classes'

@@ -209,11 +209,52 @@ class LocalRunTest(unittest.TestCase):
             self.assertEqual((row["data_hosts"], row["data_hosts_needed"]), (0, 0))
 
     def test_steps_limit(self):
-        result = self.run_local("--servers", "1", "--ranks", "2", "--steps", "2",
+        result = self.run_local("--servers", "2", "--ranks", "2", "--steps", "3",
                                 "--batch-size", "4")
         self.assertEqual(result.returncode, 0, result.stderr[-4000:])
-        self.assertIn("step 2/2", result.stderr)
-        self.assertNotIn("step 3/", result.stderr)
+        self.assertIn("step 3/3", result.stderr)
+        self.assertNotIn("step 4/", result.stderr)
+        # Nothing built for nothing: 3 batches per rank, no more (the
+        # window once asked for dozens), and no warning about local's own
+        # flags.
+        served = [int(n) for n in re.findall(r"stopped: (\d+) batches", result.stderr)]
+        self.assertEqual(len(served), 2, result.stderr[-4000:])
+        self.assertEqual(sum(served), 3 * 2)
+        self.assertNotIn("not trained on", result.stderr)
+        self.assertNotIn("does nothing for", result.stderr)
+        # The same for a whole run: its last epoch fetches nothing beyond.
+        result = self.run_local("--servers", "1", "--ranks", "2", "--epochs", "2",
+                                "--batch-size", "16")
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        served = [int(n) for n in re.findall(r"stopped: (\d+) batches", result.stderr)]
+        self.assertEqual(served, [2 * 2 * 3])  # 48 samples a rank: 3 batches, 2 epochs, 2 ranks
+
+    def test_a_dataset_that_cannot_be_read_stops_the_run_naming_it(self):
+        # Every file of the list is missing: the run stops at its first
+        # batch, exit 1, naming the dataset and why, not training on black
+        # images with their real labels.
+        listing = os.path.join(self.tmp, "allmissing.txt")
+        with open(listing, "w") as f:
+            for i in range(64):
+                f.write(f"{self.tmp}/nowhere/img{i}.jpg\t{i % 2}\n")
+        result = subprocess.run([HETERODL, "local", "--dataset", listing, "--steps", "3",
+                                 "--batch-size", "4"], capture_output=True, text=True,
+                                timeout=300)
+        self.assertEqual(result.returncode, 1, result.stderr[-4000:])
+        self.assertIn(f"dataset {listing}", result.stderr)
+        self.assertIn("No such file or directory", result.stderr)
+        self.assertIn("max_failed_fraction", result.stderr)
+        self.assertIn("local run FAILED", result.stderr)
+        self.assertNotIn("step 1/", result.stderr)
+        # Allowed, the failures are said as they come (the loader's own
+        # lines, with the server's reason) and the run trains on.
+        result = subprocess.run([HETERODL, "local", "--dataset", listing, "--steps", "2",
+                                 "--batch-size", "4", "--max-failed-fraction", "1"],
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        self.assertRegex(result.stderr, r"train/\d\[\d+\] \d+ samples of epoch 0 could not be "
+                                        r"read or decoded \(0 replaced by other samples, \d+ "
+                                        r"left unfilled")
 
     def test_sigterm_stops_everything(self):
         marker_dataset = self.dataset
@@ -262,6 +303,77 @@ class LocalRunTest(unittest.TestCase):
         # The servers the signal stopped were not waited for.
         self.assertNotIn("no shutdown acknowledgment", rest)
         self.assertNotIn("still running", rest)
+
+    def signal_at(self, command, when, sig, group, env=None):
+        """Starts `command` in a session of its own, sends `sig` (to its
+        whole group, as a terminal's Ctrl-C does, when `group`) `when`
+        seconds in, or once its log shows `when` (a str: a step's line);
+        returns (exit code, seconds from the signal to the exit, log)."""
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True, env=env)
+        if isinstance(when, str):
+            seen = read_until(process, when)
+            self.assertIn(when, seen)
+        else:
+            seen = ""
+            time.sleep(when)
+        signalled = time.time()
+        (os.killpg if group else os.kill)(process.pid, sig)
+        try:
+            rest = process.communicate(timeout=60)[1]
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            rest = process.communicate()[1]
+            self.fail(f"{command[1]} did not stop within 60 s of {sig.name} at {when}: "
+                      f"{(seen + rest)[-4000:]}")
+        return process.returncode, time.time() - signalled, seen + rest
+
+    def test_a_signal_at_any_moment_ends_local_train_and_launch_in_order(self):
+        # Early signals land while servers start, while ranks load LibTorch
+        # and join, and before the first step: none is a failure, none waits
+        # for a server's grace. The 2 s the operations guide promises are
+        # printed; the bound here only catches a hang (a loaded CI machine
+        # is slower).
+        local = [HETERODL, "local", "--dataset", self.dataset, "--servers", "2", "--ranks", "2",
+                 "--epochs", "1000", "--batch-size", "4"]
+        took = []
+        for when, sig, group in ((0.1, signal.SIGINT, True), (0.3, signal.SIGINT, True),
+                                 (0.5, signal.SIGINT, True), (1.0, signal.SIGINT, True),
+                                 (3.0, signal.SIGINT, True), ("step 1/", signal.SIGINT, True),
+                                 ("step 9/", signal.SIGINT, True), (0.3, signal.SIGTERM, False),
+                                 (1.0, signal.SIGTERM, False), ("step 2/", signal.SIGTERM, False)):
+            with self.subTest(command="local", when=when, signal=sig.name):
+                code, seconds, log = self.signal_at(local, when, sig, group)
+                took.append(seconds)
+                self.assertEqual(code, 0, log[-4000:])
+                self.assertIn("local run interrupted", log)
+                self.assertNotIn("FAILED", log)
+                self.assertNotIn("still running", log)
+                self.assertLess(seconds, 15, log[-4000:])
+                time.sleep(0.3)
+                self.assertEqual(processes_mentioning(self.dataset), [])
+        print(f"local stopped {min(took):.2f}-{max(took):.2f} s after the signal", file=sys.stderr)
+        # train and launch against a server of their own, which the leader
+        # shuts down whatever the moment.
+        for name in ("train", "launch"):
+            for when in (0.1, 0.4, 1.0, "step 1/"):
+                with self.subTest(command=name, when=when):
+                    port_file = os.path.join(self.tmp, f"port-{name}-{len(took)}")
+                    took.append(0)
+                    server, address = start_server(HETERODL, self.dataset, port_file)
+                    env = dict(os.environ)
+                    if name == "train":
+                        command = [HETERODL, "train", "--data-servers", address, "--ranks", "2",
+                                   "--epochs", "1000", "--batch-size", "4"]
+                    else:
+                        env.update(HETERODL_ROLE="dnn", HETERODL_DATA_SERVERS=address)
+                        command = [HETERODL, "launch", "--", "--ranks", "2", "--epochs", "1000",
+                                   "--batch-size", "4"]
+                    code, seconds, log = self.signal_at(command, when, signal.SIGINT, True, env)
+                    self.assertEqual(code, 0, log[-4000:])
+                    self.assertLess(seconds, 15, log[-4000:])
+                    self.assertIn("telling 1 data server(s) to shut down", log)
+                    self.assertEqual(server.wait(timeout=30), 0)
 
     def test_step_benchmark_prices_both_configurations_and_checks_the_planner(self):
         report_dir = os.path.join(self.tmp, "step-report")

@@ -111,7 +111,7 @@ class DetectionTest(unittest.TestCase):
         # Views of the batch's own memory, as torchvision's models take them.
         self.assertEqual(targets[1]["boxes"].data_ptr(),
                          batch.fields["boxes"].data_ptr() + 2 * 4 * 4)
-        self.assertEqual(loader.dataset.classes, ["", "a", "b", "c"])
+        self.assertEqual(loader.dataset.classes, ["__background__", "a", "b", "c"])
 
     def assert_same_as_torchvision(self, spec, transform):
         for (image, boxes, labels), [(out, target)] in zip(self.samples, self.outputs(spec)):

@@ -298,9 +298,18 @@ class PythonDatasetTest(unittest.TestCase):
         self.assertEqual(loader.class_names, ["a", "b", "c", "d", "e"])
         labelled = dataset_worker.load_dataset("photos:labelled", [self.tmp])
         seen = 0
-        for batch in self.read_epoch(loader):
+        loader.set_epoch(0)
+        for batch in loader:
             self.assertIsInstance(batch, list)  # as default_collate makes it
             images, labels = batch
+            # Beside the structure, the batch it came from: what heterodl
+            # train reads (the labels in the header too), and per slot which
+            # sample it holds.
+            last = loader.last_batch
+            self.assertTrue(torch.equal(last.labels, labels))
+            self.assertTrue(torch.equal(list(last.fields.values())[0], images))
+            self.assertEqual(last.status.tolist(), [0] * len(labels))
+            self.assertTrue(torch.equal(last.sources, last.indices))
             self.assertEqual(tuple(images.shape), (8, 24, 24, 3))
             self.assertEqual(labels.dtype, torch.int64)
             for image, label in zip(images, labels):
@@ -310,14 +319,6 @@ class PythonDatasetTest(unittest.TestCase):
                 self.assertEqual(len(candidates), 1)
             seen += len(labels)
         self.assertEqual(seen, SAMPLES)
-        # What heterodl train reads: the labels in the batch header too.
-        loader.set_epoch(0)
-        native = loader._loader  # the extension's loader, under the Python API
-        received = native.next()
-        header_labels, others = received[1], received[7]
-        field_labels = numpy.asarray(list(others.values())[1]).view(numpy.int64)
-        numpy.testing.assert_array_equal(numpy.asarray(header_labels).view(numpy.int64),
-                                         field_labels)
 
     @unittest.skipUnless(os.path.exists(os.path.join(BUILD_DIR, "heterodl-trainer")),
                          "built without LibTorch: no trainer")
@@ -358,7 +359,8 @@ class PythonDatasetTest(unittest.TestCase):
 
     def test_a_varying_field_not_declared_ragged_fails_saying_how_to_declare_it(self):
         _, address, log = self.serve("tokens_undeclared")
-        loader = heterodl.RemoteDataLoader(address, batch_size=8, format="numpy")
+        loader = heterodl.RemoteDataLoader(address, batch_size=8, format="numpy",
+                                           max_failed_fraction=1.0)
         batches = self.read_epoch(loader)
         self.assertEqual(sum(len(b["index"]) for b in batches), SAMPLES)
         self.assertGreater(loader.stats()["samples_failed"], 0)
@@ -399,8 +401,16 @@ class PythonDatasetTest(unittest.TestCase):
 
     def test_a_collating_dataset_replaces_failed_samples_and_contains_failed_batches(self):
         server, address, log = self.serve("with_trouble", module="captions")
-        loader = heterodl.RemoteDataLoader(address, batch_size=4, seed=2, format="numpy")
-        batches = self.read_epoch(loader)
+        # 9 of 40 samples fail: over the default budget, so it is raised.
+        loader = heterodl.RemoteDataLoader(address, batch_size=4, seed=2, format="numpy",
+                                           max_failed_fraction=1.0)
+        loader.set_epoch(0)
+        batches, slots = [], []
+        for batch in loader:
+            batches.append(batch)
+            last = loader.last_batch
+            slots.append((last.indices.tolist(), last.sources.tolist(), last.status.tolist(),
+                          last.failures))
         self.assertEqual(len(batches), SAMPLES // 4)
         delivered = [i for batch in batches for i in batch["index"].tolist()]
         # Sample 3 raises and is replaced. The batches of sample 21 (whose
@@ -414,6 +424,20 @@ class PythonDatasetTest(unittest.TestCase):
         self.assertEqual(len(delivered), SAMPLES - 8)
         self.assertFalse({3, 21, 30} & set(delivered))
         self.assertEqual(loader.stats()["samples_failed"], 1 + 8)
+        # Per slot: sample 3's slot names its replacement; the empty
+        # batches' slots are unfilled, each with the reason.
+        for indices, sources, status, failures in slots:
+            if 21 in indices or 30 in indices:
+                self.assertEqual(status, [2] * 4)
+                self.assertEqual(sources, [-1] * 4)
+                self.assertEqual(len(failures), 4)
+            elif 3 in indices:
+                slot = indices.index(3)
+                self.assertEqual(status[slot], 1)
+                self.assertNotIn(sources[slot], (3, -1))
+                self.assertIn("this caption is corrupt", failures[0])
+            else:
+                self.assertEqual((sources, status), (indices, [0] * 4))
         # An empty batch travels whole in its header, not on a pixel channel
         # (where it once broke the stream, and its batches were asked again).
         self.assertEqual(loader.stats()["reassigned"], 0)
@@ -561,6 +585,18 @@ class PythonDatasetTest(unittest.TestCase):
         _, address, _ = self.serve("plain", workers=1)
         with self.assertRaisesRegex(ValueError, "does not apply"):
             heterodl.RemoteDataLoader(address, batch_size=4, pipeline="hflip", format="numpy")
+        # Nor does serve take one, and status shows none.
+        done = subprocess.run(
+            [HETERODL, "serve", "--python-dataset", "photos:plain", "--python-path", self.tmp,
+             "--python", sys.executable, "--pipeline", "hflip(0.5)", "--address",
+             "127.0.0.1:0"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("--pipeline does not apply to --python-dataset", done.stderr)
+        status = subprocess.run([HETERODL, "status", address], capture_output=True, text=True,
+                                timeout=60)
+        self.assertEqual(status.returncode, 0, status.stderr)
+        self.assertIn("pipeline none: a Python dataset", status.stdout)
+        self.assertNotIn("random_resized_crop", status.stdout)
 
 
 if __name__ == "__main__":

@@ -491,8 +491,10 @@ class RemoteDataLoaderTest(unittest.TestCase):
                     *(["--strict-decode"] if strict else []))
                 try:
                     # Every row decoded: a crop above the damage would not meet it.
+                    # One bad sample in 8 is over the default budget.
                     loader = self.loader(servers=address, shuffle=False,
-                                         pipeline="resize(32)|center_crop(32)")
+                                         pipeline="resize(32)|center_crop(32)",
+                                         max_failed_fraction=1.0)
                     batches = list(loader)
                     stats = loader.stats()
                     self.assertEqual(sum(b.decoded_with_warnings for b in batches),
@@ -527,7 +529,8 @@ class RemoteDataLoaderTest(unittest.TestCase):
                                        "--max-file-mb", "1")
         try:
             loader = self.loader(servers=address, shuffle=False, batch_size=3,
-                                 pipeline="resize(32)|center_crop(32)", stall_timeout=60.0)
+                                 pipeline="resize(32)|center_crop(32)", stall_timeout=60.0,
+                                 max_failed_fraction=1.0)
             batches = list(loader)
             self.assertEqual(sum(len(b.labels) for b in batches), 9)
             self.assertEqual(sum(b.failed for b in batches), 3)
@@ -535,6 +538,111 @@ class RemoteDataLoaderTest(unittest.TestCase):
         finally:
             server.send_signal(signal.SIGTERM)
             self.assertEqual(server.wait(timeout=30), 0)
+
+    def test_failed_samples_are_loud_bounded_and_told_per_slot(self):
+        # A file list whose every file is missing: the first batch stops the
+        # run, naming the dataset and the server's reason, instead of
+        # training on black images with real labels.
+        listing = os.path.join(self.tmp, "allmissing.txt")
+        with open(listing, "w") as f:
+            for i in range(40):
+                f.write(f"{self.tmp}/missing/img{i}.jpg\t{i % 2}\n")
+        server, address = start_server(HETERODL, listing, os.path.join(self.tmp, "port-missing"))
+        try:
+            loader = self.loader(servers=address, pipeline="resize(16)|center_crop(16)",
+                                 batch_size=4)
+            with self.assertRaises(RuntimeError) as raised:
+                next(iter(loader))
+            message = str(raised.exception)
+            self.assertIn(listing, message)
+            self.assertIn("No such file or directory", message)
+            self.assertIn("max_failed_fraction", message)
+            # Allowed them all: every slot is unfilled, says so, and carries
+            # the label a loss ignores, not its planned sample's.
+            loader = self.loader(servers=address, pipeline="resize(16)|center_crop(16)",
+                                 batch_size=4, max_failed_fraction=1.0, shuffle=False)
+            batch = next(iter(loader))
+            self.assertEqual(batch.failed, 4)
+            self.assertEqual(batch.status.tolist(), [2, 2, 2, 2])
+            self.assertTrue(bool(batch.unfilled.all()))
+            self.assertEqual(batch.labels.tolist(), [-100] * 4)
+            self.assertEqual(batch.sources.tolist(), [-1] * 4)
+            self.assertEqual(batch.indices.tolist(), [0, 1, 2, 3])
+            self.assertEqual(len(batch.failures), 4)
+            self.assertIn("img0.jpg", batch.failures[0])
+            self.assertEqual(int(batch.images.max()), 0)
+            self.assertIs(loader.last_batch, batch)
+            # The loss PyTorch users write skips those slots.
+            logits = torch.zeros(4, 2, requires_grad=True)
+            loss = torch.nn.functional.cross_entropy(logits, batch.labels, reduction="sum")
+            self.assertEqual(loss.item(), 0.0)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+
+        # One missing file in 12: replaced by another sample, which the slot
+        # names and whose label it carries.
+        import glob
+        files = sorted(glob.glob(os.path.join(self.dataset, "*", "*.jpg")))[:11]
+        classes = sorted(os.listdir(self.dataset))
+        label_of = {path: classes.index(os.path.basename(os.path.dirname(path)))
+                    for path in files}
+        listing = os.path.join(self.tmp, "onemissing.txt")
+        paths = files[:5] + [os.path.join(self.tmp, "gone.jpg")] + files[5:]
+        with open(listing, "w") as f:
+            for path in paths:
+                f.write(f"{path}\t{label_of.get(path, 0)}\n")
+        server, address = start_server(HETERODL, listing, os.path.join(self.tmp, "port-one"))
+        try:
+            loader = self.loader(servers=address, pipeline="resize(16)|center_crop(16)",
+                                 batch_size=12, shuffle=False, max_failed_fraction=0.1)
+            batch = next(iter(loader))
+            self.assertEqual(batch.failed, 1)
+            self.assertEqual(batch.status.tolist(), [0] * 5 + [1] + [0] * 6)
+            self.assertEqual(batch.replaced.tolist(), [False] * 5 + [True] + [False] * 6)
+            source = batch.sources[5].item()
+            self.assertNotEqual(source, 5)
+            self.assertEqual(batch.labels[5].item(), label_of[paths[source]])
+            self.assertEqual(batch.sources.tolist()[:5], [0, 1, 2, 3, 4])
+            self.assertEqual(batch.indices[5].item(), 5)  # the plan's, as before
+            self.assertEqual(len(batch.failures), 1)
+            self.assertIn("gone.jpg", batch.failures[0])
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+
+    def test_an_epoch_of_no_batches_yields_nothing_as_a_dataloader_does(self):
+        loader = self.loader(batch_size=1000, drop_last=True)
+        self.assertEqual(len(loader), 0)
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            self.assertEqual(list(loader), [])
+        self.assertEqual(loader.stats()["requested"], 0)
+        self.assertEqual(len(self.loader(batch_size=1000)), 1)  # without drop_last: one
+
+    def test_the_last_epoch_fetches_nothing_past_its_end(self):
+        # Without `epochs`, the next epoch's first batches are fetched as
+        # this one ends, and they are counted.
+        loader = self.loader(max_buffered_mb=64.0)
+        loader.set_epoch(0)
+        self.assertEqual(len(list(loader)), 12)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            stats = loader.stats()
+            if stats["held_ahead"] + stats["in_flight"] > 0:
+                break
+            time.sleep(0.05)
+        self.assertGreater(stats["held_ahead"] + stats["in_flight"], 0)
+        # With it, the run's last epoch ends with nothing built for nothing.
+        loader = self.loader(max_buffered_mb=64.0, epochs=2)
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            self.assertEqual(len(list(loader)), 12)
+        time.sleep(0.3)
+        stats = loader.stats()
+        self.assertEqual((stats["held_ahead"], stats["in_flight"]), (0, 0))
+        self.assertEqual(stats["requested"], 24)
+        self.assertEqual(stats["dropped"], 0)
 
     def test_a_costly_or_greedy_client_does_not_take_the_server_down(self):
         # A real server, a hostile client and a normal one on loopback: the

@@ -15,6 +15,7 @@ and PYTHONPATH=BUILD_DIR/python).
 
 import os
 import signal
+import subprocess
 import sys
 import unittest
 
@@ -105,6 +106,27 @@ class SegmentationTest(unittest.TestCase):
         [as_numpy] = list(numpy_loader)
         self.assertEqual(as_numpy.masks.dtype, numpy.uint8)
         numpy.testing.assert_array_equal(as_numpy.masks, batch.masks.numpy())
+
+    def test_the_classes_are_the_masks_ids_named_by_classes_txt(self):
+        # The sample writes classes.txt: its four classes by name, so the
+        # README's num_classes=len(loader.dataset.classes) is right.
+        sample = os.path.join(self.tmp, "sample")
+        subprocess.run([HETERODL, "dataset", "sample", sample, "--task", "segmentation",
+                        "--images", "12"], check=True, timeout=120, capture_output=True)
+        for named in (True, False):
+            if not named:
+                os.remove(os.path.join(sample, "classes.txt"))
+            server, address = start_server(HETERODL, sample,
+                                           os.path.join(self.tmp, f"port-classes-{named}"))
+            try:
+                loader = heterodl.RemoteDataLoader(servers=address, batch_size=4)
+                self.assertEqual(loader.dataset.classes,
+                                 ["background", "rectangle", "ellipse", "triangle"] if named
+                                 else ["0", "1", "2", "3"])
+                self.assertLess(int(next(iter(loader)).masks.max()), len(loader.dataset.classes))
+            finally:
+                server.send_signal(signal.SIGTERM)
+                server.wait(timeout=30)
 
     def test_sixteen_bit_masks_arrive_as_int32(self):
         loader = heterodl.RemoteDataLoader(servers=self.wide_address, batch_size=3,

@@ -59,16 +59,21 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>&
   env.push_back(nullptr);
 
   // The child starts with default signal dispositions and an empty mask even
-  // when the parent blocks SIGTERM/SIGINT for its signal-watching thread.
+  // when the parent blocks SIGTERM/SIGINT for its signal-watching thread;
+  // with stop_signals_blocked, with those two blocked.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  sigset_t empty_mask, default_signals;
-  sigemptyset(&empty_mask);
+  sigset_t mask, default_signals;
+  sigemptyset(&mask);
+  if (options.stop_signals_blocked) {
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+  }
   sigemptyset(&default_signals);
   sigaddset(&default_signals, SIGTERM);
   sigaddset(&default_signals, SIGINT);
   sigaddset(&default_signals, SIGPIPE);
-  posix_spawnattr_setsigmask(&attr, &empty_mask);
+  posix_spawnattr_setsigmask(&attr, &mask);
   posix_spawnattr_setsigdefault(&attr, &default_signals);
   int16_t flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
   if (options.own_process_group) {
@@ -177,9 +182,9 @@ std::optional<int> ChildProcess::WaitFor(absl::Duration timeout) {
 }
 
 std::optional<int> AwaitPortFile(ChildProcess& server, const std::string& path,
-                                 absl::Duration timeout) {
+                                 absl::Duration timeout, const std::atomic<bool>* abandon) {
   const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
+  while (absl::Now() < deadline && (abandon == nullptr || !abandon->load())) {
     absl::StatusOr<std::string> text = ReadFileToString(path);
     int port = 0;
     if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) && port > 0) {

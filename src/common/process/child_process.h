@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ struct SpawnOptions {
   // process's group (a terminal's Ctrl-C) does not reach it: only what this
   // process forwards does.
   bool own_process_group = false;
+  // The child starts with SIGTERM and SIGINT blocked (and every other
+  // signal as by default): for a heterodl process, whose SignalWatcher takes
+  // them from the start of main(). A signal sent while it is still loading
+  // (LibTorch takes a few hundred milliseconds) then waits for that watcher,
+  // instead of killing it by the default action before it can stop in
+  // order. Other programs start with an empty mask.
+  bool stop_signals_blocked = false;
 };
 
 class ChildProcess {
@@ -78,9 +86,11 @@ class ChildProcess {
 absl::StatusOr<std::string> SelfExecutable();
 
 // Waits for a `heterodl serve --port_file PATH` child to write its bound port
-// to PATH; nullopt when the child exits first or `timeout` passes.
+// to PATH; nullopt when the child exits first, `timeout` passes or
+// `*abandon` becomes true.
 std::optional<int> AwaitPortFile(ChildProcess& server, const std::string& path,
-                                 absl::Duration timeout);
+                                 absl::Duration timeout,
+                                 const std::atomic<bool>* abandon = nullptr);
 
 }  // namespace heterodl
 

@@ -339,7 +339,7 @@ SlotResult PythonDataset::BuildSlot(uint64_t seed, uint32_t epoch,
                                     absl::Span<const int64_t> indices, size_t slot,
                                     uint8_t* payload, const BatchLayout& layout) {
   const int64_t index = indices[slot];
-  SlotResult result{index, 0, SampleOutcome::kOk};
+  SlotResult result{index, 0, SampleOutcome::kOk, index};
   // The label as it lies in the batch, for Batch.labels.
   const auto label = [&] {
     int64_t value = 0;
@@ -348,18 +348,23 @@ SlotResult PythonDataset::BuildSlot(uint64_t seed, uint32_t epoch,
     }
     return value;
   };
-  if (MakeSample(seed, epoch, index, slot, payload, layout, result).ok()) {
+  const absl::Status made = MakeSample(seed, epoch, index, slot, payload, layout, result);
+  if (made.ok()) {
     result.label = label();
     return result;
   }
+  result.failure = absl::StrCat("sample ", index, ": ", made.ToString());
   for (const int64_t candidate : ReplacementCandidates(seed, epoch, index, num_samples_)) {
     if (MakeSample(seed, epoch, candidate, slot, payload, layout, result).ok()) {
       result.outcome = SampleOutcome::kReplaced;
       result.label = label();
+      result.source = candidate;
       return result;
     }
   }
   result.outcome = SampleOutcome::kZeroFilled;
+  result.label = labelled_images_ ? kUnfilledLabel : 0;
+  result.source = -1;
   result.ragged_lengths.assign(ragged_element_bytes_.size(), 0);
   for (const FieldSlice& field : layout.fields) {
     if (!field.ragged) {
@@ -403,12 +408,16 @@ absl::StatusOr<PythonDataset::CollatedBatch> PythonDataset::TryBatch(
       NoteError(error);
     }
     const int64_t planned = indices[static_cast<size_t>(i)];
-    SampleOutcome outcome = SampleOutcome::kZeroFilled;
+    SlotResult result{planned, 0, SampleOutcome::kZeroFilled, -1};
     if (slot.made()) {
-      outcome = static_cast<int64_t>(slot.index()) == planned ? SampleOutcome::kOk
-                                                              : SampleOutcome::kReplaced;
+      result.source = static_cast<int64_t>(slot.index());
+      result.outcome = result.source == planned ? SampleOutcome::kOk : SampleOutcome::kReplaced;
     }
-    batch.slots.push_back({planned, 0, outcome});
+    if (result.outcome != SampleOutcome::kOk) {
+      result.failure = absl::StrCat("sample ", planned, ": ",
+                                    slot.errors().empty() ? "not made" : slot.errors(0));
+    }
+    batch.slots.push_back(std::move(result));
   }
   if (!made->error().empty()) {
     CheckIn(std::move(worker));
@@ -491,7 +500,8 @@ absl::StatusOr<PythonDataset::CollatedBatch> PythonDataset::BuildBatch(
   // Not collated: no sample of it is delivered, and each counts as failed.
   CollatedBatch empty;
   for (const int64_t index : indices) {
-    empty.slots.push_back({index, 0, SampleOutcome::kZeroFilled});
+    empty.slots.push_back({index, 0, SampleOutcome::kZeroFilled, -1,
+                           absl::StrCat("sample ", index, ": its batch could not be collated")});
   }
   for (const v1::FieldSpec& field : fields_) {
     empty.shapes.Add()->mutable_dims()->Resize(field.shape_size(), 0);

@@ -132,12 +132,24 @@ class Batch:
     A batch unpacks as (images, labels), like a DataLoader's batch of an
     ImageFolder: `for images, labels in loader:`; a segmentation batch as
     (images, masks), a detection batch as (images, targets). len(batch) is
-    B."""
+    B.
+
+    A sample the servers could not read or decode never fails a batch: a
+    deterministic other sample fills its slot (the same from any server),
+    or, when those fail too, the slot is left unfilled: zeros, label -100
+    (the ignore_index of torch's cross_entropy, so a loss skips it), its
+    mask the servers' ignore index, no boxes. Per slot, `status` says which
+    (uint8: 0 the planned sample, 1 replaced, 2 unfilled; `replaced` and
+    `unfilled` as bool arrays), `sources` which dataset index the slot
+    holds (`indices[i]`, the replacement's, or -1), and `failures` why each
+    failed slot's sample failed, as the server said. `failed` counts them.
+    The loader logs them as they come and stops the run past
+    `max_failed_fraction` of an epoch."""
 
     images: Any
     labels: Any
     indices: Any
-    failed: int = 0  # slots filled by a replacement because their sample was unreadable
+    failed: int = 0  # slots whose planned sample failed (replaced or unfilled)
     epoch: int = 0
     index: int = 0  # position of the batch in its rank's epoch
     # Slots whose image was decoded around damaged data (kept, as PIL and
@@ -146,6 +158,19 @@ class Batch:
     fields: Dict[str, Any] = dataclasses.field(default_factory=dict)
     # Ragged fields: how many elements each sample has.
     lengths: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    sources: Any = None
+    status: Any = None
+    failures: List[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def replaced(self) -> Any:
+        """bool [B]: slots a replacement fills (format "torch" or "numpy")."""
+        return self.status == 1
+
+    @property
+    def unfilled(self) -> Any:
+        """bool [B]: slots no sample could fill (format "torch" or "numpy")."""
+        return self.status == 2
 
     @property
     def masks(self) -> Any:
@@ -295,11 +320,13 @@ class _EpochIterator:
 
     def __init__(self, loader, importer: Callable[[Any], Any],
                  copy_guard: Optional[_PinnedCopyGuard],
-                 start: Optional[Callable[[], None]] = None):
+                 start: Optional[Callable[[], None]] = None,
+                 on_batch: Optional[Callable[[Batch], None]] = None):
         self._loader = loader
         self._import = importer
         self._copy_guard = copy_guard
         self._start = start
+        self._on_batch = on_batch
         structure = loader.sample_structure()
         self._structure = None if structure is None else json.loads(structure)
 
@@ -316,21 +343,27 @@ class _EpochIterator:
         received = self._loader.next()
         if received is None:
             raise StopIteration
-        images, labels, indices, failed, epoch, index, warned, others, lengths = received
+        arrays = received["fields"]
         if guard is not None:
-            guard.delivered((images, labels, indices, others))
+            guard.delivered(received)
+        fields = {name: self._import(array) for name, array in arrays.items()}
+        lengths = received["lengths"]
+        batch = Batch(fields.get("images"), self._import(received["labels"]),
+                      self._import(received["indices"]), received["failed"], received["epoch"],
+                      received["index"], received["decoded_with_warnings"], fields, lengths,
+                      self._import(received["sources"]), self._import(received["status"]),
+                      received["failures"])
+        if self._on_batch is not None:
+            self._on_batch(batch)
         if self._structure is not None:
             # A user's own dataset: its batch as default_collate makes it,
             # a ragged field as the list of its samples' arrays.
-            columns = [_split(self._import(array), lengths[name]) if name in lengths
-                       else self._import(array) for name, array in others.items()]
+            columns = [_split(array, lengths[name]) if name in lengths else array
+                       for name, array in fields.items()]
             return _rebuild(self._structure, columns)
-        # A multi-view batch has no images field: its views are the fields.
-        imported = None if "views_0" in others else self._import(images)
-        fields = {} if imported is None else {"images": imported}
-        fields.update((name, self._import(array)) for name, array in others.items())
-        return Batch(imported, self._import(labels), self._import(indices), failed, epoch, index,
-                     warned, fields, lengths)
+        if "views_0" in fields:
+            batch.images = None  # a multi-view batch has no images: its views are the fields
+        return batch
 
 
 @functools.lru_cache(maxsize=64)
@@ -492,6 +525,17 @@ class RemoteDataLoader:
             (docs/operations.md).
         pixel_channel: receive pixels on the servers' pixel channels (not
             under TLS); False sends them through gRPC.
+        max_failed_fraction: a sample the servers cannot read or decode is
+            replaced in its batch and logged (with the server's reason,
+            rate-limited); once more than this share of an epoch's samples
+            of this rank have failed, iteration raises RuntimeError naming
+            the dataset, rather than train on replacements (default 0.05;
+            1 never raises).
+        epochs: the number of epochs the run reads (epochs 0 to epochs-1),
+            when known: nothing past the last one's end is fetched. By
+            default the loader fetches the next epoch's first batches while
+            an epoch ends, which a run's last epoch does for nothing
+            (stats()'s held_ahead and in_flight count them).
         metrics_port: serve Prometheus metrics of this rank's data feed at
             http://0.0.0.0:PORT/metrics (0: any free port, then see
             `metrics_port`): steps, the time each waited for its batch,
@@ -516,6 +560,9 @@ class RemoteDataLoader:
         num_samples: samples in the dataset, all ranks together.
         servers: the data servers in use now.
         metrics_port: the port serving Prometheus metrics, or None.
+        last_batch: the Batch the last iteration step came from (for a
+            user's own Python dataset, whose steps are its collated
+            structure: that batch's indices, sources, status, failures).
         batch_sampler, collate_fn, worker_init_fn, generator,
         prefetch_factor, multiprocessing_context: None, and num_workers 0,
         persistent_workers False, timeout 0: what a DataLoader that does
@@ -547,7 +594,8 @@ class RemoteDataLoader:
                  tls_server_name: str = "", pixel_channel: bool = True,
                  servers_file: str = "", servers_dns: str = "",
                  views: Optional[Sequence[Tuple[int, str]]] = None,
-                 metrics_port: Optional[int] = None):
+                 metrics_port: Optional[int] = None, max_failed_fraction: float = 0.05,
+                 epochs: Optional[int] = None):
         servers_file = os.fspath(servers_file)
         servers_file = _string("servers_file", servers_file)
         servers_dns = _string("servers_dns", servers_dns)
@@ -593,42 +641,52 @@ class RemoteDataLoader:
         self.rank = rank
         self.world_size = world_size
         self.pin_memory = bool(pin_memory)
-        # How to reach the servers again, for dataset[i]'s own connection.
+        if isinstance(max_failed_fraction, bool) or not isinstance(max_failed_fraction,
+                                                                     numbers.Real):
+            raise TypeError("max_failed_fraction must be a number in [0, 1]")
+        if not 0 <= max_failed_fraction <= 1:
+            raise ValueError(f"max_failed_fraction must be in [0, 1], got {max_failed_fraction}")
+        # What every connection of this loader shares (dataset[i]'s own
+        # included): the C++ Loader's options by name.
         self._connection = dict(
-            pipeline=pipeline, connect_timeout=_positive("connect_timeout", connect_timeout,
-                                                         "seconds"),
+            servers=self._servers, pipeline=pipeline, seed=self.seed,
+            connect_timeout=_positive("connect_timeout", connect_timeout, "seconds"),
             stall_timeout=_positive("stall_timeout", stall_timeout, "seconds"),
             pixel_channel=bool(pixel_channel), servers_file=servers_file,
-            servers_dns=servers_dns)
+            servers_dns=servers_dns, auth_token=auth_token, tls_ca=self._tls[0],
+            tls_cert=self._tls[1], tls_key=self._tls[2], tls_server_name=self._tls[3],
+            max_failed_fraction=float(max_failed_fraction))
         self._epoch = 0
         # A resume position no iteration has started from yet.
         self._pending: Optional[Tuple[int, int]] = None
+        self.last_batch: Optional[Batch] = None
         self._loader = self._connect(
-            self.batch_size, rank, world_size, self.shuffle, self.drop_last,
-            _positive("max_buffered_mb", max_buffered_mb, "MB"),
-            _integer("connections_per_server", connections_per_server, 1, 16), self.pin_memory,
-            pin_device, -1 if metrics_port is None else _integer("metrics_port", metrics_port, 0,
-                                                                 65535))
+            batch_size=self.batch_size, rank=rank, world_size=world_size, shuffle=self.shuffle,
+            drop_last=self.drop_last,
+            max_buffered_mb=_positive("max_buffered_mb", max_buffered_mb, "MB"),
+            connections_per_server=_integer("connections_per_server", connections_per_server, 1,
+                                            16),
+            pin_memory=self.pin_memory, pin_device=pin_device,
+            metrics_port=-1 if metrics_port is None else _integer("metrics_port", metrics_port,
+                                                                  0, 65535),
+            epochs=0 if epochs is None else _integer("epochs", epochs, 1, 1 << 20))
         self._sample_loader = None  # dataset[i]'s, made on first use
         self.dataset = _RemoteDataset(self, self._loader.num_samples(),
                                       self._loader.class_names())
         self.sampler = _DistributedSamplerView(self, self._loader.samples_per_rank())
 
-    def _connect(self, batch_size: int, rank: int, world_size: int, shuffle: bool,
-                 drop_last: bool, max_buffered_mb: float, connections_per_server: int,
-                 pin_memory: bool, pin_device: int, metrics_port: int = -1):
-        c = self._connection
-        return _heterodl.Loader(
-            self._servers, batch_size, c["pipeline"], rank, world_size, self.seed, drop_last,
-            shuffle, max_buffered_mb, connections_per_server, c["connect_timeout"],
-            c["stall_timeout"], self._auth_token, pin_memory, *self._tls, c["pixel_channel"],
-            pin_device, c["servers_file"], c["servers_dns"], metrics_port)
+    def _connect(self, **options):
+        """A C++ Loader with this loader's shared options and `options`."""
+        return _heterodl.Loader({**self._connection, **options})
 
     def _sample_batch(self, index: int) -> Batch:
         """A batch holding sample `index` alone, built by a server: batch
         `index` of an unshuffled one-rank plan of batches of 1."""
         if self._sample_loader is None:
-            self._sample_loader = self._connect(1, 0, 1, False, False, 1.0, 1, False, 0)
+            self._sample_loader = self._connect(batch_size=1, rank=0, world_size=1,
+                                                shuffle=False, drop_last=False,
+                                                max_buffered_mb=1.0, connections_per_server=1,
+                                                max_failed_fraction=1.0)
         self._sample_loader.set_epoch(0, index)
         return next(_EpochIterator(self._sample_loader, self._import, None))
 
@@ -716,12 +774,16 @@ class RemoteDataLoader:
           arrived; delivered: batches handed to this process;
         - dropped: fetched ahead and then not wanted (the trainer moved to
           another epoch or resume position);
+        - held_ahead: now, batches received and not yet taken; in_flight:
+          now, asked of servers and not yet arrived (if the run stops here,
+          both were built for nothing: see `epochs`);
         - reassigned: batch ids asked again of another server after theirs
           failed, stalled or left;
         - stalled: streams cancelled for holding batches half a
           stall_timeout without sending one;
         - samples_failed: samples of delivered batches that could not be
-          read or decoded, each replaced by a deterministic other sample;
+          read or decoded, each replaced by a deterministic other sample
+          (or, when those failed too, left unfilled);
         - samples_decoded_with_warnings: samples decoded although their file
           is damaged (a JPEG whose data ends early: the missing rows are
           filled as libjpeg fills them, as PIL and torchvision do);
@@ -778,7 +840,10 @@ class RemoteDataLoader:
         made and dropped (a framework checking that the loader iterates)
         changes nothing."""
         return _EpochIterator(self._loader, self._import, self._copy_guard,
-                              self._begin_iteration)
+                              self._begin_iteration, self._took)
+
+    def _took(self, batch: Batch) -> None:
+        self.last_batch = batch
 
     def _begin_iteration(self) -> None:
         start = self._pending if self._pending is not None else (self._epoch, 0)
