@@ -3,7 +3,8 @@
 # the client side needs, builds with pip (PEP 517, scikit-build-core driving
 # CMake with HETERODL_PYTHON_PACKAGE_ONLY), then `auditwheel repair` copies
 # the shared libraries it links that a plain Python machine lacks (gRPC,
-# protobuf, Abseil, OpenSSL, c-ares, re2, cpp-httplib for metrics_port=)
+# protobuf, Abseil, OpenSSL, c-ares, re2; metrics_port='s HTTP server is
+# header-only Boost.Beast)
 # into the wheel and tags it
 # manylinux for this machine's glibc. Prints the wheel's path last.
 #
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 python3-venv python3-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  libdlpack-dev libcpp-httplib-dev
+  libdlpack-dev libboost-dev
 )
 bash scripts/apt_install.sh build_wheel "${APT_PACKAGES[@]}"
 
