@@ -63,7 +63,7 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view encoded, const DecodeOptio
   if (static_cast<int64_t>(image.rows) * image.cols > options.max_pixels) {
     return absl::InvalidArgumentError(absl::StrCat("image is ", image.cols, "x", image.rows,
                                                    ", over the limit of ", options.max_pixels,
-                                                   " pixels"));
+                                                   " pixels (serve --max-pixels)"));
   }
   cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
   return image;

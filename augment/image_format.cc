@@ -52,7 +52,8 @@ std::string ImageKindName(absl::string_view data) {
 absl::Status CheckClaimedPixels(int64_t width, int64_t height, int64_t max_pixels) {
   if (width > 0 && height > max_pixels / width) {
     return absl::InvalidArgumentError(absl::StrCat("image header claims ", width, "x", height,
-                                                   ", over the limit of ", max_pixels, " pixels"));
+                                                   ", over the limit of ", max_pixels,
+                                                   " pixels (serve --max-pixels)"));
   }
   return absl::OkStatus();
 }

@@ -21,7 +21,8 @@ ImageFormat SniffImageFormat(absl::string_view data);
 // for data whose header does not parse).
 std::string ImageKindName(absl::string_view data);
 
-// InvalidArgument ("image header claims WxH, over the limit of N pixels")
+// InvalidArgument ("image header claims WxH, over the limit of N pixels
+// (serve --max-pixels)")
 // when a header's claimed size exceeds `max_pixels`; OK for a width of 0 (no
 // size known). Divided, not multiplied: two 32-bit sides overflow a product.
 absl::Status CheckClaimedPixels(int64_t width, int64_t height, int64_t max_pixels);

@@ -43,9 +43,10 @@ absl::Status CheckOutputPixels(const Transform& transform, cv::Size input, cv::S
       static_cast<double>(options.max_pixels)) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      transform.Spec(), " would make a ", output.width, "x", output.height, " image of this ",
-      input.width, "x", input.height, " one, over the limit of ", options.max_pixels, " pixels"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(transform.Spec(), " would make a ", output.width, "x", output.height,
+                   " image of this ", input.width, "x", input.height, " one, over the limit of ",
+                   options.max_pixels, " pixels (serve --max-pixels)"));
 }
 
 absl::Status CheckAbandoned(const std::atomic<bool>* abandoned) {

@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
@@ -144,7 +145,7 @@ const std::vector<CommandInfo>& Commands() {
        "sample DIR",
        "write the built-in sample dataset (photos under classes, or with --task segmentation "
        "images and masks, with --task detection images and COCO boxes) to an empty DIR",
-       {"images", "seed", "formats", "task", "sample_size", "overwrite"},
+       {"images", "seed", "formats", "task", "sample_size", "source_photos", "overwrite"},
        "heterodl dataset sample data/mixed --images 2000 --formats mixed",
        RunDatasetCommand},
       {"status", "HOST:PORT...",
@@ -217,13 +218,27 @@ std::string ProgramUsage() {
 
 namespace {
 
+// Flags whose value when not given is decided later (a cluster's port, the
+// environment), their stored default a "not given" mark: what help shows.
+constexpr std::pair<const char*, const char*> kEffectiveDefaults[] = {
+    {"port", "50051"},
+    {"metrics_port", "$HETERODL_METRICS_PORT, else off"},
+    {"slurm_data_component", "0"},
+    {"rank", "set by the launcher"},
+};
+
 // One flag's lines in a help text; nothing for a flag Abseil does not know.
 std::string FlagHelp(const char* name) {
   const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
   if (flag == nullptr) {
     return "";  // flagfile is Abseil's, always there
   }
-  const std::string fallback = flag->DefaultValue();
+  std::string fallback = flag->DefaultValue();
+  for (const auto& [flag_name, effective] : kEffectiveDefaults) {
+    if (absl::string_view(name) == flag_name) {
+      fallback = effective;
+    }
+  }
   return absl::StrFormat("  %s (default: %s)\n      %s\n", DashedFlag(name),
                          fallback.empty() ? "none" : absl::StrCat("'", fallback, "'"),
                          flag->Help());

@@ -23,6 +23,9 @@ int RunDatasetCommand(const CommandContext& context) {
   options.num_images = absl::GetFlag(FLAGS_images);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.overwrite = absl::GetFlag(FLAGS_overwrite);
+  if (!absl::GetFlag(FLAGS_source_photos).empty()) {
+    options.source_dir = absl::GetFlag(FLAGS_source_photos);
+  }
   absl::StatusOr<std::vector<SampleFormatShare>> formats =
       ParseSampleFormats(absl::GetFlag(FLAGS_formats));
   if (!formats.ok()) {  // checked with the other flags; kept for direct callers

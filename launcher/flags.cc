@@ -202,6 +202,9 @@ ABSL_FLAG(std::string, task, "classification",
 ABSL_FLAG(std::string, formats, "jpeg",
           "dataset sample: how images are encoded: jpeg, grayscale, progressive, png, webp, "
           "'mixed', or shares like jpeg=60,png=40");
+ABSL_FLAG(std::string, source_photos, "",
+          "dataset sample: a folder of JPEG photos to cut the images from (default: Debian's "
+          "mate-backgrounds, /usr/share/backgrounds/mate)");
 ABSL_FLAG(bool, overwrite, false,
           "dataset sample: replace what the target directory holds instead of refusing");
 ABSL_FLAG(std::string, log_level, "info",

@@ -108,6 +108,7 @@ ABSL_DECLARE_FLAG(std::string, formats);
 ABSL_DECLARE_FLAG(std::string, task);
 ABSL_DECLARE_FLAG(std::string, sample_size);
 ABSL_DECLARE_FLAG(bool, overwrite);
+ABSL_DECLARE_FLAG(std::string, source_photos);
 ABSL_DECLARE_FLAG(std::string, log_level);
 
 namespace heterodl {

@@ -142,8 +142,12 @@ int Serve(const DataServerOptions& options, int metrics_port, StopSignal& stop) 
   });
   // The port bound, not the "0" an address may have asked for.
   const absl::StatusOr<HostPort> asked = SplitHostPort(options.address);
-  LogInfo("listening on %s",
-          asked.ok() ? JoinHostPort(asked->host, running->port()) : options.address);
+  // Said at once: a server that leaves on its own later surprises no one.
+  LogInfo(
+      "listening on %s; leaving on its own if no client comes within %s "
+      "(--startup-timeout) or none is connected for %s (--idle-timeout)",
+      asked.ok() ? JoinHostPort(asked->host, running->port()) : options.address,
+      absl::FormatDuration(options.startup_timeout), absl::FormatDuration(options.idle_timeout));
   // Declared after the server: it stops scraping before the server goes.
   std::unique_ptr<MetricsEndpoint> metrics;
   if (metrics_port >= 0) {

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 python3-venv python3-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  libdlpack-dev libboost-dev
+  libdlpack-dev libboost-dev nlohmann-json3-dev
 )
 bash scripts/apt_install.sh build_wheel "${APT_PACKAGES[@]}"
 

@@ -19,11 +19,11 @@ cd "$(dirname "$0")/../.."
 bundle=bench/gpu/bundle
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
-cp build/heterodl build/heterodl-trainer "$bundle/bin/"
+cp build/heterodl build/heterodl-main build/heterodl-trainer "$bundle/bin/"
 strip "$bundle/bin/"*
 # Libraries of the two binaries, minus torch/CUDA (from the GPU machine's
 # wheel) and glibc's own (from its system).
-ldd build/heterodl build/heterodl-trainer | awk '/=> \// {print $1, $3}' | sort -u |
+ldd build/heterodl-main build/heterodl-trainer | awk '/=> \// {print $1, $3}' | sort -u |
   while read -r name path; do
     case "$name" in
       libtorch*|libc10*|libcuda*|libcudart*|libnv*|libnccl*|libcublas*|libcufft*|libcurand*|\

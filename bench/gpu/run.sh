@@ -155,7 +155,7 @@ torch_train() {
     >>"$out/torch.log" 2>&1 || echo "  $name failed (exit $?; see $out/torch.log)"
 }
 
-for model in ${MODELS:-resnet18 resnet50}; do
+for model in ${MODELS-resnet18 resnet50}; do
   echo "$model: synthetic"
   address=$(serve "$bin/heterodl" serve --synthetic "$n" --pipeline 'center_crop(224)' --threads 2)
   train "$model-synthetic" "$address" "$model"
@@ -191,10 +191,73 @@ for model in ${MODELS:-resnet18 resnet50}; do
 done
 # The same ResNet-18 run with the server's decode threads at the trainer's
 # priority (serve --worker-nice 0), to see what the default buys.
-if [[ ${COMPARE_NICE:-1} == 1 && " ${MODELS:-resnet18 resnet50} " == *" resnet18 "* ]]; then
+if [[ ${COMPARE_NICE:-1} == 1 && " ${MODELS-resnet18 resnet50} " == *" resnet18 "* ]]; then
   echo "resnet18: heterodl, decode threads not niced"
   address=$(serve "$bin/heterodl" serve --dataset "$dataset" --threads "$threads" --worker-nice 0)
   train "resnet18-heterodl-nice0" "$address" resnet18
 fi
-THREADS=$threads REST=$rest BATCH=$batch MODELS="${MODELS:-resnet18 resnet50}" \
-  "$python" bench/gpu/table.py "$out"
+
+# The workloads beyond classification (bench/gpu/workloads.py): heterodl's
+# Python loader against a DataLoader doing the same recipe with torchvision,
+# on the same cores, then the trainer on cores 0-3 with heterodl on the
+# others against the DataLoader on the 4 cores. WORKLOADS="" skips them.
+workload_run() {
+  local name=$1
+  shift
+  local prefix=()
+  while [[ $1 != -- ]]; do prefix+=("$1"); shift; done
+  shift
+  timeout "$run_timeout" "${prefix[@]}" "$python" bench/gpu/workloads.py --device "$device" \
+    --epochs "${WORKLOAD_EPOCHS:-2}" --out "$out/$name.json" "$@" >>"$out/workloads.log" 2>&1 ||
+    echo "  $name failed (exit $?; see $out/workloads.log)"
+}
+stop_server() {
+  local pid
+  pid=$(cat "$out/serve.pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+}
+workloads=${WORKLOADS-segmentation detection dino}
+if [[ -n $workloads && -n $python_package ]]; then
+  photos=${PHOTOS:-}
+  [[ -z $photos && -d bench/gpu/bundle/photos ]] && photos=bench/gpu/bundle/photos
+  [[ -z $photos ]] && photos=/usr/share/backgrounds/mate
+  for workload in $workloads; do
+    case $workload in
+      segmentation)
+        served="$out/segmentation"; data="$served"; wbatch=${SEG_BATCH:-8}
+        [[ -d $served ]] || "$bin/heterodl" dataset sample "$served" --task segmentation \
+          --sample-size 1024x2048 --images "${SEG_IMAGES:-320}" --source-photos "$photos" \
+          >>"$out/workloads.log" 2>&1 ;;
+      detection)
+        served="$out/detection/annotations.json"; data="$served"; wbatch=${DET_BATCH:-8}
+        [[ -d $out/detection ]] || "$bin/heterodl" dataset sample "$out/detection" \
+          --task detection --sample-size 480x640 --images "${DET_IMAGES:-640}" \
+          --source-photos "$photos" >>"$out/workloads.log" 2>&1 ;;
+      dino)
+        served="$dataset"; data="$files"; wbatch=${DINO_BATCH:-64} ;;
+    esac
+    echo "$workload: heterodl's Python loader, one server x $threads threads"
+    address=$(serve "$bin/heterodl" serve --dataset "$served" --threads "$threads")
+    workload_run "$workload-heterodl" env PYTHONPATH="$python_package" -- --workload "$workload" \
+      --feed heterodl --servers "$address" --batch-size "$wbatch"
+    stop_server
+    echo "$workload: DataLoader, $threads workers, torchvision.io + v2"
+    workload_run "$workload-dataloader" -- --workload "$workload" --feed dataloader \
+      --data "$data" --workers "$threads" --batch-size "$wbatch"
+    if ((cores >= 8)); then
+      echo "$workload: trainer on cores 0-3, heterodl on cores 4-$last"
+      address=$(serve taskset -c "4-$last" "$bin/heterodl" serve --dataset "$served" \
+        --threads "$rest")
+      workload_run "$workload-heterodl-4core" taskset -c 0-3 env PYTHONPATH="$python_package" \
+        -- --workload "$workload" --feed heterodl --servers "$address" --batch-size "$wbatch"
+      stop_server
+      echo "$workload: DataLoader on cores 0-3 (3 workers)"
+      workload_run "$workload-dataloader-4core" taskset -c 0-3 -- --workload "$workload" \
+        --feed dataloader --data "$data" --workers 3 --batch-size "$wbatch"
+    fi
+  done
+fi
+THREADS=$threads REST=$rest BATCH=$batch MODELS="${MODELS-resnet18 resnet50}" \
+  WORKLOADS="$workloads" "$python" bench/gpu/table.py "$out"

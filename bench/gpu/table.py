@@ -47,13 +47,21 @@ FEEDS = [
 ]
 
 
+WORKLOAD_FEEDS = [
+    ("heterodl", "heterodl's Python loader, 1 server x {threads} threads"),
+    ("dataloader", "DataLoader, {threads} workers, torchvision.io + v2"),
+    ("heterodl-4core", "4-core trainer, heterodl on the other {rest} cores"),
+    ("dataloader-4core", "4-core trainer, DataLoader (3 workers)"),
+]
+
+
 def main():
     out = sys.argv[1]
     threads = int(os.environ.get("THREADS", "15"))
     rest = int(os.environ.get("REST", "12"))
     results = {}
     batch = int(os.environ.get("BATCH", "256"))
-    for model in os.environ.get("MODELS", "resnet18 resnet50").split():
+    for model in os.environ.get("MODELS", "").split():
         print(f"\n{model}, batch {batch}, bf16, steady state (epochs 2+)")
         print(f"  {'feed':58s} {'ms/step':>8s} {'images/s':>9s} {'stall':>6s} {'vs GPU limit':>12s}")
         limit = None
@@ -79,6 +87,23 @@ def main():
         if ours and peer:
             print(f"  4-core scenario, heterodl / DataLoader on the 4 cores: "
                   f"{ours['images_per_sec'] / peer['images_per_sec']:.2f}x")
+    for workload in os.environ.get("WORKLOADS", "").split():
+        print(f"\n{workload}, bf16, steady state (epochs 2+)")
+        print(f"  {'feed':58s} {'ms/step':>8s} {'images/s':>9s} {'stall':>6s}")
+        rows = {}
+        for feed, title in WORKLOAD_FEEDS:
+            path = os.path.join(out, f"{workload}-{feed}.json")
+            if not os.path.exists(path):
+                print(f"  {title.format(threads=threads, rest=rest):58s} {'(no run)':>8s}")
+                continue
+            row = rows[feed] = summarize(path)
+            print(f"  {title.format(threads=threads, rest=rest):58s} {row['step_ms']:8.1f} "
+                  f"{row['images_per_sec']:9.1f} {row['stall']:5.1f}%")
+        for ours, peer, where in (("heterodl", "dataloader", "same cores"),
+                                  ("heterodl-4core", "dataloader-4core", "4-core scenario")):
+            if ours in rows and peer in rows:
+                print(f"  heterodl / DataLoader, {where}: "
+                      f"{rows[ours]['images_per_sec'] / rows[peer]['images_per_sec']:.2f}x")
 
 
 if __name__ == "__main__":

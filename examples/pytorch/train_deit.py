@@ -38,19 +38,28 @@ from tiny_vit import TinyViT  # noqa: E402
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--servers", required=True, help="host:port,host:port")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--image-size", type=int, default=224)
-    parser.add_argument("--patch-size", type=int, default=16)
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="samples per batch, per rank")
+    parser.add_argument("--image-size", type=int, default=224,
+                        help="side of the training crops")
+    parser.add_argument("--patch-size", type=int, default=16,
+                        help="the ViT's patch side")
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="epochs to train")
     parser.add_argument("--steps", type=int, default=0, help="stop after this many steps")
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--mixup-alpha", type=float, default=0.8)
-    parser.add_argument("--cutmix-alpha", type=float, default=1.0)
+    parser.add_argument("--lr", type=float, default=5e-4,
+                        help="peak learning rate")
+    parser.add_argument("--mixup-alpha", type=float, default=0.8,
+                        help="MixUp's Beta parameter (0: off)")
+    parser.add_argument("--cutmix-alpha", type=float, default=1.0,
+                        help="CutMix's Beta parameter (0: off)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the model and the mixing")
     parser.add_argument("--keep-servers", action="store_true",
-                        help="leave the data servers running at the end (default: rank 0 "
+                        help="leave the data servers running at the end (otherwise rank 0 "
                              "shuts them down, so the data group exits with the job)")
     args = parser.parse_args()
 

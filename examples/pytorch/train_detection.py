@@ -81,19 +81,25 @@ def evaluate(model, loader, device, rank, world_size, distributed):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--servers", required=True, help="host:port,host:port")
     parser.add_argument("--model", default="fasterrcnn_resnet50_fpn",
                         choices=["fasterrcnn_resnet50_fpn", "fasterrcnn_mobilenet_v3_large_fpn",
-                                 "fasterrcnn_mobilenet_v3_large_320_fpn", "retinanet_resnet50_fpn"])
-    parser.add_argument("--batch-size", type=int, default=4)
+                                 "fasterrcnn_mobilenet_v3_large_320_fpn", "retinanet_resnet50_fpn"],
+                        help="a torchvision detection model")
+    parser.add_argument("--batch-size", type=int, default=4,
+                        help="samples per batch, per rank")
     parser.add_argument("--size", type=int, default=1024, help="side of the square crops")
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="epochs to train")
     parser.add_argument("--steps", type=int, default=0, help="stop after this many steps")
-    parser.add_argument("--lr", type=float, default=0.02)
+    parser.add_argument("--lr", type=float, default=0.02,
+                        help="learning rate")
     parser.add_argument("--eval", action="store_true", help="evaluate after every epoch")
     parser.add_argument("--keep-servers", action="store_true",
-                        help="leave the data servers running at the end (default: rank 0 "
+                        help="leave the data servers running at the end (otherwise rank 0 "
                              "shuts them down, so the data group exits with the job)")
     args = parser.parse_args()
 

@@ -118,20 +118,31 @@ def as_input(views, device, mean, std):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--servers", required=True, help="host:port,host:port")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--global-size", type=int, default=224)
-    parser.add_argument("--local-size", type=int, default=96)
-    parser.add_argument("--local-crops", type=int, default=8)
-    parser.add_argument("--patch-size", type=int, default=16)
-    parser.add_argument("--out-dim", type=int, default=4096)
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=16,
+                        help="samples per batch, per rank")
+    parser.add_argument("--global-size", type=int, default=224,
+                        help="side of the two global views")
+    parser.add_argument("--local-size", type=int, default=96,
+                        help="side of the local views")
+    parser.add_argument("--local-crops", type=int, default=8,
+                        help="local views per image")
+    parser.add_argument("--patch-size", type=int, default=16,
+                        help="the ViT's patch side")
+    parser.add_argument("--out-dim", type=int, default=4096,
+                        help="the DINO head's output dimension")
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="epochs to train")
     parser.add_argument("--steps", type=int, default=0, help="stop after this many steps")
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--teacher-momentum", type=float, default=0.996)
+    parser.add_argument("--lr", type=float, default=5e-4,
+                        help="peak learning rate")
+    parser.add_argument("--teacher-momentum", type=float, default=0.996,
+                        help="the teacher's EMA momentum")
     parser.add_argument("--keep-servers", action="store_true",
-                        help="leave the data servers running at the end (default: rank 0 "
+                        help="leave the data servers running at the end (otherwise rank 0 "
                              "shuts them down, so the data group exits with the job)")
     args = parser.parse_args()
 

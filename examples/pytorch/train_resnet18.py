@@ -54,21 +54,27 @@ def evaluate(model, loader, device, mean, std, rank, world_size, distributed):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--servers", required=True, help="host:port,host:port")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="samples per batch, per rank")
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="epochs to train")
     parser.add_argument("--steps", type=int, default=0, help="stop after this many steps")
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--lr", type=float, default=0.1,
+                        help="learning rate")
+    parser.add_argument("--image-size", type=int, default=224,
+                        help="side of the training crops")
     parser.add_argument("--pipeline", default=None,
-                        help="the servers' augmentation (default: random_resized_crop at "
+                        help="the servers' augmentation (none given: random_resized_crop at "
                              "--image-size, hflip); '' for servers of your own dataset "
                              "(serve --python-dataset, custom_dataset/), whose samples come "
                              "ready")
     parser.add_argument("--eval", action="store_true", help="evaluate after every epoch")
     parser.add_argument("--keep-servers", action="store_true",
-                        help="leave the data servers running at the end (default: rank 0 "
+                        help="leave the data servers running at the end (otherwise rank 0 "
                              "shuts them down, so the data group exits with the job)")
     args = parser.parse_args()
 

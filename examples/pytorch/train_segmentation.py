@@ -70,21 +70,30 @@ def evaluate(model, loader, device, mean, std, num_classes, rank, world_size, di
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--servers", required=True, help="host:port,host:port")
-    parser.add_argument("--num-classes", type=int, required=True,
-                        help="classes of the dataset's masks (ids 0 to N-1; 255 is ignored)")
+    parser.add_argument("--num-classes", type=int, default=0,
+                        help="classes of the dataset's masks (ids 0 to N-1; 255 is ignored); "
+                             "0: the served dataset's, len(loader.dataset.classes)")
     parser.add_argument("--model", default="deeplabv3_resnet50",
-                        choices=["deeplabv3_resnet50", "deeplabv3_resnet101", "fcn_resnet50",
-                                 "fcn_resnet101"])
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--crop-size", type=int, default=480)
-    parser.add_argument("--epochs", type=int, default=1)
+                        choices=["deeplabv3_resnet50", "deeplabv3_resnet101",
+                                 "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "fcn_resnet101",
+                                 "lraspp_mobilenet_v3_large"],
+                        help="a torchvision segmentation model")
+    parser.add_argument("--batch-size", type=int, default=8,
+                        help="samples per batch, per rank")
+    parser.add_argument("--crop-size", type=int, default=480,
+                        help="side of the training crops")
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="epochs to train")
     parser.add_argument("--steps", type=int, default=0, help="stop after this many steps")
-    parser.add_argument("--lr", type=float, default=0.02)
+    parser.add_argument("--lr", type=float, default=0.02,
+                        help="learning rate")
     parser.add_argument("--eval", action="store_true", help="evaluate after every epoch")
     parser.add_argument("--keep-servers", action="store_true",
-                        help="leave the data servers running at the end (default: rank 0 "
+                        help="leave the data servers running at the end (otherwise rank 0 "
                              "shuts them down, so the data group exits with the job)")
     args = parser.parse_args()
 
@@ -109,8 +118,9 @@ def main():
         servers=args.servers, batch_size=args.batch_size, shuffle=False,
         pipeline=f"resize({base})|center_crop({crop}x{crop})") if args.eval else None
 
+    num_classes = args.num_classes or len(loader.dataset.classes)
     model = getattr(torchvision.models.segmentation, args.model)(
-        weights=None, weights_backbone=None, num_classes=args.num_classes).to(device)
+        weights=None, weights_backbone=None, num_classes=num_classes).to(device)
     if distributed:
         model = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
@@ -140,7 +150,7 @@ def main():
                 break
         if eval_loader is not None:
             eval_loader.set_epoch(epoch)
-            accuracy, miou = evaluate(model, eval_loader, device, mean, std, args.num_classes,
+            accuracy, miou = evaluate(model, eval_loader, device, mean, std, num_classes,
                                       rank, world_size, distributed)
             if rank == 0:
                 print(f"epoch {epoch} eval: pixel accuracy {100 * accuracy:.1f}%, "

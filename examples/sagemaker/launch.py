@@ -84,22 +84,25 @@ def train_inputs(args):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--image", required=True, help="ECR URI of the heterodl image")
     parser.add_argument("--role", required=True, help="SageMaker execution role ARN")
     parser.add_argument("--train", required=True, help="S3 prefix of the training images")
     parser.add_argument("--output", required=True, help="S3 prefix for model and checkpoints")
-    parser.add_argument("--checkpoint-s3-uri", default="")
-    parser.add_argument("--data-instance", default="ml.c5.9xlarge")
-    parser.add_argument("--data-count", type=int, default=1)
-    parser.add_argument("--dnn-instance", default="ml.p3.2xlarge")
-    parser.add_argument("--dnn-count", type=int, default=1)
-    parser.add_argument("--model", default="resnet50")
-    parser.add_argument("--epochs", type=int, default=90)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--max-run", type=int, default=3 * 24 * 3600)
-    parser.add_argument("--region", default="us-east-1")
-    parser.add_argument("--job-name", default="heterodl")
+    parser.add_argument("--checkpoint-s3-uri", default="",
+                        help="where SageMaker syncs the checkpoints (empty: none)")
+    parser.add_argument("--data-instance", default="ml.c5.9xlarge", help="the data group's instance type")
+    parser.add_argument("--data-count", type=int, default=1, help="data group instances")
+    parser.add_argument("--dnn-instance", default="ml.p3.2xlarge", help="the dnn group's (GPU) instance type")
+    parser.add_argument("--dnn-count", type=int, default=1, help="dnn group instances")
+    parser.add_argument("--model", default="resnet50", help="heterodl train --model")
+    parser.add_argument("--epochs", type=int, default=90, help="epochs to train")
+    parser.add_argument("--batch-size", type=int, default=256, help="samples per batch, per GPU")
+    parser.add_argument("--max-run", type=int, default=3 * 24 * 3600, help="the job's time limit, seconds")
+    parser.add_argument("--region", default="us-east-1", help="the AWS region")
+    parser.add_argument("--job-name", default="heterodl", help="the training job's name prefix")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the CreateTrainingJob request; call nothing")
     args = parser.parse_args()

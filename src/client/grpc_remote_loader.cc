@@ -305,7 +305,10 @@ bool GrpcRemoteLoader::StreamEnded(int connection, const StreamEnd& end) {
                             absl::StrCat("data server ", address, ": ", end.status.message())));
     return false;
   }
-  Say(health_.StreamFailed(address, {end.status, end.left, end.retry_every}, absl::Now()));
+  const std::vector<std::string> servers = ServersLocked();
+  const int others = static_cast<int>(servers.size()) -
+                     (std::binary_search(servers.begin(), servers.end(), address) ? 1 : 0);
+  Say(health_.StreamFailed(address, {end.status, end.left, end.retry_every, others}, absl::Now()));
   return true;
 }
 
@@ -372,8 +375,10 @@ std::vector<std::string> GrpcRemoteLoader::ServersLocked() const {
 
 void GrpcRemoteLoader::CancelStalledLocked(absl::Time now) {
   for (const int c : schedule_.Stalled(now, options_.stall_timeout / 2)) {
-    LogWarning("data server %s stalled for %s; giving its batches to others",
-               connections_[c]->address(), absl::FormatDuration(options_.stall_timeout / 2));
+    LogWarning("data server %s stalled for %s; %s", connections_[c]->address(),
+               absl::FormatDuration(options_.stall_timeout / 2),
+               ServersLocked().size() > 1 ? "giving its batches to others"
+                                          : "asking it again on a new stream");
     connections_[c]->CancelStream();
     schedule_.ResetStallClock(c, now);
     ++stalled_;

@@ -15,17 +15,20 @@ std::optional<HealthLine> ServerHealthLog::StreamFailed(const std::string& addre
     if (now - health.left_at > absl::Seconds(1)) {
       line = HealthLine{
           false, absl::StrCat("data server ", address, " is leaving (", failure.status.message(),
-                              "); its batches go to the others")};
+                              failure.others > 0
+                                  ? "); its batches go to the others"
+                                  : "); no other server is listed: training waits for one")};
       health.left_at = now;
       health.last_logged = now;
     }
   } else if (now - health.left_at < absl::Minutes(1)) {
     // Gone as it said: not a failure yet.
   } else if (reason != health.last_error || now - health.last_logged > absl::Minutes(1)) {
-    line =
-        HealthLine{true, absl::StrCat("data server ", address, ": ", reason, "; retrying (every ",
-                                      absl::FormatDuration(failure.retry_every),
-                                      " at most) while others take its batches")};
+    line = HealthLine{
+        true, absl::StrCat("data server ", address, ": ", reason, "; retrying (every ",
+                           absl::FormatDuration(failure.retry_every), " at most)",
+                           failure.others > 0 ? " while others take its batches"
+                                              : "; no other server is listed: training waits")};
     health.last_logged = now;
   }
   health.last_error = reason;

@@ -34,6 +34,8 @@ struct StreamFailure {
   bool left = false;
   // The longest the connection now waits before trying again.
   absl::Duration retry_every = absl::Seconds(5);
+  // Other servers the loader uses now: who takes its batches meanwhile.
+  int others = 1;
 };
 
 class ServerHealthLog {

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "heterodl/data_service.grpc.pb.h"
+#include "src/client/endpoint_probe.h"
 #include "src/client/server_channel.h"
 #include "src/common/status_macros.h"
 #include "src/rpc/grpc_status.h"
@@ -24,6 +25,14 @@ absl::StatusOr<v1::ServerStats> FetchServerStatus(const std::string& address,
   const grpc::Status status = stub->GetStats(&context, v1::StatsRequest(), &stats);
   if (!status.ok()) {
     const absl::Status failure = FromGrpcStatus(status);
+    // gRPC's words for what answers and is no data server ("Failed parsing
+    // HTTP/2" at a pixel port) say nothing to an operator: ask it.
+    if (absl::IsUnavailable(failure) || absl::IsInternal(failure) || absl::IsUnknown(failure)) {
+      if (const std::optional<std::string> why =
+              ExplainWrongEndpoint(address, {.loader_uses_tls = tls.enabled()})) {
+        return absl::InvalidArgumentError(absl::StrCat(address, ": ", *why));
+      }
+    }
     return absl::Status(failure.code(), absl::StrCat(address, ": ", failure.message()));
   }
   return stats;

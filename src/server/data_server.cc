@@ -66,8 +66,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> StartPythonServer(const DataServerOp
                    PythonDataset::Start(options.python, regions));
   std::vector<std::string> fields;
   for (const v1::FieldSpec& field : python->fields()) {
-    fields.push_back(absl::StrCat(field.name(), " ", DTypeName(field.dtype()), " [",
-                                  absl::StrJoin(field.shape(), ", "), "]"));
+    fields.push_back(DescribeField(field));
   }
   LogInfo("Python dataset %s: %d samples, fields %s, fingerprint %s; %d worker processes (%s)",
           python->source(), python->size(), absl::StrJoin(fields, ", "),

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace heterodl {
 namespace {
@@ -61,6 +62,24 @@ uint64_t DTypeBytes(v1::DType dtype) {
 std::string DTypeName(v1::DType dtype) {
   const std::optional<ElementType> type = KnownElementType(dtype);
   return type ? ElementTypeName(*type) : absl::StrCat("unknown dtype ", static_cast<int>(dtype));
+}
+
+std::string DescribeField(const v1::FieldSpec& field) {
+  std::vector<std::string> dimensions;
+  if (field.ragged()) {
+    dimensions.push_back("n");
+  }
+  for (size_t d = field.collated() ? 1 : 0; d < static_cast<size_t>(field.shape_size()); ++d) {
+    dimensions.push_back(absl::StrCat(field.shape(static_cast<int>(d))));
+  }
+  if (field.collated()) {
+    dimensions.insert(dimensions.begin(), "B");
+  }
+  return absl::StrCat(field.name(), " ", DTypeName(field.dtype()), " [",
+                      absl::StrJoin(dimensions, ", "), "]",
+                      field.ragged()     ? " (ragged)"
+                      : field.collated() ? " (collated: each batch its own shape)"
+                                         : "");
 }
 
 ElementType ElementTypeOfDType(v1::DType dtype) {

@@ -48,6 +48,12 @@ uint64_t DTypeBytes(v1::DType dtype);
 // "uint8", "int32", "int64", "float32" (NumPy's names).
 std::string DTypeName(v1::DType dtype);
 
+// A field as a log line names it, with a sample's shape: "images uint8 [224,
+// 224, 3]"; a ragged one's list length as n ("boxes float32 [n, 4]
+// (ragged)"); a collated one's batch as B ("tokens int64 [B, 12]
+// (collated: each batch its own shape)").
+std::string DescribeField(const v1::FieldSpec& field);
+
 // The element type of a known `dtype` (CheckFieldSpecs: every field's is).
 ElementType ElementTypeOfDType(v1::DType dtype);
 

@@ -33,6 +33,24 @@ TEST(ServerHealthLogTest, AFailureIsSaidWhenItStartsChangesOrHasLastedAMinute) {
   EXPECT_EQ(log.Describe("a:1"), "UNAVAILABLE: reset");
 }
 
+TEST(ServerHealthLogTest, ALoneServerIsNotSaidToHaveOthersTakeItsBatches) {
+  ServerHealthLog log;
+  StreamFailure alone = Failure("refused");
+  alone.others = 0;
+  std::optional<HealthLine> line = log.StreamFailed("a:1", alone, kStart);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(line->text,
+            "data server a:1: UNAVAILABLE: refused; retrying (every 5s at most); no other server "
+            "is listed: training waits");
+  StreamFailure leaving{absl::UnavailableError("server shutting down"), /*left=*/true,
+                        absl::Seconds(5), /*others=*/0};
+  line = log.StreamFailed("b:1", leaving, kStart);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(line->text,
+            "data server b:1 is leaving (server shutting down); no other server is listed: "
+            "training waits for one");
+}
+
 TEST(ServerHealthLogTest, AServerBackToDeliveringIsSaidOnce) {
   ServerHealthLog log;
   EXPECT_FALSE(log.Delivering("a:1"));  // never failed

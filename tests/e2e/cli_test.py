@@ -41,6 +41,8 @@ class HelpTest(unittest.TestCase):
                 self.assertNotIn("No flags matched", result.stdout + result.stderr)
         serve = heterodl("serve", "--help").stdout
         self.assertIn("--worker-nice (default: '10')", serve)
+        self.assertIn("--port (default: '50051')", serve)  # not the -1 that marks "not given"
+        self.assertNotIn("(default: '-1')", serve)
         self.assertNotIn("--model", serve)  # train's, not serve's
         for form in ("image folder", "file list", "WebDataset tar shards"):
             self.assertIn(form, serve)  # every dataset --dataset takes
@@ -271,7 +273,11 @@ class MissingFilesTest(unittest.TestCase):
             self.assertIn("2 of the 6 files", seen)
             self.assertIn("--strict-dataset refuses to serve", seen)
             # The port bound, not the 0 that asked for any.
-            self.assertRegex(seen, r"listening on 127\.0\.0\.1:[1-9][0-9]*\n")
+            self.assertRegex(seen, r"listening on 127\.0\.0\.1:[1-9][0-9]*;")
+            # And when it would leave on its own, said at once.
+            self.assertIn("leaving on its own if no client comes within 30m "
+                          "(--startup-timeout) or none is connected for 10m (--idle-timeout)",
+                          seen)
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -60,6 +60,35 @@ class ExamplesTest(unittest.TestCase):
 
     # ---- examples/pytorch ----
 
+    def test_every_example_s_help_shows_each_option_s_default(self):
+        import ast
+        python = install_built_wheel(SOURCE_DIR, "examples")
+        scripts = [os.path.join(EXAMPLES, "pytorch", name) for name in
+                   ("train_resnet18.py", "train_segmentation.py", "train_detection.py",
+                    "train_dino.py", "train_deit.py", os.path.join("custom_dataset",
+                                                                   "read_captioned.py"))]
+        scripts.append(os.path.join(EXAMPLES, "sagemaker", "launch.py"))
+        for script in scripts:
+            with self.subTest(script=os.path.relpath(script, EXAMPLES)):
+                # Every option given a default in the source shows it.
+                with open(script) as f:
+                    tree = ast.parse(f.read())
+                defaulted = [call.args[0].value for call in ast.walk(tree)
+                             if isinstance(call, ast.Call) and getattr(call.func, "attr", "")
+                             == "add_argument" and any(k.arg == "default" for k in call.keywords)]
+                self.assertTrue(defaulted)
+                result = subprocess.run([python, script, "--help"], capture_output=True,
+                                        text=True, timeout=120)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                for option in defaulted:
+                    block = result.stdout.split(f"  {option}", 1)[1].split("\n  --", 1)[0]
+                    self.assertIn("(default:", " ".join(block.split()), option)
+        # The README's segmentation snippet trains a model the script offers.
+        with open(os.path.join(SOURCE_DIR, "README.md")) as f:
+            readme_model = re.search(r"segmentation\.(\w+)\(", f.read()).group(1)
+        with open(scripts[1]) as f:
+            self.assertIn(f'"{readme_model}"', f.read())
+
     def test_the_pytorch_script_trains_on_the_remote_loader(self):
         # As a user's script runs: from a virtualenv the built wheel is
         # installed into (the project's torch), without PYTHONPATH.

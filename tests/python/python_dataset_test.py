@@ -567,6 +567,19 @@ class PythonDatasetTest(unittest.TestCase):
                     capture_output=True, text=True, timeout=120)
                 self.assertEqual(done.returncode, 2, done.stderr)
                 self.assertIn(message, done.stderr)
+        # An interpreter without NumPy (its site-packages left out: -S) is
+        # named as what is missing, not as a heterodl not installed.
+        no_numpy = os.path.join(self.tmp, "python-without-numpy")
+        with open(no_numpy, "w") as f:
+            f.write(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+        os.chmod(no_numpy, 0o755)
+        done = subprocess.run(
+            [HETERODL, "serve", "--python-dataset", "photos:plain", "--python-path", self.tmp,
+             "--python", no_numpy, "--python-workers", "1", "--address", "127.0.0.1:0"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("cannot import NumPy (No module named 'numpy')", done.stderr)
+        self.assertNotIn("is heterodl installed", done.stderr)
 
     def test_bench_feed_compares_it_with_the_dataloader(self):
         done = subprocess.run(

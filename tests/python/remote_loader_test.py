@@ -442,6 +442,12 @@ class RemoteDataLoaderTest(unittest.TestCase):
                                         f"port; connect to {re.escape(address)} instead"):
                 self.loader(servers=f"127.0.0.1:{pixel_port}", connect_timeout=30)
             self.assertLess(time.monotonic() - started, 15)  # not the 30 s timeout
+            # heterodl status says the same, not gRPC's "Failed parsing HTTP/2".
+            status = subprocess.run([HETERODL, "status", f"127.0.0.1:{pixel_port}"],
+                                    capture_output=True, text=True, timeout=60)
+            self.assertIn(f"pixel channel port, not its service port; connect to {address}",
+                          status.stdout + status.stderr)
+            self.assertNotIn("HTTP/2", status.stdout + status.stderr)
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=30)
@@ -716,6 +722,11 @@ class RemoteDataLoaderTest(unittest.TestCase):
         result = status("--demand", "5000", "--max-stall", "0.1", "--json")
         self.assertEqual(result.returncode, 0, result.stderr)
         report = json.loads(result.stdout)
+        # Counts are numbers, 64-bit ones too (proto3's JSON would quote them).
+        stats = report["servers"][0]["stats"]
+        self.assertIsInstance(stats["samples_sent"], int)
+        self.assertIsInstance(stats["peak_rss_bytes"], int)
+        self.assertGreater(stats["samples_sent"], 0)
         capacities = [s["capacity_images_per_second"] for s in report["servers"]]
         self.assertTrue(all(c > 0 for c in capacities), capacities)
         sizing = report["sizing"]

@@ -43,6 +43,18 @@ Lengths LengthsOf(const std::vector<std::vector<uint32_t>>& per_field) {
   return lengths;
 }
 
+TEST(BatchLayoutTest, AFieldIsDescribedWithASamplesShape) {
+  EXPECT_EQ(DescribeField(ImagesField(224, 160)), "images uint8 [224, 160, 3]");
+  EXPECT_EQ(DescribeField(Field("label", v1::DTYPE_INT64, {})), "label int64 []");
+  // A ragged field's list length varies: n, not an empty shape.
+  EXPECT_EQ(DescribeField(Field("tokens", v1::DTYPE_INT64, {}, true)), "tokens int64 [n] (ragged)");
+  EXPECT_EQ(DescribeField(Field("boxes", v1::DTYPE_FLOAT32, {4}, true)),
+            "boxes float32 [n, 4] (ragged)");
+  v1::FieldSpec collated = Field("tokens", v1::DTYPE_INT64, {8, 12});
+  collated.set_collated(true);
+  EXPECT_EQ(DescribeField(collated), "tokens int64 [B, 12] (collated: each batch its own shape)");
+}
+
 TEST(BatchLayoutTest, ClassificationIsItsImagesAlone) {
   Fields fields;
   *fields.Add() = ImagesField(224, 224);

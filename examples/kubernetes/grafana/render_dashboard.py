@@ -228,14 +228,17 @@ def render(run, dashboard, start, end, out):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"),
+                        help="the build folder with heterodl")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "img",
-                                                      "heterodl-dashboard.png"))
+                                                      "heterodl-dashboard.png"),
+                        help="the picture to write")
     parser.add_argument("--seconds", type=float, default=150, help="how long the run trains")
     parser.add_argument("--step-ms", type=float, default=12,
                         help="the modelled accelerator's step (sets the demand)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64, help="samples per batch")
     parser.add_argument("--most-servers", type=int, default=3,
                         help="this machine's limit on the data group")
     args = parser.parse_args()

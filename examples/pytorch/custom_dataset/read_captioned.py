@@ -17,11 +17,16 @@ import heterodl
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--servers", required=True, help="host:port,host:port")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--keep-servers", action="store_true")
+    parser.add_argument("--batch-size", type=int, default=16,
+                        help="samples per batch, per rank")
+    parser.add_argument("--steps", type=int, default=20,
+                        help="batches to read")
+    parser.add_argument("--keep-servers", action="store_true",
+                        help="leave the data servers running at the end")
     args = parser.parse_args()
 
     loader = heterodl.RemoteDataLoader(servers=args.servers, batch_size=args.batch_size, seed=0)

@@ -38,6 +38,8 @@ Internal to heterodl's data group: the server runs it in worker processes,
 never in its own.
 """
 
+from __future__ import annotations  # numpy's names in annotations, even without NumPy
+
 import argparse
 import ctypes
 import dataclasses
@@ -56,7 +58,11 @@ import sys
 import traceback
 from collections.abc import Mapping, Sequence
 
-import numpy
+try:
+    import numpy
+except ImportError as missing:  # said to the server by main(), which logs it
+    numpy = None
+    _NUMPY_MISSING = missing
 
 
 class DatasetLoadError(Exception):
@@ -663,6 +669,11 @@ def main(argv=None):
     _die_with_the_server()
     sock = socket.socket(fileno=args.fd)
     try:
+        if numpy is None:
+            _send(sock, {"load_error": f"the workers' Python, {sys.executable}, cannot import "
+                                       f"NumPy ({_NUMPY_MISSING}), which they need: install it "
+                                       "there, or name another interpreter with --python"})
+            return 2
         return serve(sock, args.dataset, args.python_path)
     finally:
         sock.close()
