@@ -9,9 +9,9 @@
 #
 #   bash bench/gpu/make_bundle.sh   # -> bench/gpu/bundle.tar.xz (git-ignored)
 #
-# OpenCV's codecs pull in GDAL, x265 and friends: the libraries are ~200 MB,
-# ~55 MB as xz; with the wheel (7 MB) and 96 sample photos the bundle is
-# 62 MB, which with the tracked files just fits what a device run may carry
+# OpenCV's codecs pull in GDAL, x265 and friends: the libraries are ~190 MB,
+# ~53 MB as xz -9e; with the wheel (7 MB) and 9 photos the bundle is 63 MB,
+# which with the tracked files just fits what a device run may carry
 # (64 MiB): carry bench/gpu/bundle.tar.xz alone, not dist/ as well.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,14 +27,20 @@ ldd build/heterodl-main build/heterodl-trainer | awk '/=> \// {print $1, $3}' | 
   while read -r name path; do
     case "$name" in
       libtorch*|libc10*|libcuda*|libcudart*|libnv*|libnccl*|libcublas*|libcufft*|libcurand*|\
-      libcusparse*|libcusolver*|libcudnn*|libgomp*|libc.so*|libm.so*|libdl.so*|libpthread.so*|\
+      libcusparse*|libcusolver*|libcudnn*|libcupti*|libgomp*|libc.so*|libm.so*|libdl.so*|libpthread.so*|\
       librt.so*|libutil.so*|ld-linux*|libshm*|libcaffe2*) ;;
       *) cp -L "$path" "$bundle/lib/$name" ;;
     esac
   done
 bash scripts/build_wheel.sh >/dev/null
 cp dist/heterodl-*manylinux*.whl "$bundle/"
-./build/heterodl dataset sample "$bundle/sample" --images 96
-tar -cJf bench/gpu/bundle.tar.xz -C bench/gpu bundle
+# Whole photos, from which run.sh writes its samples there (the
+# classification photos, the workloads' street-sized segmentation images
+# and COCO-sized detection ones): the smaller mate-backgrounds photos, 3 MB.
+mkdir -p "$bundle/photos"
+find /usr/share/backgrounds/mate -name '*.jpg' -size -720k -exec cp {} "$bundle/photos/" \;
+# xz's strongest: the bundle and the tracked files must fit a device run's
+# 64 MiB.
+tar -cf - -C bench/gpu bundle | xz -9e -T"$(nproc)" >bench/gpu/bundle.tar.xz
 rm -rf "$bundle"
 echo "bundle: $(du -h bench/gpu/bundle.tar.xz | cut -f1) in bench/gpu/bundle.tar.xz"

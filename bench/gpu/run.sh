@@ -54,7 +54,11 @@ else
     "bench/gpu/bundle.tar.xz" >&2
   exit 1
 fi
-[[ -d "$sample" ]] || "$bin/heterodl" dataset sample "$sample" --images 512
+photos=${PHOTOS:-}
+[[ -z $photos && -d bench/gpu/bundle/photos ]] && photos=bench/gpu/bundle/photos
+[[ -z $photos ]] && photos=/usr/share/backgrounds/mate
+[[ -d "$sample" ]] || "$bin/heterodl" dataset sample "$sample" --images 512 \
+  --source-photos "$photos"
 
 out=${RESULTS:-bench/gpu/out}
 mkdir -p "$out"
@@ -208,7 +212,8 @@ workload_run() {
   while [[ $1 != -- ]]; do prefix+=("$1"); shift; done
   shift
   timeout "$run_timeout" "${prefix[@]}" "$python" bench/gpu/workloads.py --device "$device" \
-    --epochs "${WORKLOAD_EPOCHS:-2}" --out "$out/$name.json" "$@" >>"$out/workloads.log" 2>&1 ||
+    --epochs "${WORKLOAD_EPOCHS:-2}" --max-steps "${WORKLOAD_MAX_STEPS:-30}" \
+    --out "$out/$name.json" "$@" >>"$out/workloads.log" 2>&1 ||
     echo "  $name failed (exit $?; see $out/workloads.log)"
 }
 stop_server() {
@@ -220,9 +225,6 @@ stop_server() {
 }
 workloads=${WORKLOADS-segmentation detection dino}
 if [[ -n $workloads && -n $python_package ]]; then
-  photos=${PHOTOS:-}
-  [[ -z $photos && -d bench/gpu/bundle/photos ]] && photos=bench/gpu/bundle/photos
-  [[ -z $photos ]] && photos=/usr/share/backgrounds/mate
   for workload in $workloads; do
     case $workload in
       segmentation)
@@ -243,9 +245,11 @@ if [[ -n $workloads && -n $python_package ]]; then
     workload_run "$workload-heterodl" env PYTHONPATH="$python_package" -- --workload "$workload" \
       --feed heterodl --servers "$address" --batch-size "$wbatch"
     stop_server
+    # The DINO peer imports the example's loss, whose module imports heterodl.
     echo "$workload: DataLoader, $threads workers, torchvision.io + v2"
-    workload_run "$workload-dataloader" -- --workload "$workload" --feed dataloader \
-      --data "$data" --workers "$threads" --batch-size "$wbatch"
+    workload_run "$workload-dataloader" env PYTHONPATH="$python_package" -- \
+      --workload "$workload" --feed dataloader --data "$data" --workers "$threads" \
+      --batch-size "$wbatch"
     if ((cores >= 8)); then
       echo "$workload: trainer on cores 0-3, heterodl on cores 4-$last"
       address=$(serve taskset -c "4-$last" "$bin/heterodl" serve --dataset "$served" \
@@ -254,8 +258,9 @@ if [[ -n $workloads && -n $python_package ]]; then
         -- --workload "$workload" --feed heterodl --servers "$address" --batch-size "$wbatch"
       stop_server
       echo "$workload: DataLoader on cores 0-3 (3 workers)"
-      workload_run "$workload-dataloader-4core" taskset -c 0-3 -- --workload "$workload" \
-        --feed dataloader --data "$data" --workers 3 --batch-size "$wbatch"
+      workload_run "$workload-dataloader-4core" taskset -c 0-3 env PYTHONPATH="$python_package" \
+        -- --workload "$workload" --feed dataloader --data "$data" --workers 3 \
+        --batch-size "$wbatch"
     fi
   done
 fi
