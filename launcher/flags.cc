@@ -134,9 +134,10 @@ ABSL_FLAG(double, device_step_ms, 0,
           "running the model (0: run it)");
 ABSL_FLAG(std::string, precision, "auto", "train: auto (bf16 autocast on CUDA), fp32 or bf16");
 ABSL_FLAG(double, bucket_mb, 25, "train: gradient all-reduce bucket size in MB");
-ABSL_FLAG(std::string, memory_format, "contiguous",
-          "train: contiguous (NCHW) or channels_last: the layout of the model's convolution "
-          "weights and input (channels_last suits tensor-core GPUs in bf16)");
+ABSL_FLAG(std::string, memory_format, "auto",
+          "train: auto (channels_last on CUDA, contiguous on CPU), contiguous (NCHW) or "
+          "channels_last: the layout of the model's convolution weights and input "
+          "(channels_last suits tensor-core GPUs in bf16)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "train: write DIR/checkpoint.pt every --checkpoint-every steps, at the end and when "
           "stopped by a signal");

@@ -130,13 +130,14 @@ serve() {
 }
 
 # heterodl's trainer (after any prefix) against `address`; metrics to NAME.jsonl.
-# MEMORY_FORMAT=channels_last lays the model out channels-last.
+# MEMORY_FORMAT=contiguous lays the model out NCHW (the default, auto, is
+# channels-last on a GPU).
 train() {
   local name=$1 address=$2 model=$3
   shift 3
   timeout "$run_timeout" "$@" "$bin/heterodl" train --data-servers "$address" --ranks 1 \
     --device "$device" --model "$model" --batch-size "$batch" --epochs "$epochs" \
-    --memory-format "${MEMORY_FORMAT:-contiguous}" \
+    --memory-format "${MEMORY_FORMAT:-auto}" \
     --warmup-steps 10 --metrics-file "$out/$name.jsonl" >>"$out/train.log" 2>&1 ||
     echo "  $name failed (exit $?; see $out/train.log)"
   # The server leaves when told; never let one outlive its run.
@@ -164,7 +165,7 @@ for model in ${MODELS-resnet18 resnet50}; do
   address=$(serve "$bin/heterodl" serve --synthetic "$n" --pipeline 'center_crop(224)' --threads 2)
   train "$model-synthetic" "$address" "$model"
   address=$(serve "$bin/heterodl" serve --synthetic "$n" --pipeline 'center_crop(224)' --threads 2)
-  MEMORY_FORMAT=channels_last train "$model-synthetic-channels-last" "$address" "$model"
+  MEMORY_FORMAT=contiguous train "$model-synthetic-contiguous" "$address" "$model"
   torch_train "$model-eager-synthetic" -- --model "$model" --feed synthetic
 
   echo "$model: heterodl, one server x $threads threads"

@@ -35,7 +35,7 @@ def summarize(path):
 
 FEEDS = [
     ("synthetic", "heterodl trainer, synthetic batches (the GPU's limit)"),
-    ("synthetic-channels-last", "  the same, --memory-format channels_last"),
+    ("synthetic-contiguous", "  the same, --memory-format contiguous (NCHW)"),
     ("eager-synthetic", "eager PyTorch, GPU-resident batch"),
     ("heterodl", "heterodl, 1 server x {threads} threads"),
     ("heterodl-nice0", "  the same, decode threads not niced (--worker-nice 0)"),

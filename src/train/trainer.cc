@@ -305,7 +305,8 @@ absl::Status RankTrainer::SetUp() {
   const int num_classes = static_cast<int>(loader_->dataset().class_names.size());
   ASSIGN_OR_RETURN(model_, CreateModel(options_.model, num_classes));
   model_->To(device_);
-  if (options_.memory_format == MemoryFormat::kChannelsLast) {
+  if (options_.memory_format == MemoryFormat::kChannelsLast ||
+      (options_.memory_format == MemoryFormat::kAuto && device_.is_cuda())) {
     ToChannelsLast(*model_);
     input_format_ = torch::MemoryFormat::ChannelsLast;
   }

@@ -59,7 +59,7 @@ struct TrainerOptions {
   Precision precision = Precision::kAuto;
   // How the model's convolution weights and its input lie in memory
   // (models.h, ToChannelsLast).
-  MemoryFormat memory_format = MemoryFormat::kContiguous;
+  MemoryFormat memory_format = MemoryFormat::kAuto;
   // Gradient all-reduce bucket size.
   int64_t bucket_bytes = 25 << 20;
 

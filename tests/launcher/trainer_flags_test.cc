@@ -90,7 +90,7 @@ TEST(TrainerFlagsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.optimizer.schedule, LrSchedule::Kind::kCosine);
   EXPECT_EQ(options.device, DeviceKind::kAuto);
   EXPECT_EQ(options.precision, Precision::kAuto);
-  EXPECT_EQ(options.memory_format, MemoryFormat::kContiguous);
+  EXPECT_EQ(options.memory_format, MemoryFormat::kAuto);  // channels_last on CUDA
   EXPECT_TRUE(options.data.servers.empty());
   EXPECT_EQ(options.metrics_port, -1);  // off
 }
@@ -107,7 +107,7 @@ TEST(TrainerFlagsTest, EveryTextChoiceIsRefusedNamingItsFlag) {
            Case{&FLAGS_device, "tpu", "--device must be one of auto, cpu, cuda; got 'tpu'"},
            Case{&FLAGS_precision, "fp16", "--precision must be one of auto, fp32, bf16"},
            Case{&FLAGS_memory_format, "nhwc",
-                "--memory-format must be one of contiguous, channels_last; got 'nhwc'"},
+                "--memory-format must be one of auto, contiguous, channels_last; got 'nhwc'"},
        }) {
     absl::FlagSaver saved;
     absl::SetFlag(bad.flag, bad.value);
