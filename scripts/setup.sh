@@ -18,16 +18,18 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libopencv-dev libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libgtest-dev libarchive-dev libdlpack-dev
   libgloo-dev mate-backgrounds gnuplot-nox procps iproute2
-  libboost-dev nlohmann-json3-dev prometheus
+  libboost-dev nlohmann-json3-dev prometheus ccache
 )
 
 bash scripts/apt_install.sh setup "${APT_PACKAGES[@]}"
 
 # The project's own virtual environment: LibTorch comes from PyPI's torch
-# wheel (Debian's Python refuses global pip installs).
-if [[ ! -x .venv/bin/python ]]; then
-  python3 -m venv .venv
-fi
+# wheel (Debian's Python refuses global pip installs). Kept outside the clone
+# (scripts/cached_venv.sh), keyed by what it installs.
+source scripts/cached_venv.sh
+link_venv .venv "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}" numpy pillow \
+  pyyaml "sagemaker>=2.230,<3" "kubernetes-validate>=1.30" "lightning>=2.4,<3"
+use_ccache
 if ! .venv/bin/python -c "import torch, torchvision, sys; sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}')" 2>/dev/null; then
   echo "setup: installing torch ${TORCH_VERSION} into .venv"
   .venv/bin/pip install -q --upgrade pip

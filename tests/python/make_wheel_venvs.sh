@@ -19,7 +19,10 @@ cd "$(dirname "$0")/../.."
 export PIP_NO_CACHE_DIR=1
 OTHER_TORCH=2.6.0
 root=.venv-wheel
-mkdir -p "$root"
+# Outside the clone, keyed by what the venvs hold (scripts/cached_venv.sh):
+# a fresh clone does not download torch 2.6 and JAX again.
+source scripts/cached_venv.sh
+link_cached_dir "$root" "torch==$OTHER_TORCH" jax numpy "$(sha256sum <"$0")" >/dev/null
 
 fresh() {  # fresh NAME: a venv with an up-to-date pip
   [[ -x $root/$1/bin/python ]] && return 0
