@@ -14,8 +14,6 @@
 namespace heterodl {
 namespace {
 
-// Replacement candidates tried before a slot is zero-filled.
-constexpr int kReplacementAttempts = 3;
 // Masks MaskIdsOf reads before it settles for 8-bit ids.
 constexpr size_t kMasksProbed = 8;
 
@@ -238,19 +236,6 @@ SlotResult BatchAssembler::AssembleSlot(const BatchRequestSpec& request, size_t 
     std::fill_n(reinterpret_cast<int32_t*>(mask), mask_bytes() / sizeof(int32_t), ignore);
   }
   return result;
-}
-
-std::vector<int64_t> ReplacementCandidates(uint64_t seed, uint32_t epoch, int64_t index,
-                                           size_t dataset_size) {
-  std::vector<int64_t> candidates;
-  CounterRng rng(seed, {kStreamReplacement, epoch, static_cast<uint32_t>(index)});
-  for (int attempt = 0; attempt < kReplacementAttempts; ++attempt) {
-    const auto candidate = static_cast<int64_t>(rng.Below(dataset_size));
-    if (candidate != index) {
-      candidates.push_back(candidate);
-    }
-  }
-  return candidates;
 }
 
 std::vector<SlotResult> BatchAssembler::SyntheticSlots(absl::Span<const int64_t> indices) const {

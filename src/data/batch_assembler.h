@@ -30,61 +30,10 @@
 #include "absl/types/span.h"
 #include "augment/pipeline.h"
 #include "opencv2/core/mat.hpp"
+#include "src/data/batch_source.h"
 #include "src/data/dataset.h"
 
 namespace heterodl {
-
-// kAbandoned: not built, the batch having been abandoned (see
-// BatchRequestSpec::abandoned).
-enum class SampleOutcome { kOk, kReplaced, kZeroFilled, kAbandoned };
-
-// The label of a slot that no sample could fill (kZeroFilled):
-// PyTorch's cross_entropy ignore_index, so a loss skips the slot instead of
-// learning a black image as its planned sample's class.
-inline constexpr int64_t kUnfilledLabel = -100;
-
-struct SlotResult {
-  int64_t index = 0;  // the planned dataset index
-  int64_t label = 0;  // label of the image actually in the slot
-  SampleOutcome outcome = SampleOutcome::kOk;
-  // The dataset index of the sample in the slot: `index`, a replacement's,
-  // or -1 when none could be made (kZeroFilled).
-  int64_t source = 0;
-  // Why the planned sample failed (kReplaced, kZeroFilled): its status,
-  // e.g. "NOT_FOUND: cannot open 'a.jpg': No such file or directory".
-  std::string failure;
-  // The image in the slot was decoded around damaged data (a JPEG scan that
-  // ends early; see PipelineOptions::strict_decode).
-  bool decoded_with_warning = false;
-  // A detection dataset's: the objects of the image in the slot that the
-  // pipeline kept (SampleBoxes), boxes xyxy in output pixels, their
-  // category ids and crowd flags; none in a zero-filled slot.
-  std::vector<Box> boxes;
-  std::vector<int64_t> box_labels;
-  std::vector<uint8_t> crowd;
-  // A user's own Python dataset's: the sample's ragged fields (in the
-  // order of its fields), each one's element count, and their bytes one
-  // after another; none in a zero-filled slot.
-  std::vector<uint32_t> ragged_lengths;
-  std::string ragged_bytes;
-};
-
-// Seconds spent per stage, summed over the samples of a batch.
-struct StageSeconds {
-  double read = 0;
-  double decode = 0;
-  double augment = 0;
-};
-
-struct BatchRequestSpec {
-  uint64_t seed = 0;
-  uint32_t epoch = 0;
-  absl::Span<const int64_t> indices;
-  // Optional: once true, no one wants the batch any more; samples stop
-  // before decoding or their next operation, are not replaced and do not
-  // count as failed (their slots are left as they are).
-  const std::atomic<bool>* abandoned = nullptr;
-};
 
 // How a segmentation dataset's class ids are put in batches: its masks are
 // 8-bit (gray, packed or palette PNGs: uint8 batches) or 16-bit (int32
@@ -99,13 +48,6 @@ MaskIds MaskIdsOf(const Dataset& dataset, int64_t max_pixels);
 // A slot's SlotResult::failure: `status`, after the sample's `path` unless
 // its message names it already.
 std::string DescribeFailure(absl::string_view path, const absl::Status& status);
-
-// The samples tried, in order, in place of sample `index` of `epoch` that
-// failed, before its slot is zeroed: a few drawn from (seed, epoch, index),
-// so every server replaces it alike; none is `index` itself. Native and
-// Python datasets replace by the same rule.
-std::vector<int64_t> ReplacementCandidates(uint64_t seed, uint32_t epoch, int64_t index,
-                                           size_t dataset_size);
 
 // Where one batch's fields go.
 struct BatchDestination {

@@ -1,18 +1,16 @@
 #include "src/server/batch_service.h"
 
+#include <algorithm>
 #include <cstring>
-#include <limits>
 #include <utility>
 
 #include "absl/base/call_once.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "src/common/fingerprint.h"
 #include "src/common/process/process_stats.h"
 #include "src/common/status_macros.h"
-#include "src/wire/batch_layout.h"
 #include "src/wire/plan_config.h"
 
 namespace heterodl {
@@ -20,273 +18,132 @@ namespace {
 
 constexpr size_t kMaxCachedPlans = 16;
 constexpr size_t kMaxClientIdBytes = 64;
-// The cache of pipelines streams name: entries and bytes (of specs, and
-// what parsing makes of them, about as much again and a page).
+// The cache of the sources of pipelines streams name: entries and bytes (of
+// specs, and what parsing makes of them, about as much again and a page).
 constexpr size_t kMaxCachedPipelines = 64;
 constexpr uint64_t kMaxCachedPipelineBytes = uint64_t{16} << 20;
 
-// Of a failed sample's reason, what a batch carries (Batch.failures).
-constexpr size_t kMaxFailureBytes = 512;
-
-v1::SampleStatus ToProto(SampleOutcome outcome) {
-  switch (outcome) {
-    case SampleOutcome::kOk:
-      return v1::SAMPLE_OK;
-    case SampleOutcome::kReplaced:
-      return v1::SAMPLE_REPLACED;
-    case SampleOutcome::kZeroFilled:
-    case SampleOutcome::kAbandoned:  // such a batch is never sent
-      return v1::SAMPLE_ZERO_FILLED;
-  }
-  return v1::SAMPLE_ZERO_FILLED;
-}
-
-// Elements a sample is planned to have in each ragged field before its
-// batch is built: what a batch's buffer and memory are reserved for (a COCO
-// image has 7 objects on average); a batch with more grows at Finish.
-constexpr uint32_t kPlannedRaggedLength = 32;
-
-// The layout of a batch of `samples` of these fields before it is built:
-// ragged fields of kPlannedRaggedLength a sample; collated ones of the
-// shape the dataset was described with, its first dimension (the samples,
-// in most collate_fns) `samples`. The dense fields come first (FieldsOf),
-// so their places are the built batch's; a collated batch gets a buffer of
-// its own once made.
-absl::StatusOr<BatchLayout> PlannedLayout(
-    const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields, uint32_t samples,
-    uint64_t max_bytes) {
-  google::protobuf::RepeatedPtrField<v1::RaggedLengths> lengths;
-  google::protobuf::RepeatedPtrField<v1::FieldShape> shapes;
-  for (const v1::FieldSpec& field : fields) {
-    if (field.ragged()) {
-      lengths.Add()->mutable_lengths()->Resize(static_cast<int>(samples), kPlannedRaggedLength);
-    }
-    if (field.collated()) {
-      v1::FieldShape* shape = shapes.Add();
-      *shape->mutable_dims() = field.shape();
-      if (shape->dims_size() > 0) {
-        shape->set_dims(0, samples);
-      }
-    }
-  }
-  return LayOutBatch(fields, samples, lengths, shapes, max_bytes);
-}
-
-// The bytes of a batch of `samples` of the stream's, as planned.
-uint64_t PayloadBytes(const StreamPlan& stream, uint32_t samples) {
-  const absl::StatusOr<BatchLayout> layout =
-      PlannedLayout(stream.fields, samples, std::numeric_limits<uint64_t>::max());
-  return layout.ok() ? layout->payload_bytes : samples * stream.assembler->sample_bytes();
-}
-
-// Writes `values` at `slice`'s place in `payload`.
-template <typename T>
-void WriteField(const std::vector<T>& values, const FieldSlice& slice, uint8_t* payload) {
-  std::memcpy(payload + slice.offset, values.data(), values.size() * sizeof(T));
-}
+// A batch's buffer, with what it holds of the memory budget (the first
+// one's grant), or the buffer it outgrew (whose bytes stay readable until
+// this one is sent).
+struct BatchMemory {
+  PooledBuffer buffer;
+  MemoryBudget::Grant reserved;
+  std::shared_ptr<const void> outgrown;
+};
 
 }  // namespace
 
-void BatchService::RaggedValues::Add(const SlotResult& slot) {
-  lengths.push_back(static_cast<uint32_t>(slot.boxes.size()));
-  for (const Box& box : slot.boxes) {
-    boxes.insert(boxes.end(), {box.x1, box.y1, box.x2, box.y2});
-  }
-  labels.insert(labels.end(), slot.box_labels.begin(), slot.box_labels.end());
-  crowd.insert(crowd.end(), slot.crowd.begin(), slot.crowd.end());
+int StreamWindow(const BatchSource& source, uint32_t batch_size, uint64_t max_stream_bytes,
+                 int most) {
+  const uint64_t batch_bytes = std::max<uint64_t>(source.PlannedBytes(batch_size), 1);
+  return static_cast<int>(
+      std::clamp<uint64_t>(max_stream_bytes / batch_bytes, 1, static_cast<uint64_t>(most)));
 }
 
-absl::Status CheckPipelineCost(const Pipeline& pipeline, double limit) {
-  const PipelineCost cost = pipeline.EstimateCost();
-  if (cost.pixel_operations <= limit) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "pipeline too costly: about %.0f million pixel operations per sample, over this server's "
-      "limit of %.0f million (serve --max-pipeline-cost); most of it is operation %d, %s, on a "
-      "%dx%d image (from a %dx%d photo): %.0f million",
-      cost.pixel_operations / 1e6, limit / 1e6, cost.costliest_position, cost.costliest_operation,
-      cost.costliest_input_width, cost.costliest_input_height, kCostReferenceWidth,
-      kCostReferenceHeight, cost.costliest_pixel_operations / 1e6));
-}
+// One batch on its way through the pool: set up by its first item, filled by
+// any workers, finished by the last. Its source writes the payload through
+// it (BatchPayload): buffers from the service's pool, the first holding the
+// memory the build reserved.
+class BatchService::BatchJob final : public BatchPayload {
+ public:
+  BatchJob(BatchService& service, std::shared_ptr<const StreamPlan> stream, v1::BatchId id,
+           std::function<void(absl::StatusOr<BuiltBatch>)> done)
+      : service(service),
+        stream(std::move(stream)),
+        id(std::move(id)),
+        requested(absl::Now()),
+        done(std::move(done)) {}
 
-absl::Status CheckViewsFit(const Pipeline& pipeline, const Dataset& dataset) {
-  if (!pipeline.multi_view()) {
-    return absl::OkStatus();
-  }
-  if (dataset.has_masks() || dataset.has_boxes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a pipeline of several views takes images (and labels) alone, but this server's dataset '",
-        dataset.source(), "' has ", dataset.has_masks() ? "segmentation masks" : "boxes"));
-  }
-  if (dataset.synthetic()) {
-    return absl::InvalidArgumentError(
-        "a pipeline of several views needs images to decode; this server's dataset is synthetic");
-  }
-  return absl::OkStatus();
-}
-
-google::protobuf::RepeatedPtrField<v1::FieldSpec> FieldsOf(const BatchAssembler& assembler) {
-  const auto height = static_cast<uint32_t>(assembler.pipeline().output_height());
-  const auto width = static_cast<uint32_t>(assembler.pipeline().output_width());
-  google::protobuf::RepeatedPtrField<v1::FieldSpec> fields;
-  if (assembler.pipeline().multi_view()) {
-    // One field per group of views (views_0, views_1, ...); images alone.
-    const std::vector<ViewGroupShape>& groups = assembler.pipeline().view_groups();
-    for (size_t g = 0; g < groups.size(); ++g) {
-      *fields.Add() = ViewsField(static_cast<uint32_t>(g), static_cast<uint32_t>(groups[g].count),
-                                 static_cast<uint32_t>(groups[g].height),
-                                 static_cast<uint32_t>(groups[g].width));
+  // BatchPayload: called by the source while it starts and finishes the
+  // batch, never concurrently.
+  absl::StatusOr<uint8_t*> Allocate(const BatchLayout& layout) override {
+    // At least a little: a collated batch that could not be made has no bytes.
+    ASSIGN_OR_RETURN(PooledBuffer buffer, service.buffers_->Get(std::max<uint64_t>(
+                                              layout.payload_bytes, kFieldAlignment)));
+    auto memory = std::make_shared<BatchMemory>(
+        BatchMemory{std::move(buffer), std::move(reserved), std::move(pixels.owner)});
+    uint8_t* data = memory->buffer.data();
+    // The gaps that align fields would carry a pooled buffer's earlier bytes
+    // (another client's pixels): zeros instead.
+    uint64_t end = 0;
+    for (const FieldSlice& field : layout.fields) {
+      std::memset(data + end, 0, field.offset - end);
+      end = field.offset + field.bytes;
     }
-    return fields;
+    pixels = OutgoingPixels{std::move(memory), data, layout.payload_bytes};
+    return data;
   }
-  *fields.Add() = ImagesField(height, width);
-  switch (assembler.mask_ids()) {
-    case MaskIds::kUint8:
-      *fields.Add() = MasksField(height, width, v1::DTYPE_UINT8);
-      break;
-    case MaskIds::kInt32:
-      *fields.Add() = MasksField(height, width, v1::DTYPE_INT32);
-      break;
-    case MaskIds::kNone:
-      break;
+  void Share(std::shared_ptr<const std::vector<uint8_t>> bytes) override {
+    pixels = OutgoingPixels::Share(std::move(bytes));
   }
-  if (assembler.has_boxes()) {
-    // Each sample's objects, after the dense fields: boxes xyxy in output
-    // pixels, their category ids, and whether each is a crowd region.
-    v1::FieldSpec* boxes = fields.Add();
-    boxes->set_name("boxes");
-    boxes->set_dtype(v1::DTYPE_FLOAT32);
-    boxes->add_shape(4);
-    boxes->set_ragged(true);
-    v1::FieldSpec* labels = fields.Add();
-    labels->set_name("box_labels");
-    labels->set_dtype(v1::DTYPE_INT64);
-    labels->set_ragged(true);
-    v1::FieldSpec* crowd = fields.Add();
-    crowd->set_name("iscrowd");
-    crowd->set_dtype(v1::DTYPE_UINT8);
-    crowd->set_ragged(true);
-  }
-  return fields;
-}
+  void Truncate(uint64_t bytes) override { pixels.size = std::min(pixels.size, bytes); }
 
-BatchService::BatchService(Dataset dataset, Pipeline default_pipeline, int threads,
-                           RequestLimits limits, PipelineOptions pipeline_options, int worker_nice,
-                           HostAllocator buffer_allocator)
-    : dataset_(std::move(dataset)),
-      fingerprint_(dataset_.fingerprint()),
-      num_samples_(dataset_.size()),
-      source_(dataset_.source()),
-      synthetic_(dataset_.synthetic()),
-      mask_ids_(MaskIdsOf(dataset_, pipeline_options.max_pixels)),
-      default_pipeline_(std::move(default_pipeline)),
-      default_assembler_(dataset_, default_pipeline_, mask_ids_),
+  BatchService& service;
+  const std::shared_ptr<const StreamPlan> stream;
+  const v1::BatchId id;
+  const absl::Time requested;
+  const std::function<void(absl::StatusOr<BuiltBatch>)> done;
+  // The batch's bytes, from the memory budget; they go with its pixels.
+  MemoryBudget::Grant reserved;
+
+  absl::once_flag prepare_once;
+  // Set once by Prepare, read-only after.
+  absl::Status prepared;
+  absl::Time started;
+  std::vector<int64_t> indices;
+  std::unique_ptr<SourceBatch> batch;
+  OutgoingPixels pixels;
+};
+
+BatchService::BatchService(std::unique_ptr<DatasetSources> sources, int threads,
+                           RequestLimits limits, int worker_nice, HostAllocator buffer_allocator)
+    : sources_(std::move(sources)),
       limits_(limits),
-      pipeline_options_(pipeline_options),
       start_time_(absl::Now()),
       buffers_(
           BufferPool::Create(2 * static_cast<size_t>(threads) + 4, std::move(buffer_allocator))),
       memory_(MemoryBudget::Create(limits.memory_budget_bytes > 0 ? limits.memory_budget_bytes
                                                                   : DefaultMemoryBudgetBytes())),
-      pipelines_(kMaxCachedPipelines, kMaxCachedPipelineBytes),
+      named_sources_(kMaxCachedPipelines, kMaxCachedPipelineBytes),
       pool_(threads, worker_nice) {}
 
-BatchService::BatchService(std::shared_ptr<PythonDataset> python, RequestLimits limits,
-                           HostAllocator buffer_allocator)
-    : dataset_(Dataset::Synthetic(0, 0)),
-      python_(std::move(python)),
-      fingerprint_(python_->fingerprint()),
-      num_samples_(python_->size()),
-      source_(python_->source()),
-      synthetic_(false),
-      mask_ids_(MaskIds::kNone),
-      // Never run: the dataset's samples are its own. The default
-      // pipeline's assembler is every stream's placeholder.
-      default_pipeline_(Pipeline::Parse(kDefaultPipeline).value()),
-      default_assembler_(dataset_, default_pipeline_, mask_ids_),
-      limits_(limits),
-      start_time_(absl::Now()),
-      buffers_(BufferPool::Create(2 * static_cast<size_t>(python_->workers()) + 4,
-                                  std::move(buffer_allocator))),
-      memory_(MemoryBudget::Create(limits.memory_budget_bytes > 0 ? limits.memory_budget_bytes
-                                                                  : DefaultMemoryBudgetBytes())),
-      pipelines_(kMaxCachedPipelines, kMaxCachedPipelineBytes),
-      // A thread per worker, each waiting on its worker's sample.
-      pool_(python_->workers(), 0) {}
-
 BatchService::~BatchService() {
-  if (python_ != nullptr) {
-    // Samples being made return at once, so the pool's threads can end.
-    python_->Stop();
-  }
+  // Samples being made return at once (a Python dataset's workers are
+  // stopped), so the pool's threads can end.
+  sources_->Stop();
   // Waiting builds refer to this service: they are dropped, and a grant
   // released later (pixels still being sent) starts none.
   memory_->Close();
 }
 
 absl::StatusOr<v1::DatasetInfo> BatchService::Info(const std::string& pipeline) {
-  ASSIGN_OR_RETURN(const std::shared_ptr<const BatchAssembler> assembler, AssemblerFor(pipeline));
+  ASSIGN_OR_RETURN(const std::shared_ptr<const BatchSource> source, SourceFor(pipeline));
   v1::DatasetInfo info;
-  info.set_fingerprint(fingerprint_);
-  info.set_num_samples(num_samples_);
-  info.set_source(source_);
-  if (python_ != nullptr) {
-    *info.mutable_fields() = python_->fields();
-    *info.mutable_sample_structure() = python_->structure();
-    *info.mutable_class_names() = python_->class_names();
-    if (python_->labelled_images()) {
-      info.set_height(python_->fields()[0].shape(0));
-      info.set_width(python_->fields()[0].shape(1));
-    }
-    return info;
-  }
-  for (const std::string& name : dataset_.class_names()) {
-    info.add_class_names(name);
-  }
-  info.set_default_pipeline(default_pipeline_.CanonicalSpec());
-  info.set_height(assembler->pipeline().output_height());
-  info.set_width(assembler->pipeline().output_width());
-  *info.mutable_fields() = FieldsOf(*assembler);
+  sources_->Describe(info);
+  source->Describe(info);
   return info;
 }
 
-absl::StatusOr<std::shared_ptr<const BatchAssembler>> BatchService::AssemblerFor(
+absl::StatusOr<std::shared_ptr<const BatchSource>> BatchService::SourceFor(
     const std::string& pipeline) {
-  if (python_ != nullptr && !pipeline.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("this server serves the Python dataset ", source_,
-                     " (--python-dataset), whose samples are made by its own code: a pipeline ('",
-                     pipeline.substr(0, 64), "') does not apply"));
-  }
   if (pipeline.empty()) {
-    // Not owned: the service outlives its streams.
-    return std::shared_ptr<const BatchAssembler>(std::shared_ptr<void>(), &default_assembler_);
+    return sources_->default_source();
   }
   if (pipeline.size() > kMaxPipelineSpecBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pipeline spec of ", pipeline.size(), " bytes, over the limit of ", kMaxPipelineSpecBytes));
   }
-  std::shared_ptr<const CompiledPipeline> compiled;
   {
     absl::MutexLock lock(&mu_);
-    compiled = pipelines_.Get(pipeline);
-  }
-  if (compiled == nullptr) {
-    // Outside the lock: a long spec takes a while to parse.
-    ASSIGN_OR_RETURN(Pipeline parsed, Pipeline::Parse(pipeline, pipeline_options_));
-    RETURN_IF_ERROR(CheckViewsFit(parsed, dataset_));
-    if (absl::Status within = CheckPipelineCost(parsed, limits_.max_sample_pixel_operations);
-        !within.ok()) {
-      pipelines_refused_costly_.fetch_add(1, std::memory_order_relaxed);
-      return within;
+    if (std::shared_ptr<const BatchSource> cached = named_sources_.Get(pipeline)) {
+      return cached;
     }
-    auto built = std::make_shared<const CompiledPipeline>(dataset_, std::move(parsed), mask_ids_);
-    absl::MutexLock lock(&mu_);
-    compiled = pipelines_.Put(pipeline, std::move(built), 2 * pipeline.size() + 4096);
   }
-  // Shares the compiled pipeline's ownership.
-  return std::shared_ptr<const BatchAssembler>(compiled, &compiled->assembler);
+  // Outside the lock: a long spec takes a while to parse.
+  ASSIGN_OR_RETURN(std::shared_ptr<const BatchSource> made, sources_->Make(pipeline));
+  absl::MutexLock lock(&mu_);
+  return named_sources_.Put(pipeline, std::move(made), 2 * pipeline.size() + 4096);
 }
 
 absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
@@ -295,11 +152,11 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
     return absl::InvalidArgumentError(
         absl::StrCat("client_id of ", client_id.size(), " bytes, over ", kMaxClientIdBytes));
   }
-  if (config.dataset_fingerprint() != fingerprint_) {
+  if (config.dataset_fingerprint() != sources_->fingerprint()) {
     return absl::FailedPreconditionError(
         absl::StrCat("dataset mismatch: the client expects fingerprint ",
                      FingerprintToHex(config.dataset_fingerprint()), " but this server's dataset '",
-                     source_, "' has ", FingerprintToHex(fingerprint_)));
+                     sources_->name(), "' has ", FingerprintToHex(sources_->fingerprint())));
   }
   if (config.batch_size() == 0 || config.batch_size() > limits_.max_batch_size) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size ", config.batch_size(),
@@ -310,26 +167,19 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
                                                    " outside [1, ", limits_.max_world_size, "]"));
   }
   auto stream = std::make_shared<StreamPlan>();
-  stream->params = FromPlanConfig(config, num_samples_);
+  stream->params = FromPlanConfig(config, sources_->num_samples());
   RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
 
-  ASSIGN_OR_RETURN(stream->assembler, AssemblerFor(config.pipeline()));
-  stream->fields = python_ != nullptr ? python_->fields() : FieldsOf(*stream->assembler);
+  ASSIGN_OR_RETURN(stream->source, SourceFor(config.pipeline()));
   const absl::StatusOr<BatchLayout> layout =
-      PlannedLayout(stream->fields, config.batch_size(), limits_.max_batch_bytes);
+      stream->source->PlannedLayout(config.batch_size(), limits_.max_batch_bytes);
   if (!layout.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a batch of ", config.batch_size(), " samples: ", layout.status().message()));
   }
-  const uint64_t batch_bytes = layout->payload_bytes;
-  if (!synthetic_) {
-    RETURN_IF_ERROR(memory_->Fits(batch_bytes));
-  }
+  RETURN_IF_ERROR(memory_->Fits(stream->source->ReservedBytes(config.batch_size())));
   stream->client_id = client_id;
-  stream->sample_cost = python_ == nullptr
-                            ? stream->assembler->pipeline().EstimateCost().pixel_operations
-                        : python_->collates() ? config.batch_size()  // an item is a whole batch
-                                              : 1;
+  stream->item_cost = stream->source->ItemCost(config.batch_size());
   if (client_id.empty()) {
     stream->work_queue = pool_.OpenQueue();
     return stream;
@@ -406,60 +256,25 @@ absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const Pla
   return shared;
 }
 
-// One batch on its way through the pool: set up by its first sample, filled
-// slot by slot by any worker, finished by the last.
-struct BatchService::BatchJob {
-  std::shared_ptr<const StreamPlan> stream;
-  v1::BatchId id;
-  absl::Time requested;
-  std::function<void(absl::StatusOr<BuiltBatch>)> done;
-  // The batch's bytes, from the memory budget; they go with its pixels.
-  MemoryBudget::Grant memory;
-
-  absl::once_flag prepare_once;
-  // Set once by Prepare, read-only after.
-  absl::Status prepared;
-  absl::Time started;
-  std::vector<int64_t> indices;
-  OutgoingPixels pixels;
-  // Into `pixels`; null for a shared synthetic batch.
-  BatchDestination destination;
-  uint8_t* payload = nullptr;  // the start of `pixels`, writable
-  BatchLayout layout;          // where its fields lie in `pixels`
-
-  absl::Mutex mu;
-  std::vector<SlotResult> slots ABSL_GUARDED_BY(mu);
-  // A collated batch's Batch.collated_shapes.
-  google::protobuf::RepeatedPtrField<v1::FieldShape> collated_shapes ABSL_GUARDED_BY(mu);
-  StageSeconds seconds ABSL_GUARDED_BY(mu);
-};
-
 void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1::BatchId& id,
                               std::function<void(absl::StatusOr<BuiltBatch>)> done) {
-  auto job = std::make_shared<BatchJob>();
-  job->requested = absl::Now();
-  job->id = id;
-  job->done = std::move(done);
-  // A synthetic batch is shared pixels and a list of labels: one item.
   const absl::StatusOr<int64_t> samples = SamplesInBatch(stream->params, id.index());
-  // A collated batch is made whole by one Python worker: one item too.
-  const bool whole = synthetic_ || Collates();
-  const int items = whole ? 1 : static_cast<int>(samples.value_or(1));
+  const auto count = static_cast<uint32_t>(samples.value_or(0));
+  const int items = std::max(stream->source->Items(count), 1);
+  const uint64_t bytes = stream->source->ReservedBytes(count);
   const SamplePool::QueueId queue = stream->work_queue;
-  const uint64_t bytes =
-      synthetic_ ? 0 : PayloadBytes(*stream, static_cast<uint32_t>(samples.value_or(0)));
   const StreamPlan* key = stream.get();
-  job->stream = std::move(stream);
+  auto job = std::make_shared<BatchJob>(*this, std::move(stream), id, std::move(done));
   // Runs now, or once other batches' pixels are sent; with an empty grant
   // once the stream is closed, and then the pool drops the job.
   memory_->Reserve(bytes, key, [this, job, queue, items](MemoryBudget::Grant memory) {
-    job->memory = std::move(memory);
-    pool_.Submit(queue, {std::max(items, 1),
-                         [this, job](int slot) {
+    job->reserved = std::move(memory);
+    pool_.Submit(queue, {items,
+                         [this, job](int item) {
                            absl::call_once(job->prepare_once,
                                            [&] { job->prepared = Prepare(*job); });
                            if (job->prepared.ok()) {
-                             BuildSample(*job, slot);
+                             job->batch->BuildItem(item);
                            }
                          },
                          [this, job](bool completed) {
@@ -471,7 +286,7 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
                              job->done(Finish(*job));
                            }
                          },
-                         job->stream->closed, job->stream->sample_cost});
+                         job->stream->closed, job->stream->item_cost});
   });
   // A stream closed while this was being queued: CloseStream may have
   // cancelled its waiters before this one was among them.
@@ -485,205 +300,13 @@ absl::Status BatchService::Prepare(BatchJob& job) {
   ASSIGN_OR_RETURN(std::shared_ptr<const EpochPlan> plan,
                    PlanFor(job.stream->params, job.id.epoch()));
   job.indices = plan->BatchIndices(job.id.rank(), job.id.index());
-  const BatchAssembler& assembler = *job.stream->assembler;
-  {
-    absl::MutexLock lock(&job.mu);
-    job.slots.resize(job.indices.size());
-  }
-  if (synthetic_) {
-    job.pixels = OutgoingPixels::Share(SyntheticPixels(assembler, job.indices));
-    return absl::OkStatus();
-  }
-  if (Collates()) {
-    return BuildCollated(job);
-  }
-  ASSIGN_OR_RETURN(BatchLayout planned,
-                   PlannedLayout(job.stream->fields, static_cast<uint32_t>(job.indices.size()),
-                                 limits_.max_batch_bytes));
-  ASSIGN_OR_RETURN(uint8_t* const payload, AllocatePayload(job, std::move(planned)));
-  if (python_ != nullptr) {
-    return absl::OkStatus();  // every row of every field is written (or zeroed) by its sample
-  }
-  const BatchLayout& layout = job.layout;
-  job.destination.images = payload + layout.fields[0].offset;
-  if (assembler.mask_ids() != MaskIds::kNone) {
-    job.destination.masks = payload + layout.fields[1].offset;
-  }
-  if (assembler.pipeline().multi_view()) {
-    for (size_t g = 1; g < assembler.pipeline().view_groups().size(); ++g) {
-      job.destination.more_views.push_back(payload + layout.fields[static_cast<int>(g)].offset);
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<uint8_t*> BatchService::AllocatePayload(BatchJob& job, BatchLayout layout) {
-  // At least a little: a collated batch that could not be made has no bytes.
-  ASSIGN_OR_RETURN(PooledBuffer buffer,
-                   buffers_->Get(std::max<uint64_t>(layout.payload_bytes, kFieldAlignment)));
-  // The reservation lasts as long as the pixels: until the last send is done.
-  struct BatchMemory {
-    PooledBuffer buffer;
-    MemoryBudget::Grant reserved;
-  };
-  auto memory =
-      std::make_shared<BatchMemory>(BatchMemory{std::move(buffer), std::move(job.memory)});
-  uint8_t* payload = memory->buffer.data();
-  // The gaps that align fields would carry a pooled buffer's earlier bytes
-  // (another client's pixels): zeros instead.
-  uint64_t end = 0;
-  for (const FieldSlice& field : layout.fields) {
-    std::memset(payload + end, 0, field.offset - end);
-    end = field.offset + field.bytes;
-  }
-  job.pixels = OutgoingPixels{memory, payload, layout.payload_bytes};
-  job.payload = payload;
-  job.layout = std::move(layout);
-  return payload;
-}
-
-absl::Status BatchService::BuildCollated(BatchJob& job) {
-  if (job.stream->abandoned->load()) {
-    return absl::CancelledError("the stream ended first");
-  }
-  const absl::Time start = absl::Now();
-  // Called again (for no bytes) when the batch made first cannot be
-  // written: the first buffer, and the memory reserved, go then.
-  const auto allocate = [&](const BatchLayout& layout) { return AllocatePayload(job, layout); };
-  ASSIGN_OR_RETURN(PythonDataset::CollatedBatch batch,
-                   python_->BuildBatch(job.stream->params.seed, job.id.epoch(), job.indices,
-                                       limits_.max_batch_bytes, allocate));
-  absl::MutexLock lock(&job.mu);
-  job.slots = std::move(batch.slots);
-  job.collated_shapes = std::move(batch.shapes);
-  job.seconds.augment += absl::ToDoubleSeconds(absl::Now() - start);
-  return absl::OkStatus();
-}
-
-void BatchService::BuildSample(BatchJob& job, int slot) {
-  const BatchAssembler& assembler = *job.stream->assembler;
-  if (Collates()) {
-    return;  // Prepare made the whole batch
-  }
-  if (python_ != nullptr) {
-    if (job.stream->abandoned->load()) {
-      return;  // no one wants the batch: its slots stay as they are
-    }
-    const absl::Time start = absl::Now();
-    const SlotResult result =
-        python_->BuildSlot(job.stream->params.seed, job.id.epoch(), job.indices,
-                           static_cast<size_t>(slot), job.payload, job.layout);
-    absl::MutexLock lock(&job.mu);
-    job.slots[static_cast<size_t>(slot)] = result;
-    job.seconds.augment += absl::ToDoubleSeconds(absl::Now() - start);
-    return;
-  }
-  if (synthetic_) {
-    std::vector<SlotResult> slots = assembler.SyntheticSlots(job.indices);
-    absl::MutexLock lock(&job.mu);
-    job.slots = std::move(slots);
-    return;
-  }
-  StageSeconds seconds;
-  const SlotResult result = assembler.AssembleSlot(
-      {job.stream->params.seed, job.id.epoch(), job.indices, job.stream->abandoned.get()},
-      static_cast<size_t>(slot), job.destination, &seconds);
-  absl::MutexLock lock(&job.mu);
-  job.slots[static_cast<size_t>(slot)] = result;
-  job.seconds.read += seconds.read;
-  job.seconds.decode += seconds.decode;
-  job.seconds.augment += seconds.augment;
-}
-
-absl::StatusOr<BatchLayout> BatchService::LayOutRagged(BatchJob& job, const v1::Batch& header,
-                                                       OutgoingPixels& pixels) {
-  ASSIGN_OR_RETURN(
-      BatchLayout layout,
-      LayOutBatch(job.stream->fields, static_cast<uint32_t>(header.indices_size()),
-                  header.ragged_lengths(), header.collated_shapes(), limits_.max_batch_bytes));
-  uint8_t* payload = job.payload;
-  uint64_t dense_end = 0;
-  for (const FieldSlice& field : layout.fields) {
-    if (!field.ragged) {
-      dense_end = std::max(dense_end, field.offset + field.bytes);
-    }
-  }
-  if (layout.payload_bytes > pixels.size) {
-    // More elements than planned: a larger buffer, the dense fields copied
-    // over; the planned one (and its memory grant) goes when this one does.
-    struct Grown {
-      std::shared_ptr<const void> planned;
-      PooledBuffer buffer;
-    };
-    ASSIGN_OR_RETURN(PooledBuffer buffer, buffers_->Get(layout.payload_bytes));
-    auto grown = std::make_shared<Grown>(Grown{std::move(pixels.owner), std::move(buffer)});
-    std::memcpy(grown->buffer.data(), payload, dense_end);
-    payload = grown->buffer.data();
-    pixels = OutgoingPixels{grown, payload, layout.payload_bytes};
-    job.payload = payload;
-  }
-  // Zeros in the gaps that align the ragged fields.
-  uint64_t end = dense_end;
-  for (const FieldSlice& field : layout.fields) {
-    if (field.ragged) {
-      std::memset(payload + end, 0, field.offset - end);
-      end = field.offset + field.bytes;
-    }
-  }
-  pixels.size = layout.payload_bytes;
-  return layout;
-}
-
-absl::Status BatchService::PlaceObjects(BatchJob& job, const RaggedValues& objects,
-                                        v1::Batch& header, OutgoingPixels& pixels) {
-  for (int field = 0; field < 3; ++field) {  // boxes, box_labels, iscrowd: one count each
-    header.add_ragged_lengths()->mutable_lengths()->Assign(objects.lengths.begin(),
-                                                           objects.lengths.end());
-  }
-  ASSIGN_OR_RETURN(const BatchLayout layout, LayOutRagged(job, header, pixels));
-  WriteField(objects.boxes, layout.fields[1], job.payload);
-  WriteField(objects.labels, layout.fields[2], job.payload);
-  WriteField(objects.crowd, layout.fields[3], job.payload);
-  return absl::OkStatus();
-}
-
-absl::Status BatchService::PlacePythonRagged(BatchJob& job, const std::vector<SlotResult>& slots,
-                                             v1::Batch& header, OutgoingPixels& pixels) {
-  size_t ragged_fields = 0;
-  for (const v1::FieldSpec& field : job.stream->fields) {
-    ragged_fields += field.ragged() ? 1 : 0;
-  }
-  for (const SlotResult& slot : slots) {
-    if (slot.ragged_lengths.size() != ragged_fields) {  // PythonDataset::BuildSlot sets them all
-      return absl::InternalError(absl::StrCat("a slot with ", slot.ragged_lengths.size(),
-                                              " ragged lengths of ", ragged_fields));
-    }
-  }
-  for (size_t f = 0; f < ragged_fields; ++f) {
-    v1::RaggedLengths* lengths = header.add_ragged_lengths();
-    for (const SlotResult& slot : slots) {
-      lengths->add_lengths(slot.ragged_lengths[f]);
-    }
-  }
-  ASSIGN_OR_RETURN(const BatchLayout layout, LayOutRagged(job, header, pixels));
-  // Field f's elements: every sample's in turn. A sample's bytes hold its
-  // fields one after another, so each sample's read position moves on.
-  std::vector<uint64_t> read(slots.size(), 0);
-  size_t f = 0;
-  for (const FieldSlice& field : layout.fields) {
-    if (!field.ragged) {
-      continue;
-    }
-    const uint64_t element_bytes = field.row_bytes();
-    uint64_t write = field.offset;
-    for (size_t i = 0; i < slots.size(); ++i) {
-      const uint64_t bytes = slots[i].ragged_lengths[f] * element_bytes;
-      std::memcpy(job.payload + write, slots[i].ragged_bytes.data() + read[i], bytes);
-      write += bytes;
-      read[i] += bytes;
-    }
-    ++f;
-  }
+  BatchRequestSpec request;
+  request.seed = job.stream->params.seed;
+  request.epoch = job.id.epoch();
+  request.indices = job.indices;
+  request.abandoned = job.stream->abandoned.get();
+  request.max_batch_bytes = limits_.max_batch_bytes;
+  ASSIGN_OR_RETURN(job.batch, job.stream->source->Start(request, job));
   return absl::OkStatus();
 }
 
@@ -693,75 +316,26 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
     return absl::CancelledError("the stream ended first");
   }
   const absl::Time finished = absl::Now();
-  const BatchAssembler& assembler = *job.stream->assembler;
   BuiltBatch built;
-  v1::Batch* batch = &built.header;
-  *batch->mutable_id() = job.id;
-  if (python_ == nullptr) {
-    batch->set_height(assembler.pipeline().output_height());
-    batch->set_width(assembler.pipeline().output_width());
-    batch->set_channels(3);
-  } else if (python_->labelled_images()) {  // other Python datasets' fields say their shapes
-    batch->set_height(python_->fields()[0].shape(0));
-    batch->set_width(python_->fields()[0].shape(1));
-    batch->set_channels(3);
-  }
-  batch->set_queue_seconds(absl::ToDoubleSeconds(job.started - job.requested));
-  batch->set_build_seconds(absl::ToDoubleSeconds(finished - job.started));
+  v1::Batch& header = built.header;
+  *header.mutable_id() = job.id;
+  header.set_queue_seconds(absl::ToDoubleSeconds(job.started - job.requested));
+  header.set_build_seconds(absl::ToDoubleSeconds(finished - job.started));
+  RETURN_IF_ERROR(job.batch->Finish(header));
   built.pixels = std::move(job.pixels);
-  StageSeconds seconds;
-  uint32_t failed = 0;
-  uint32_t replaced = 0;
-  uint32_t warned = 0;
-  RaggedValues objects;
-  {
-    absl::MutexLock lock(&job.mu);
-    for (const SlotResult& slot : job.slots) {
-      batch->add_labels(slot.label);
-      batch->add_indices(slot.index);
-      batch->add_status(ToProto(slot.outcome));
-      if (slot.outcome != SampleOutcome::kOk) {
-        ++failed;
-      }
-      if (slot.outcome == SampleOutcome::kReplaced) {
-        ++replaced;
-      }
-      if (slot.decoded_with_warning) {
-        ++warned;
-      }
-      if (assembler.has_boxes()) {
-        objects.Add(slot);
-      }
-    }
-    if (failed > 0) {
-      for (const SlotResult& slot : job.slots) {
-        batch->add_sources(slot.source);
-        if (slot.outcome != SampleOutcome::kOk) {
-          batch->add_failures(slot.failure.substr(0, kMaxFailureBytes));
-        }
-      }
-    }
-    seconds = job.seconds;
-    *batch->mutable_collated_shapes() = job.collated_shapes;
+
+  uint64_t replaced = 0;
+  for (const int status : header.status()) {
+    replaced += status == v1::SAMPLE_REPLACED ? 1 : 0;
   }
-  if (assembler.has_boxes()) {
-    RETURN_IF_ERROR(PlaceObjects(job, objects, *batch, built.pixels));
-  }
-  if (python_ != nullptr && python_->has_ragged_fields()) {
-    absl::MutexLock lock(&job.mu);
-    RETURN_IF_ERROR(PlacePythonRagged(job, job.slots, *batch, built.pixels));
-  }
-  batch->set_failed(failed);
-  batch->set_decoded_with_warnings(warned);
   batches_built_.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t samples_so_far =
-      samples_built_.fetch_add(static_cast<uint64_t>(batch->labels_size()),
-                               std::memory_order_relaxed) +
-      static_cast<uint64_t>(batch->labels_size());
-  recent_samples_.Note(samples_so_far, absl::Now());
-  samples_failed_.fetch_add(failed, std::memory_order_relaxed);
+  const auto samples = static_cast<uint64_t>(header.labels_size());
+  recent_samples_.Note(samples_built_.fetch_add(samples, std::memory_order_relaxed) + samples,
+                       absl::Now());
+  samples_failed_.fetch_add(header.failed(), std::memory_order_relaxed);
   samples_replaced_.fetch_add(replaced, std::memory_order_relaxed);
-  samples_warned_.fetch_add(warned, std::memory_order_relaxed);
+  samples_warned_.fetch_add(header.decoded_with_warnings(), std::memory_order_relaxed);
+  const StageSeconds seconds = job.batch->seconds();
   absl::MutexLock lock(&mu_);
   read_seconds_ += seconds.read;
   decode_seconds_ += seconds.decode;
@@ -769,32 +343,11 @@ absl::StatusOr<BuiltBatch> BatchService::Finish(BatchJob& job) {
   return built;
 }
 
-std::shared_ptr<const std::vector<uint8_t>> BatchService::SyntheticPixels(
-    const BatchAssembler& assembler, absl::Span<const int64_t> indices) {
-  const size_t bytes = indices.size() * assembler.image_bytes();
-  absl::MutexLock lock(&mu_);
-  // Bounded: a client cycling through batch sizes must not grow it forever
-  // (batches being sent keep their own reference).
-  if (synthetic_batches_.count(bytes) == 0 && synthetic_batches_.size() >= 4) {
-    synthetic_batches_.erase(synthetic_batches_.begin());
-  }
-  std::shared_ptr<const std::vector<uint8_t>>& pixels = synthetic_batches_[bytes];
-  if (pixels == nullptr) {
-    auto built = std::make_shared<std::vector<uint8_t>>(bytes);
-    StageSeconds unused;
-    assembler.Assemble({0, 0, indices}, {built->data()}, &unused);
-    pixels = std::move(built);
-  }
-  return pixels;
-}
-
 v1::ServerStats BatchService::Stats() {
   v1::ServerStats stats;
-  stats.set_dataset(source_);
-  stats.set_num_samples(num_samples_);
-  if (python_ == nullptr) {  // a Python dataset's samples are its own code's
-    stats.set_default_pipeline(default_pipeline_.CanonicalSpec());
-  }
+  stats.set_dataset(sources_->name());
+  stats.set_num_samples(sources_->num_samples());
+  stats.set_default_pipeline(sources_->default_pipeline());
   stats.set_recent_images_per_second(recent_samples_.PerSecond(samples_built_.load(), absl::Now()));
   const double uptime = absl::ToDoubleSeconds(absl::Now() - start_time_);
   stats.set_uptime_seconds(uptime);
@@ -806,7 +359,7 @@ v1::ServerStats BatchService::Stats() {
   stats.set_images_per_second(uptime > 0 ? samples_built_.load() / uptime : 0);
   stats.set_peak_rss_bytes(PeakRssBytes());
   stats.set_worker_threads(pool_.threads());
-  stats.set_pipelines_refused_costly(pipelines_refused_costly_.load());
+  stats.set_pipelines_refused_costly(sources_->pipelines_refused_costly());
   const MemoryBudget::Stats memory = memory_->GetStats();
   stats.set_memory_budget_bytes(memory.capacity);
   stats.set_memory_reserved_bytes(memory.reserved);

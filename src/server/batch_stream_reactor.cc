@@ -427,13 +427,12 @@ absl::Status BatchStreamReactor::HandleOpen() {
     ASSIGN_OR_RETURN(channel, ClaimPixelChannel(request_.pixel_ticket()));
     activity_.PixelChannelStreams(1);
   }
-  const uint64_t batch_bytes =
-      uint64_t{stream_->params.batch_size} * stream_->assembler->sample_bytes();
+  // Sized by the stream's own source: a Python dataset of large samples
+  // gets fewer batches in flight than one of thumbnails.
+  const int window = StreamWindow(*stream_->source, stream_->params.batch_size,
+                                  policy_.max_stream_bytes, kMaxInFlightPerStream);
   absl::MutexLock lock(&mu_);
-  state_.Open(
-      static_cast<int>(std::clamp<uint64_t>(
-          policy_.max_stream_bytes / std::max<uint64_t>(batch_bytes, 1), 1, kMaxInFlightPerStream)),
-      channel != nullptr);
+  state_.Open(window, channel != nullptr);
   pixel_channel_ = std::move(channel);
   return absl::OkStatus();
 }

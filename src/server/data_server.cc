@@ -14,6 +14,8 @@
 #include "src/common/net/host_port.h"
 #include "src/common/status_macros.h"
 #include "src/data/batch_assembler.h"
+#include "src/data/native_sources.h"
+#include "src/data/python/python_sources.h"
 #include "src/server/batch_service.h"
 #include "src/server/grpc_data_server.h"
 #include "src/server/pixel_channel_listener.h"
@@ -73,7 +75,11 @@ absl::StatusOr<std::unique_ptr<DataServer>> StartPythonServer(const DataServerOp
           FingerprintToHex(python->fingerprint()), python->workers(), options.python.worker.python);
   RequestLimits limits;
   limits.memory_budget_bytes = options.max_memory_bytes;
-  auto service = std::make_unique<BatchService>(std::move(python), limits, regions->allocator());
+  // A thread per worker, each waiting on its worker's sample.
+  const int threads = python->workers();
+  auto service =
+      std::make_unique<BatchService>(std::make_unique<PythonSources>(std::move(python)), threads,
+                                     limits, /*worker_nice=*/0, regions->allocator());
   auto server = std::make_unique<GrpcDataServer>(options, std::move(pixel_channels.listener),
                                                  std::move(service));
   RETURN_IF_ERROR(server->Listen());
@@ -125,13 +131,16 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
           dataset.source(), dataset.size(), dataset.class_names().size(),
           FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads);
   ASSIGN_OR_RETURN(PixelChannels pixel_channels, ListenForPixelChannels(options));
-  auto service = std::make_unique<BatchService>(std::move(dataset), std::move(pipeline), threads,
-                                                limits, pipeline_options, options.worker_nice,
-                                                pixel_channels.shared_regions != nullptr
-                                                    ? pixel_channels.shared_regions->allocator()
-                                                    : HostAllocator{});
-  // The masks' ids as the service read them from the dataset (MaskIdsOf).
-  if (const MaskIds mask_ids = service->mask_ids(); mask_ids != MaskIds::kNone) {
+  auto sources =
+      std::make_unique<NativeSources>(std::move(dataset), std::move(pipeline), pipeline_options,
+                                      options.max_sample_pixel_operations);
+  // The masks' ids as the sources read them from the dataset (MaskIdsOf).
+  const MaskIds mask_ids = sources->mask_ids();
+  auto service = std::make_unique<BatchService>(
+      std::move(sources), threads, limits, options.worker_nice,
+      pixel_channels.shared_regions != nullptr ? pixel_channels.shared_regions->allocator()
+                                               : HostAllocator{});
+  if (mask_ids != MaskIds::kNone) {
     const int most = mask_ids == MaskIds::kInt32 ? 65535 : 255;
     if (options.mask_ignore_index < 0 || options.mask_ignore_index > most) {
       return absl::InvalidArgumentError(

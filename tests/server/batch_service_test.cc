@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "src/data/dataset.h"
 #include "src/data/epoch_plan.h"
+#include "src/data/native_sources.h"
 #include "src/wire/batch_layout.h"
 #include "src/wire/plan_config.h"
 #include "tests/testing/status_testing.h"
@@ -64,8 +65,10 @@ class BatchServiceTest : public ::testing::Test {
     absl::StatusOr<Dataset> dataset = Dataset::Open(*folder_);
     absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(kPipeline);
     EXPECT_TRUE(dataset.ok() && pipeline.ok());
-    return std::make_unique<BatchService>(*std::move(dataset), *std::move(pipeline), threads,
-                                          limits);
+    return std::make_unique<BatchService>(
+        std::make_unique<NativeSources>(*std::move(dataset), *std::move(pipeline),
+                                        PipelineOptions{}, limits.max_sample_pixel_operations),
+        threads, limits);
   }
   static v1::PlanConfig Config(BatchService& service, uint32_t batch_size = 4,
                                uint32_t world_size = 2) {
@@ -429,7 +432,9 @@ TEST_F(BatchServiceTest, BatchesWaitForTheMemoryBudgetAndOneThatNeverFitsIsRefus
 TEST_F(BatchServiceTest, ASyntheticDatasetsBatchesShareTheirPixels) {
   absl::StatusOr<Pipeline> pipeline = Pipeline::Parse(kPipeline);
   ASSERT_OK(pipeline.status());
-  BatchService service(Dataset::Synthetic(64, 4), *std::move(pipeline), 2);
+  BatchService service(std::make_unique<NativeSources>(
+                           Dataset::Synthetic(64, 4), *std::move(pipeline), PipelineOptions{}, 2e9),
+                       2);
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<const StreamPlan> stream,
                        service.OpenStream(Config(service, 8, 1)));
   ASSERT_OK_AND_ASSIGN(BuiltBatch first, Build(service, stream, Id(0, 0, 0)));
@@ -438,6 +443,39 @@ TEST_F(BatchServiceTest, ASyntheticDatasetsBatchesShareTheirPixels) {
   EXPECT_EQ(first.pixels.data, second.pixels.data);
   EXPECT_EQ(first.header.labels_size(), 8);
   EXPECT_EQ(first.header.failed(), 0u);
+}
+
+// A source whose samples weigh `sample_bytes` (a Python dataset's fields say
+// so), for the window a stream of it gets.
+class WeighedSource : public BatchSource {
+ public:
+  explicit WeighedSource(uint32_t sample_bytes) {
+    v1::FieldSpec* field = fields_.Add();
+    field->set_name("blob");
+    field->set_dtype(v1::DTYPE_UINT8);
+    field->add_shape(sample_bytes);
+  }
+  const FieldSpecs& fields() const override { return fields_; }
+  double ItemCost(uint32_t /*samples*/) const override { return 1; }
+  void Describe(v1::DatasetInfo& /*info*/) const override {}
+  absl::StatusOr<std::unique_ptr<SourceBatch>> Start(const BatchRequestSpec& /*request*/,
+                                                     BatchPayload& /*payload*/) const override {
+    return absl::UnimplementedError("not built");
+  }
+
+ private:
+  FieldSpecs fields_;
+};
+
+TEST(StreamWindowTest, AStreamHoldsWhatItsOwnSourcesBatchesWeigh) {
+  // 2 MB samples, batches of 4 under an 64 MB per-stream budget: 8 batches
+  // (a 224x224 image's weight, as every Python stream was once sized, would
+  // have given 106, and the stream 13 times the bytes it may hold).
+  EXPECT_EQ(StreamWindow(WeighedSource(2 << 20), 4, uint64_t{64} << 20, 64), 8);
+  // Tiny samples: as many as the stream may hold.
+  EXPECT_EQ(StreamWindow(WeighedSource(16), 4, uint64_t{64} << 20, 64), 64);
+  // One batch over the budget still goes: at least one in flight.
+  EXPECT_EQ(StreamWindow(WeighedSource(64 << 20), 4, uint64_t{64} << 20, 64), 1);
 }
 
 }  // namespace
