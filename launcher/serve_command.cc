@@ -38,6 +38,59 @@ bool WritePortFile(const std::string& path, int port) {
 
 }  // namespace
 
+namespace {
+
+// Each group of serve's flags, into the struct it sets (one function each,
+// so a flag is mapped in one place).
+absl::StatusOr<PipelineOptions> DecodingFromFlags() {
+  PipelineOptions decoding;
+  decoding.max_pixels = absl::GetFlag(FLAGS_max_pixels);
+  decoding.strict_decode = absl::GetFlag(FLAGS_strict_decode);
+  decoding.mask_ignore_index = absl::GetFlag(FLAGS_ignore_index);
+  decoding.min_box_visibility = absl::GetFlag(FLAGS_min_box_visibility);
+  if (decoding.max_pixels < 1) {
+    return absl::InvalidArgumentError("--max-pixels must be >= 1");
+  }
+  if (!(decoding.min_box_visibility >= 0 && decoding.min_box_visibility <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "serve: --min-box-visibility must be in [0, 1], got ", decoding.min_box_visibility));
+  }
+  return decoding;
+}
+
+DatasetLimits FilesFromFlags() {
+  DatasetLimits files;
+  files.max_file_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_file_mb)) << 20;
+  files.root = absl::GetFlag(FLAGS_dataset_root);
+  files.image_root = absl::GetFlag(FLAGS_image_root);
+  files.mask_ignore_index = absl::GetFlag(FLAGS_ignore_index);
+  return files;
+}
+
+RequestLimits RequestLimitsFromFlags() {
+  RequestLimits requests;
+  requests.memory_budget_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_memory_mb))) << 20;
+  requests.max_sample_pixel_operations =
+      static_cast<double>(absl::GetFlag(FLAGS_max_pipeline_cost)) * 1e6;
+  return requests;
+}
+
+absl::StatusOr<StreamPolicy> StreamPolicyFromFlags() {
+  StreamPolicy streams;
+  streams.max_streams = absl::GetFlag(FLAGS_max_streams);
+  if (streams.max_streams < 1) {
+    return absl::InvalidArgumentError("--max-streams must be >= 1");
+  }
+  streams.max_stream_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_stream_mb))) << 20;
+  streams.max_streams_per_host = absl::GetFlag(FLAGS_max_streams_per_host);
+  streams.unread_timeout = absl::GetFlag(FLAGS_unread_timeout);
+  return streams;
+}
+
+}  // namespace
+
 absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   DataServerOptions options;
   options.dataset = absl::GetFlag(FLAGS_dataset);
@@ -75,35 +128,13 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("serve: --worker-nice must be in [0, 19], got ", options.worker_nice));
   }
-  options.max_pixels = absl::GetFlag(FLAGS_max_pixels);
-  options.strict_decode = absl::GetFlag(FLAGS_strict_decode);
-  options.mask_ignore_index = absl::GetFlag(FLAGS_ignore_index);
-  if (options.max_pixels < 1) {
-    return absl::InvalidArgumentError("--max-pixels must be >= 1");
-  }
-  options.max_file_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_file_mb)) << 20;
-  options.dataset_root = absl::GetFlag(FLAGS_dataset_root);
-  options.image_root = absl::GetFlag(FLAGS_image_root);
-  options.min_box_visibility = absl::GetFlag(FLAGS_min_box_visibility);
-  if (!(options.min_box_visibility >= 0 && options.min_box_visibility <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "serve: --min-box-visibility must be in [0, 1], got ", options.min_box_visibility));
-  }
+  ASSIGN_OR_RETURN(options.decoding, DecodingFromFlags());
+  options.files = FilesFromFlags();
+  options.requests = RequestLimitsFromFlags();
+  ASSIGN_OR_RETURN(options.streams, StreamPolicyFromFlags());
   options.strict_dataset = absl::GetFlag(FLAGS_strict_dataset);
   ASSIGN_OR_RETURN(options.auth_token, AuthTokenFromFlags());
   options.tls = TlsFromFlags();
-  options.max_streams = absl::GetFlag(FLAGS_max_streams);
-  if (options.max_streams < 1) {
-    return absl::InvalidArgumentError("--max-streams must be >= 1");
-  }
-  options.max_stream_bytes =
-      static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_stream_mb))) << 20;
-  options.max_streams_per_host = absl::GetFlag(FLAGS_max_streams_per_host);
-  options.max_memory_bytes =
-      static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_memory_mb))) << 20;
-  options.unread_timeout = absl::GetFlag(FLAGS_unread_timeout);
-  options.max_sample_pixel_operations =
-      static_cast<double>(absl::GetFlag(FLAGS_max_pipeline_cost)) * 1e6;
   options.pixel_port = absl::GetFlag(FLAGS_pixel_port);
   if (options.pixel_port < -1 || options.pixel_port > 65535) {
     return absl::InvalidArgumentError(

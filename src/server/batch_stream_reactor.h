@@ -40,6 +40,7 @@
 #include "src/server/batch_stream_state.h"
 #include "src/server/pixel_channel_listener.h"
 #include "src/server/refusal_log.h"
+#include "src/server/stream_policy.h"
 
 namespace heterodl {
 
@@ -47,29 +48,6 @@ namespace heterodl {
 // size. Clients keep far fewer; the limit only stops a client from queueing
 // unbounded work (max_stream_bytes bounds the memory).
 inline constexpr int kMaxInFlightPerStream = 64;
-
-// What the server allows its stream calls.
-struct StreamPolicy {
-  // Streams open at once, over all clients (DataServerOptions::max_streams).
-  // A call holds a slot from its open request on.
-  int max_streams = 256;
-  // Calls that have not sent their open request yet: they hold no stream
-  // slot, and end after open_timeout. Past this many, the oldest of them end
-  // to make room (a flood of bare calls cannot keep a loader's out, whose
-  // open follows its call at once); past twice this many, new ones are
-  // refused.
-  int max_unopened_calls = 1024;
-  absl::Duration open_timeout = absl::Seconds(5);
-  // Bytes of batches one stream may have asked and not received.
-  uint64_t max_stream_bytes = 2ull << 30;
-  // Streams one host may hold open (0: no bound of its own).
-  int max_streams_per_host = 128;
-  // A stream whose built batches have waited this long with nothing read
-  // is ended while other streams wait for the server's memory budget: a
-  // client that asks and never reads cannot hold the memory others need.
-  // (Its loader, if it is one, asks again elsewhere; nothing is lost.)
-  absl::Duration unread_timeout = absl::Seconds(30);
-};
 
 class BatchStreamReactor;
 

@@ -73,13 +73,11 @@ absl::StatusOr<std::unique_ptr<DataServer>> StartPythonServer(const DataServerOp
   LogInfo("Python dataset %s: %d samples, fields %s, fingerprint %s; %d worker processes (%s)",
           python->source(), python->size(), absl::StrJoin(fields, ", "),
           FingerprintToHex(python->fingerprint()), python->workers(), options.python.worker.python);
-  RequestLimits limits;
-  limits.memory_budget_bytes = options.max_memory_bytes;
   // A thread per worker, each waiting on its worker's sample.
   const int threads = python->workers();
   auto service =
       std::make_unique<BatchService>(std::make_unique<PythonSources>(std::move(python)), threads,
-                                     limits, /*worker_nice=*/0, regions->allocator());
+                                     options.requests, /*worker_nice=*/0, regions->allocator());
   auto server = std::make_unique<GrpcDataServer>(options, std::move(pixel_channels.listener),
                                                  std::move(service));
   RETURN_IF_ERROR(server->Listen());
@@ -96,9 +94,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   absl::StatusOr<Dataset> opened =
       options.synthetic_samples > 0
           ? absl::StatusOr<Dataset>(Dataset::Synthetic(options.synthetic_samples, 1000))
-          : Dataset::Open(options.dataset,
-                          DatasetLimits{options.max_file_bytes, options.dataset_root,
-                                        options.image_root, options.mask_ignore_index});
+          : Dataset::Open(options.dataset, options.files);
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
   if (const Dataset::MissingFiles missing = dataset.FindMissingFiles(); missing.count > 0) {
@@ -111,19 +107,11 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
     }
     LogWarning("%s; their samples will be replaced (--strict-dataset refuses to serve)", what);
   }
-  PipelineOptions pipeline_options;
-  pipeline_options.max_pixels = options.max_pixels;
-  pipeline_options.strict_decode = options.strict_decode;
-  pipeline_options.mask_ignore_index = options.mask_ignore_index;
-  pipeline_options.min_box_visibility = options.min_box_visibility;
   ASSIGN_OR_RETURN(
       Pipeline pipeline,
       Pipeline::Parse(options.pipeline.empty() ? std::string(kDefaultPipeline) : options.pipeline,
-                      pipeline_options));
-  RETURN_IF_ERROR(CheckPipelineCost(pipeline, options.max_sample_pixel_operations));
-  RequestLimits limits;
-  limits.max_sample_pixel_operations = options.max_sample_pixel_operations;
-  limits.memory_budget_bytes = options.max_memory_bytes;  // 0: the service's default
+                      options.decoding));
+  RETURN_IF_ERROR(CheckPipelineCost(pipeline, options.requests.max_sample_pixel_operations));
   const int threads = options.threads > 0
                           ? options.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -132,25 +120,25 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
           FingerprintToHex(dataset.fingerprint()), pipeline.CanonicalSpec(), threads);
   ASSIGN_OR_RETURN(PixelChannels pixel_channels, ListenForPixelChannels(options));
   auto sources =
-      std::make_unique<NativeSources>(std::move(dataset), std::move(pipeline), pipeline_options,
-                                      options.max_sample_pixel_operations);
+      std::make_unique<NativeSources>(std::move(dataset), std::move(pipeline), options.decoding,
+                                      options.requests.max_sample_pixel_operations);
   // The masks' ids as the sources read them from the dataset (MaskIdsOf).
   const MaskIds mask_ids = sources->mask_ids();
   auto service = std::make_unique<BatchService>(
-      std::move(sources), threads, limits, options.worker_nice,
+      std::move(sources), threads, options.requests, options.worker_nice,
       pixel_channels.shared_regions != nullptr ? pixel_channels.shared_regions->allocator()
                                                : HostAllocator{});
   if (mask_ids != MaskIds::kNone) {
     const int most = mask_ids == MaskIds::kInt32 ? 65535 : 255;
-    if (options.mask_ignore_index < 0 || options.mask_ignore_index > most) {
+    if (options.decoding.mask_ignore_index < 0 || options.decoding.mask_ignore_index > most) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--ignore-index ", options.mask_ignore_index, " does not fit dataset '",
-                       options.dataset, "''s masks, ", mask_ids == MaskIds::kInt32 ? "16" : "8",
-                       "-bit class ids (0-", most, ")"));
+          absl::StrCat("--ignore-index ", options.decoding.mask_ignore_index,
+                       " does not fit dataset '", options.dataset, "''s masks, ",
+                       mask_ids == MaskIds::kInt32 ? "16" : "8", "-bit class ids (0-", most, ")"));
     }
     LogInfo("segmentation masks: %s class ids in batches, %d where no image pixel maps",
             mask_ids == MaskIds::kInt32 ? "16-bit, as int32" : "8-bit, as uint8",
-            options.mask_ignore_index);
+            options.decoding.mask_ignore_index);
   }
   // As the service sized it.
   LogInfo("%d MiB for batches of all streams (--max-memory-mb)",

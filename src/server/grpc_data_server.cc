@@ -15,16 +15,13 @@
 namespace heterodl {
 namespace {
 
+// The options' policy, its derived bounds filled in.
 StreamPolicy StreamPolicyOf(const DataServerOptions& options) {
-  StreamPolicy policy;
-  policy.max_streams = options.max_streams;
-  policy.max_unopened_calls = 4 * options.max_streams;
-  policy.open_timeout = options.open_timeout;
-  policy.max_stream_bytes = options.max_stream_bytes;
-  policy.max_streams_per_host = options.max_streams_per_host > 0
-                                    ? options.max_streams_per_host
-                                    : std::max(1, options.max_streams / 2);
-  policy.unread_timeout = options.unread_timeout;
+  StreamPolicy policy = options.streams;
+  policy.max_unopened_calls = 4 * policy.max_streams;
+  if (policy.max_streams_per_host <= 0) {
+    policy.max_streams_per_host = std::max(1, policy.max_streams / 2);
+  }
   return policy;
 }
 

@@ -68,9 +68,9 @@ TEST(ServeOptionsTest, FlagsBecomeTheServersOptions) {
   EXPECT_EQ(options.dataset, "/data/train");
   EXPECT_EQ(options.address, "0.0.0.0:6000");
   EXPECT_EQ(options.threads, 3);
-  EXPECT_TRUE(options.strict_decode);
+  EXPECT_TRUE(options.decoding.strict_decode);
   EXPECT_EQ(options.pixel_port, -1);
-  EXPECT_EQ(options.max_stream_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(options.streams.max_stream_bytes, uint64_t{64} << 20);
   absl::SetFlag(&FLAGS_address, "127.0.0.1:0");
   ASSERT_OK_AND_ASSIGN(const DataServerOptions on_loopback, ServeOptionsFromFlags());
   EXPECT_EQ(on_loopback.address, "127.0.0.1:0");
@@ -92,8 +92,8 @@ TEST(ServeOptionsTest, UsageErrorsNameTheFlag) {
   absl::SetFlag(&FLAGS_min_box_visibility, 0.25);
   absl::SetFlag(&FLAGS_image_root, "/data/images");
   ASSERT_OK_AND_ASSIGN(const DataServerOptions options, ServeOptionsFromFlags());
-  EXPECT_EQ(options.min_box_visibility, 0.25);
-  EXPECT_EQ(options.image_root, "/data/images");
+  EXPECT_EQ(options.decoding.min_box_visibility, 0.25);
+  EXPECT_EQ(options.files.image_root, "/data/images");
 }
 
 }  // namespace

@@ -165,13 +165,13 @@ TEST_F(DataServerTest, StreamsAndTheMemoryOfAStreamAreBounded) {
   options.pipeline = kTestPipeline;
   options.address = "127.0.0.1:0";
   options.threads = 2;
-  options.max_streams = 2;
-  options.max_streams_per_host = 2;  // all of them from loopback
+  options.streams.max_streams = 2;
+  options.streams.max_streams_per_host = 2;  // all of them from loopback
   // Three batches of 4 images of 256 x 256: each far more than HTTP/2's
   // first flow-control window, so a client that does not read holds the
   // server's writes (and the batches count as in flight) however fast they
   // are built.
-  options.max_stream_bytes = uint64_t{3} * 4 * 256 * 256 * 3;
+  options.streams.max_stream_bytes = uint64_t{3} * 4 * 256 * 256 * 3;
   options.drain_timeout = absl::Milliseconds(200);
   absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -394,8 +394,8 @@ TEST_F(DataServerTest, ATokenIsRequiredOfEveryCallWhenSet) {
 
 TEST_F(DataServerTest, CallsThatNeverOpenHoldNoSlotAndEndAfterTheOpenTimeout) {
   DataServerOptions options = RunningServer::Options(*dataset_);
-  options.max_streams = 2;
-  options.open_timeout = absl::Seconds(1);
+  options.streams.max_streams = 2;
+  options.streams.open_timeout = absl::Seconds(1);
   RunningServer server(options);
   auto stub = v1::DataService::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
@@ -438,8 +438,8 @@ TEST_F(DataServerTest, AStreamThatNeverReadsIsEndedWhileOthersWaitForMemory) {
   // loopback's socket buffers and HTTP/2's windows take, so what it does
   // not read stays in the server. Three of them fill the budget.
   constexpr uint64_t kHostileBatchBytes = uint64_t{8} * 512 * 512 * 3;
-  options.max_memory_bytes = 3 * kHostileBatchBytes;
-  options.unread_timeout = absl::Seconds(1);
+  options.requests.memory_budget_bytes = 3 * kHostileBatchBytes;
+  options.streams.unread_timeout = absl::Seconds(1);
   RunningServer server(options);
   auto stub = v1::DataService::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
@@ -493,8 +493,8 @@ TEST_F(DataServerTest, OneHostCannotHoldEveryStream) {
     GTEST_SKIP() << "no IPv6 loopback here: " << ProbeTcpBind("::1", 0);
   }
   DataServerOptions options = RunningServer::Options(*dataset_, "[::]:0");
-  options.max_streams = 4;
-  options.max_streams_per_host = 2;
+  options.streams.max_streams = 4;
+  options.streams.max_streams_per_host = 2;
   RunningServer server(options);
   const std::string port = server.address().substr(server.address().rfind(':') + 1);
   auto stub = v1::DataService::NewStub(
@@ -548,11 +548,11 @@ TEST_F(DataServerTest, ASegmentationServerDeclaresItsMasksAndRefusesAnIgnoreInde
       testing::MakePaintedSegmentationFolder("declared-masks", 4, 2, /*sixteen_bit=*/true);
   DataServerOptions options = RunningServer::Options(root.string());
   options.pipeline = "resize(24x40)";
-  options.mask_ignore_index = 70000;  // over 16 bits
+  options.decoding.mask_ignore_index = 70000;  // over 16 bits
   absl::Status status = DataServer::Start(options).status();
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
   EXPECT_NE(status.message().find("--ignore-index 70000"), std::string::npos) << status;
-  options.mask_ignore_index = 65535;
+  options.decoding.mask_ignore_index = 65535;
   RunningServer server(options);
   absl::StatusOr<std::unique_ptr<RemoteLoader>> loader =
       RemoteLoader::Connect(LoaderOptions({server.address()}, 0, 1));
