@@ -19,9 +19,10 @@ constexpr Choices<DeviceKind, 3> kDevices = {
     {{DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}}};
 constexpr Choices<Precision, 3> kPrecisions = {
     {{Precision::kAuto, "auto"}, {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}}};
-constexpr Choices<MemoryFormat, 3> kMemoryFormats = {{{MemoryFormat::kAuto, "auto"},
-                                                      {MemoryFormat::kContiguous, "contiguous"},
-                                                      {MemoryFormat::kChannelsLast, "channels_last"}}};
+constexpr Choices<MemoryFormat, 3> kMemoryFormats = {
+    {{MemoryFormat::kAuto, "auto"},
+     {MemoryFormat::kContiguous, "contiguous"},
+     {MemoryFormat::kChannelsLast, "channels_last"}}};
 
 template <typename Enum, size_t N>
 absl::StatusOr<Enum> Parse(const Choices<Enum, N>& choices, absl::string_view flag,
