@@ -18,13 +18,13 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/metrics.pb.h"
-#include "heterodl/plan.pb.h"
+#include "heterodl/sizing.pb.h"
 #include "src/common/log.h"
 #include "src/common/process/child_process.h"
 #include "src/common/proto_json.h"
 #include "src/common/read_file.h"
 #include "src/common/status_macros.h"
-#include "src/plan/planner.h"
+#include "src/sizing/cluster_sizing.h"
 
 namespace heterodl {
 namespace {

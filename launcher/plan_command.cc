@@ -5,7 +5,7 @@
 #include "launcher/flags.h"
 #include "src/common/log.h"
 #include "src/common/proto_json.h"
-#include "src/plan/planner.h"
+#include "src/sizing/cluster_sizing.h"
 
 ABSL_FLAG(double, images_per_sec_per_core, 0,
           "plan: decode + augment images/s per vCPU for your pipeline (heterodl bench augment "
@@ -49,7 +49,7 @@ int RunPlanCommand(const CommandContext& /*context*/) {
   request.max_data_instances = absl::GetFlag(FLAGS_max_data_instances);
   request.spot = absl::GetFlag(FLAGS_spot);
   request.interruption_overhead = absl::GetFlag(FLAGS_interruption_overhead);
-  absl::StatusOr<v1::PlanReport> plan = MakePlan(workload, *prices, request);
+  absl::StatusOr<v1::SizingReport> plan = SizeCluster(workload, *prices, request);
   if (!plan.ok()) {
     LogError("%s", plan.status().ToString());
     return kExitUsage;

@@ -13,7 +13,7 @@
 #include "src/client/server_status.h"
 #include "src/common/proto_json.h"
 #include "src/common/status_macros.h"
-#include "src/plan/planner.h"
+#include "src/sizing/cluster_sizing.h"
 
 namespace heterodl {
 namespace {

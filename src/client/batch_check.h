@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "heterodl/data_service.pb.h"
 #include "src/client/feed_schedule.h"
-#include "src/data/epoch_plan.h"
+#include "src/plan/epoch_plan.h"
 
 namespace heterodl {
 

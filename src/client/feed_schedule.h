@@ -40,7 +40,7 @@
 #include "absl/time/time.h"
 #include "src/client/batch.h"
 #include "src/client/depth_controller.h"
-#include "src/data/epoch_plan.h"
+#include "src/plan/epoch_plan.h"
 
 namespace heterodl {
 

@@ -30,7 +30,7 @@
 #include "src/client/server_connection.h"
 #include "src/client/server_discovery.h"
 #include "src/client/server_health_log.h"
-#include "src/data/epoch_plan.h"
+#include "src/plan/epoch_plan.h"
 
 namespace heterodl {
 

@@ -12,7 +12,7 @@
 #include "src/client/server_connection.h"
 #include "src/client/server_discovery.h"
 #include "src/common/status_macros.h"
-#include "src/data/epoch_plan.h"
+#include "src/plan/epoch_plan.h"
 #include "src/wire/pixel_channel.h"
 #include "src/wire/plan_config.h"
 #include "src/wire/sample_structure.h"

@@ -16,7 +16,7 @@
 //     }
 //   }
 //
-// The batches of an epoch follow the epoch plan (src/data/epoch_plan.h), which
+// The batches of an epoch follow the epoch plan (src/plan/epoch_plan.h), which
 // client and servers compute alike. Each server connection keeps one stream
 // open for the loader's whole life, across epochs, and keeps as many batch ids
 // requested as it measures it needs to keep that server's threads busy

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "src/plan/planner.h"
+#include "src/sizing/cluster_sizing.h"
 
 namespace heterodl {
 namespace {

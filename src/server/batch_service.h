@@ -30,7 +30,7 @@
 #include "heterodl/data_service.pb.h"
 #include "src/common/memory/buffer_pool.h"
 #include "src/data/batch_source.h"
-#include "src/data/epoch_plan.h"
+#include "src/plan/epoch_plan.h"
 #include "src/server/memory_budget.h"
 #include "src/server/recent_rate.h"
 #include "src/server/sample_pool.h"

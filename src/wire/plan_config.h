@@ -7,7 +7,7 @@
 #include <string>
 
 #include "heterodl/data_service.pb.h"
-#include "src/data/epoch_plan.h"
+#include "src/plan/epoch_plan.h"
 
 namespace heterodl {
 

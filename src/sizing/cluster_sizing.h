@@ -1,4 +1,4 @@
-// The cluster planner: given how fast one core decodes and augments, how
+// Cluster sizing (heterodl plan): given how fast one core decodes and augments, how
 // long the accelerator needs per step, the batch, the bytes per image and a
 // price table, it predicts the step time and cost of a GPU instance alone
 // (homogeneous) and with N data instances of each CPU-only type, and picks
@@ -15,15 +15,15 @@
 // times an efficiency).
 //
 //   ASSIGN_OR_RETURN(PriceTable prices, PriceTable::Load("bench/prices.csv"));
-//   ASSIGN_OR_RETURN(v1::PlanReport plan, MakePlan(workload, prices, request));
-#ifndef HETERODL_SRC_PLAN_PLANNER_H_
-#define HETERODL_SRC_PLAN_PLANNER_H_
+//   ASSIGN_OR_RETURN(v1::SizingReport plan, SizeCluster(workload, prices, request));
+#ifndef HETERODL_SRC_SIZING_CLUSTER_SIZING_H_
+#define HETERODL_SRC_SIZING_CLUSTER_SIZING_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "heterodl/plan.pb.h"
+#include "heterodl/sizing.pb.h"
 
 namespace heterodl {
 
@@ -94,8 +94,8 @@ struct PlanRequest {
 
 // INVALID_ARGUMENT for a workload or request that makes no sense (no GPU in
 // the GPU instance, a non-positive rate, ...), naming it.
-absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTable& prices,
-                                        const PlanRequest& request);
+absl::StatusOr<v1::SizingReport> SizeCluster(const Workload& workload, const PriceTable& prices,
+                                             const PlanRequest& request);
 
 // The data group sized from measurements (`heterodl status --demand`): how
 // many data hosts that each build `capacity_per_host` images/s keep the data
@@ -111,8 +111,8 @@ absl::StatusOr<int> DataHostsNeeded(double demand, double capacity_per_host, dou
 std::string ShapeName(const v1::ClusterEstimate& estimate);
 
 // The plan as a table and a recommendation, for people.
-std::string FormatPlan(const v1::PlanReport& plan);
+std::string FormatPlan(const v1::SizingReport& plan);
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_PLAN_PLANNER_H_
+#endif  // HETERODL_SRC_SIZING_CLUSTER_SIZING_H_

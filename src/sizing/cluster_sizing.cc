@@ -1,4 +1,4 @@
-#include "src/plan/planner.h"
+#include "src/sizing/cluster_sizing.h"
 
 #include <algorithm>
 #include <cmath>
@@ -202,7 +202,7 @@ absl::StatusOr<std::vector<v1::InstanceType>> DataInstanceTypes(const PriceTable
 // network bounds it).
 void ConsiderShapes(const Workload& workload, const v1::InstanceType& gpu,
                     const std::vector<v1::InstanceType>& data_types, const PlanRequest& request,
-                    v1::PlanReport& plan) {
+                    v1::SizingReport& plan) {
   *plan.mutable_homogeneous() = Estimate(workload, gpu, nullptr, 0);
   const double baseline = plan.homogeneous().usd_per_step();
   plan.mutable_homogeneous()->set_price_performance_improvement(0);
@@ -229,7 +229,7 @@ void ConsiderShapes(const Workload& workload, const v1::InstanceType& gpu,
 
 // The cheapest shape per step within the stall target; if none is, the
 // fastest (`within_target` says which).
-const v1::ClusterEstimate& ChooseShape(const v1::PlanReport& plan, double max_data_stall,
+const v1::ClusterEstimate& ChooseShape(const v1::SizingReport& plan, double max_data_stall,
                                        bool& within_target) {
   std::vector<const v1::ClusterEstimate*> all = {&plan.homogeneous()};
   for (const v1::ClusterEstimate& estimate : plan.considered()) {
@@ -258,7 +258,7 @@ const v1::ClusterEstimate& ChooseShape(const v1::PlanReport& plan, double max_da
 
 // Why `best` is recommended, in words a buyer reads.
 std::string ExplainChoice(const Workload& workload, const v1::InstanceType& gpu,
-                          const PriceTable& prices, const v1::PlanReport& plan,
+                          const PriceTable& prices, const v1::SizingReport& plan,
                           const v1::ClusterEstimate& best, bool within_target,
                           double max_data_stall) {
   const v1::ClusterEstimate& homogeneous = plan.homogeneous();
@@ -298,8 +298,8 @@ std::string ExplainChoice(const Workload& workload, const v1::InstanceType& gpu,
 
 }  // namespace
 
-absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTable& prices,
-                                        const PlanRequest& request) {
+absl::StatusOr<v1::SizingReport> SizeCluster(const Workload& workload, const PriceTable& prices,
+                                             const PlanRequest& request) {
   RETURN_IF_ERROR(ValidateWorkload(workload));
   ASSIGN_OR_RETURN(const v1::InstanceType gpu, prices.Find(request.gpu_instance));
   if (gpu.gpus() == 0) {
@@ -312,7 +312,7 @@ absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTab
   }
   ASSIGN_OR_RETURN(const std::vector<v1::InstanceType> data_types,
                    DataInstanceTypes(prices, gpu, request));
-  v1::PlanReport plan;
+  v1::SizingReport plan;
   plan.set_spot(request.spot);
   if (request.spot) {
     plan.set_interruption_overhead(request.interruption_overhead);
@@ -347,7 +347,7 @@ absl::StatusOr<v1::PlanReport> MakePlan(const Workload& workload, const PriceTab
   return plan;
 }
 
-std::string FormatPlan(const v1::PlanReport& plan) {
+std::string FormatPlan(const v1::SizingReport& plan) {
   std::string text = absl::StrFormat(
       "plan: device step %.1f ms, batch %d per GPU, %.0f images/s per vCPU, %.0f bytes per image, "
       "stall target %.0f%%\n\n  %-48s %10s %8s %9s %11s %8s %9s\n",

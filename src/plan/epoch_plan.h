@@ -10,8 +10,8 @@
 //   ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params, /*epoch=*/3));
 //   for (int64_t k = 0; k < plan.batches_per_rank(); ++k)
 //     std::vector<int64_t> indices = plan.BatchIndices(rank, k);
-#ifndef HETERODL_SRC_DATA_EPOCH_PLAN_H_
-#define HETERODL_SRC_DATA_EPOCH_PLAN_H_
+#ifndef HETERODL_SRC_PLAN_EPOCH_PLAN_H_
+#define HETERODL_SRC_PLAN_EPOCH_PLAN_H_
 
 #include <cstdint>
 #include <vector>
@@ -77,4 +77,4 @@ class EpochPlan {
 
 }  // namespace heterodl
 
-#endif  // HETERODL_SRC_DATA_EPOCH_PLAN_H_
+#endif  // HETERODL_SRC_PLAN_EPOCH_PLAN_H_

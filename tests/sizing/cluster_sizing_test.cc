@@ -1,4 +1,4 @@
-#include "src/plan/planner.h"
+#include "src/sizing/cluster_sizing.h"
 
 #include <cmath>
 
@@ -53,7 +53,7 @@ Workload Resnet50OnP3() {
 TEST(PlannerTest, ACpuBoundGpuInstanceGetsTheCheapestDataGroupThatRemovesTheStall) {
   PlanRequest request;
   request.gpu_instance = "ml.p3.2xlarge";
-  absl::StatusOr<v1::PlanReport> plan = MakePlan(Resnet50OnP3(), Prices(), request);
+  absl::StatusOr<v1::SizingReport> plan = SizeCluster(Resnet50OnP3(), Prices(), request);
   ASSERT_TRUE(plan.ok()) << plan.status();
   // 7 vCPUs x 100/s = 700 images/s for 256 per step: 366 ms, CPU-bound.
   EXPECT_EQ(plan->homogeneous().bound(), "cpu");
@@ -75,7 +75,7 @@ TEST(PlannerTest, AGpuBoundInstanceStaysHomogeneous) {
   workload.images_per_sec_per_core = 2000;  // heterodl's decoder: 14,000/s on 7 vCPUs
   PlanRequest request;
   request.gpu_instance = "ml.p3.2xlarge";
-  absl::StatusOr<v1::PlanReport> plan = MakePlan(workload, Prices(), request);
+  absl::StatusOr<v1::SizingReport> plan = SizeCluster(workload, Prices(), request);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->homogeneous().bound(), "gpu");
   EXPECT_EQ(plan->recommended().data_instances(), 0u);
@@ -90,7 +90,7 @@ TEST(PlannerTest, TheNetworkBoundIsNamed) {
   request.gpu_instance = "ml.p3.2xlarge";
   request.data_instances = {"ml.c5.9xlarge"};
   request.max_data_stall = 0.01;
-  absl::StatusOr<v1::PlanReport> plan = MakePlan(workload, Prices(), request);
+  absl::StatusOr<v1::SizingReport> plan = SizeCluster(workload, Prices(), request);
   ASSERT_TRUE(plan.ok());
   // 230 ms to move 256 x 786 kB over 10 Gb/s at 70%; decoding would take 71.
   EXPECT_EQ(plan->recommended().bound(), "network");
@@ -136,9 +136,9 @@ TEST(PlannerTest, SpotDataHostsArePricedAtSpotAndCountedLessTheInterruptions) {
   PlanRequest request;
   request.gpu_instance = "ml.p3.2xlarge";
   request.data_instances = {"c5.4xlarge", "c5.12xlarge", "ml.c5.9xlarge"};
-  ASSERT_OK_AND_ASSIGN(v1::PlanReport without, MakePlan(workload, prices, request));
+  ASSERT_OK_AND_ASSIGN(v1::SizingReport without, SizeCluster(workload, prices, request));
   request.spot = true;
-  ASSERT_OK_AND_ASSIGN(v1::PlanReport with, MakePlan(workload, prices, request));
+  ASSERT_OK_AND_ASSIGN(v1::SizingReport with, SizeCluster(workload, prices, request));
   EXPECT_TRUE(with.recommended().data_spot());
   EXPECT_LT(with.recommended().usd_per_step(), without.recommended().usd_per_step());
   EXPECT_LE(with.recommended().data_stall(), 0.05);
@@ -150,13 +150,13 @@ TEST(PlannerTest, SpotDataHostsArePricedAtSpotAndCountedLessTheInterruptions) {
   }
   EXPECT_NE(with.reason().find("95%"), std::string::npos);
   request.interruption_overhead = 1.0;
-  EXPECT_FALSE(MakePlan(workload, prices, request).ok());
+  EXPECT_FALSE(SizeCluster(workload, prices, request).ok());
 }
 
 TEST(PlannerTest, BySageMakerGpusOnlySageMakerDataTypesAreConsidered) {
   PlanRequest request;
   request.gpu_instance = "ml.p3.2xlarge";
-  ASSERT_OK_AND_ASSIGN(v1::PlanReport plan, MakePlan(Resnet50OnP3(), Prices(), request));
+  ASSERT_OK_AND_ASSIGN(v1::SizingReport plan, SizeCluster(Resnet50OnP3(), Prices(), request));
   for (const v1::ClusterEstimate& shape : plan.considered()) {
     EXPECT_EQ(shape.data_instance().rfind("ml.", 0), 0u) << shape.data_instance();
   }
@@ -165,12 +165,12 @@ TEST(PlannerTest, BySageMakerGpusOnlySageMakerDataTypesAreConsidered) {
 TEST(PlannerTest, NonsenseIsRefused) {
   PlanRequest request;
   request.gpu_instance = "ml.c5.9xlarge";
-  EXPECT_EQ(MakePlan(Resnet50OnP3(), Prices(), request).status().code(),
+  EXPECT_EQ(SizeCluster(Resnet50OnP3(), Prices(), request).status().code(),
             absl::StatusCode::kInvalidArgument);
   request.gpu_instance = "ml.p3.2xlarge";
   Workload zero = Resnet50OnP3();
   zero.images_per_sec_per_core = 0;
-  EXPECT_FALSE(MakePlan(zero, Prices(), request).ok());
+  EXPECT_FALSE(SizeCluster(zero, Prices(), request).ok());
 }
 
 TEST(DataGroupSizingTest, HostsFollowTheDecodeBound) {

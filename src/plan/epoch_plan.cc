@@ -1,4 +1,4 @@
-#include "src/data/epoch_plan.h"
+#include "src/plan/epoch_plan.h"
 
 #include <algorithm>
 #include <numeric>
