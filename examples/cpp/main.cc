@@ -21,16 +21,16 @@ constexpr int kGrid = 4;  // features: mean R, G, B over a 4x4 grid of cells
 std::vector<float> Features(const heterodl::Batch& batch, int64_t slot) {
   std::vector<float> features(kGrid * kGrid * 3 + 1, 0.0f);
   const uint8_t* image =
-      batch.images().data() + slot * int64_t{batch.height} * batch.width * batch.channels;
-  for (int y = 0; y < batch.height; ++y) {
-    for (int x = 0; x < batch.width; ++x) {
-      const int cell = (y * kGrid / batch.height) * kGrid + x * kGrid / batch.width;
+      batch.images().data() + slot * int64_t{batch.height()} * batch.width() * batch.channels();
+  for (int y = 0; y < batch.height(); ++y) {
+    for (int x = 0; x < batch.width(); ++x) {
+      const int cell = (y * kGrid / batch.height()) * kGrid + x * kGrid / batch.width();
       for (int c = 0; c < 3; ++c) {
-        features[cell * 3 + c] += image[(y * batch.width + x) * batch.channels + c] / 255.0f;
+        features[cell * 3 + c] += image[(y * batch.width() + x) * batch.channels() + c] / 255.0f;
       }
     }
   }
-  const float per_cell = float(batch.height) * batch.width / (kGrid * kGrid);
+  const float per_cell = float(batch.height()) * batch.width() / (kGrid * kGrid);
   for (int i = 0; i < kGrid * kGrid * 3; ++i) features[i] /= per_cell;
   features.back() = 1.0f;  // bias
   return features;

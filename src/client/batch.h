@@ -17,15 +17,17 @@
 
 namespace heterodl {
 
-// One batch: its fields (the servers' DatasetInfo.fields), images uint8
-// [size, height, width, channels] (NHWC, RGB) first; a segmentation
-// dataset's also masks [size, height, width] of class ids (uint8, or int32
-// for 16-bit masks). A multi-view pipeline's batch holds, instead of images,
-// one field per group of views: views_0, views_1, ... uint8 [size, count,
-// H, W, 3] (`height` and `width` are the first group's; images() is not
-// meaningful). Fields are views into one payload, no copies:
+// One batch: its fields (the servers' DatasetInfo.fields), each a view into
+// one payload, no copies, with the per-sample labels, indices and what
+// became of each slot. Classification's one field is images uint8 [size,
+// height, width, 3] (NHWC, RGB); a segmentation dataset's also masks [size,
+// height, width] of class ids (uint8, or int32 for 16-bit masks); a
+// detection dataset's each sample's boxes (ragged); a multi-view pipeline's
+// one field per group of views (views_0, views_1, ... uint8 [size, count,
+// H, W, 3]) and no images; a user's own Python dataset's its own fields.
 //
 //   ASSIGN_OR_RETURN(absl::Span<const int32_t> masks, batch.View<int32_t>("masks"));
+//   if (batch.has_images()) Train(batch.images(), batch.height(), batch.width());
 // What became of one slot's planned sample (data_service.proto's
 // SampleStatus; the same numbers).
 enum class SlotStatus : uint8_t {
@@ -40,9 +42,6 @@ enum class SlotStatus : uint8_t {
 struct Batch {
   uint32_t epoch = 0;
   int64_t index = 0;  // k within the rank's epoch
-  int height = 0;
-  int width = 0;
-  int channels = 0;
   // Every field's bytes, where `fields` says (the images at offset 0);
   // returned to the loader's pool when the Batch is destroyed (it may
   // outlive the loader).
@@ -89,10 +88,35 @@ struct Batch {
     return absl::MakeConstSpan(reinterpret_cast<const T*>(payload.data() + field->offset),
                                field->bytes / sizeof(T));
   }
-  // The images, size * height * width * channels bytes.
+  // Which field holds images uint8 [H, W, 3], if one does: "images", or a
+  // Python dataset's first field when its samples are (image, label)
+  // (DatasetDescription::labelled_images); -1 when none does.
+  int images_field = -1;
+  bool has_images() const { return images_field >= 0; }
+  // The images, size() x height() x width() x channels() bytes: a
+  // convenience over their field; empty without one.
   absl::Span<const uint8_t> images() const {
-    return {payload.data(), static_cast<size_t>(size()) * height * width * channels};
+    if (!has_images()) {
+      return {};
+    }
+    const FieldSlice& field = fields[static_cast<size_t>(images_field)];
+    return {payload.data() + field.offset, static_cast<size_t>(field.bytes)};
   }
+  // The images' shape (the field's [size, H, W, C]); 0 without images.
+  int height() const { return ImageDimension(1); }
+  int width() const { return ImageDimension(2); }
+  int channels() const { return ImageDimension(3); }
+
+ private:
+  int ImageDimension(size_t d) const {
+    if (!has_images()) {
+      return 0;
+    }
+    const std::vector<int64_t>& shape = fields[static_cast<size_t>(images_field)].shape;
+    return d < shape.size() ? static_cast<int>(shape[d]) : 0;
+  }
+
+ public:
 };
 
 // Batch `index` of `epoch` (of the loader's rank). Ordered as a trainer

@@ -35,8 +35,9 @@ FeedOptions FeedOptionsFor(const RemoteLoaderOptions& options) {
 }
 
 // REQUIRES: CheckBatchHeader(decoded.header, ..., fields, ...) was OK.
-Batch ToBatch(DecodedBatch decoded,
-              const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
+// `labelled_images`: a Python dataset whose first field is its images.
+Batch ToBatch(DecodedBatch decoded, const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields,
+              bool labelled_images) {
   const v1::Batch& header = decoded.header;
   Batch batch;
   absl::StatusOr<BatchLayout> layout =
@@ -45,11 +46,16 @@ Batch ToBatch(DecodedBatch decoded,
   if (layout.ok()) {
     batch.fields = std::move(layout->fields);
   }
+  for (size_t f = 0; f < batch.fields.size(); ++f) {
+    if (batch.fields[f].name == "images") {
+      batch.images_field = static_cast<int>(f);
+    }
+  }
+  if (labelled_images && !batch.fields.empty()) {
+    batch.images_field = 0;
+  }
   batch.epoch = header.id().epoch();
   batch.index = header.id().index();
-  batch.height = static_cast<int>(header.height());
-  batch.width = static_cast<int>(header.width());
-  batch.channels = static_cast<int>(header.channels());
   batch.payload = std::move(decoded.pixels);
   batch.labels.assign(header.labels().begin(), header.labels().end());
   batch.indices.assign(header.indices().begin(), header.indices().end());
@@ -284,7 +290,9 @@ void GrpcRemoteLoader::Received(int connection, DecodedBatch batch) {
   if (samples > 0) {
     LearnBatchBytesLocked(pixel_bytes / samples * options_.batch_size);
   }
-  schedule_.Receive(connection, key, ToBatch(std::move(batch), settings_->fields), timing, now);
+  schedule_.Receive(connection, key,
+                    ToBatch(std::move(batch), settings_->fields, dataset_.labelled_images), timing,
+                    now);
   last_receipt_ = now;
   Say(health_.Delivering(connections_[connection]->address()));
   DispatchLocked(connection);

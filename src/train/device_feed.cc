@@ -66,8 +66,8 @@ absl::StatusOr<std::optional<DeviceBatch>> BatchFeeder::Next() {
   // Borrowed views of the received buffers; `out.host` keeps them alive
   // until the step that uses them has finished.
   torch::Tensor pixels =
-      torch::from_blob(out.host.payload.data(),
-                       {host.size(), host.height, host.width, host.channels}, torch::kUInt8);
+      torch::from_blob(const_cast<uint8_t*>(host.images().data()),
+                       {host.size(), host.height(), host.width(), host.channels()}, torch::kUInt8);
   torch::Tensor labels = torch::from_blob(out.host.labels.data(), {host.size()}, torch::kInt64);
   position_ = {host.epoch, host.index + 1};
   if (!convert_) {

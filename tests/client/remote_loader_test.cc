@@ -33,7 +33,7 @@ TEST_F(RemoteLoaderTest, EverySampleReachesExactlyOneRankInOrder) {
     ASSERT_EQ(batches.size(), 3u);
     for (size_t k = 0; k < batches.size(); ++k) {
       EXPECT_EQ(batches[k].index, static_cast<int64_t>(k));
-      EXPECT_EQ(batches[k].height, 32);
+      EXPECT_EQ(batches[k].height(), 32);
       EXPECT_EQ(batches[k].payload.size(), static_cast<size_t>(batches[k].size()) * 32 * 32 * 3);
       seen.insert(batches[k].indices.begin(), batches[k].indices.end());
     }
