@@ -26,6 +26,13 @@ std::optional<DataGroupCapacity> DataGroupWatch::capacity() const {
   return capacity_;
 }
 
+bool DataGroupWatch::AwaitRounds(int64_t rounds, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  const auto done = [this, rounds]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return rounds_ >= rounds; };
+  return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+}
+
 bool DataGroupWatch::Sleep(absl::Duration duration) {
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithTimeout(absl::Condition(&stopping_), duration);
@@ -48,10 +55,11 @@ void DataGroupWatch::Run(absl::Duration soon, absl::Duration interval) {
     // Until every server is measured (one that has not built anything yet
     // cannot be), the next round comes soon.
     measured = round.hosts == static_cast<int>(servers.size());
+    absl::MutexLock lock(&mu_);
     if (round.hosts > 0) {
-      absl::MutexLock lock(&mu_);
       capacity_ = round;
     }
+    ++rounds_;
   }
 }
 

@@ -40,6 +40,10 @@ class DataGroupWatch {
   // The last round's figures; nullopt until a round found a server that has
   // built something.
   std::optional<DataGroupCapacity> capacity() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until `rounds` rounds have completed since the watch started, or
+  // `timeout` passed; false on the timeout. (What was measured by then is
+  // capacity(): a test's way to wait on the watch, not on a clock.)
+  bool AwaitRounds(int64_t rounds, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Run(absl::Duration soon, absl::Duration interval) ABSL_LOCKS_EXCLUDED(mu_);
@@ -52,6 +56,7 @@ class DataGroupWatch {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<DataGroupCapacity> capacity_ ABSL_GUARDED_BY(mu_);
+  int64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;  // last: starts once the rest is built
 };
 

@@ -31,6 +31,7 @@
 #include "src/common/net/unique_fd.h"
 #include "src/common/net/unix_socket.h"
 #include "src/common/status_macros.h"
+#include "src/server/pixel_channel_pairing.h"
 #include "src/server/pixel_sender.h"
 
 namespace heterodl {
@@ -55,7 +56,8 @@ class ListenerCore {
         epoll_(std::move(epoll)),
         wake_(std::move(wake)),
         limits_(limits),
-        regions_(std::move(regions)) {}
+        regions_(std::move(regions)),
+        pairing_({limits.attach_timeout, limits.max_unpaired}) {}
 
   // The epoll thread: runs until Stop(), then breaks every channel.
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
@@ -70,6 +72,9 @@ class ListenerCore {
       ABSL_LOCKS_EXCLUDED(mu_);
   void Close(uint64_t channel) ABSL_LOCKS_EXCLUDED(mu_);
   void SetServicePort(int port) { service_port_.store(port); }
+  // Returns once a whole turn of the loop begun after the call has run
+  // (its events handled, its sweep and callbacks done), or the loop ended.
+  void AwaitTurn() ABSL_LOCKS_EXCLUDED(mu_);
   // From SharedRegions, on whichever thread freed the region: queues a
   // kForget record for the loaders that know it. Takes no lock of the core
   // but freed_mu_ (a region may be freed under mu_).
@@ -77,9 +82,7 @@ class ListenerCore {
 
  private:
   struct ChannelState {
-    PixelTicket ticket{};
     UniqueFd socket;  // none until the loader's connection arrives
-    absl::Time attach_deadline;
     // Pixels sent before the connection arrived.
     std::deque<QueuedPixels> waiting;
     // Once the connection arrived: TCP or same host, as it came.
@@ -88,13 +91,12 @@ class ListenerCore {
     bool close_requested = false;
   };
   // A connection not paired with a stream: still sending its hello, or
-  // waiting for its ticket to be claimed.
+  // waiting for its ticket to be claimed (pairing_ keeps its deadline).
   struct Unpaired {
     UniqueFd socket;
     bool local = false;
     uint8_t hello[kPixelChannelHelloBytes] = {};
     size_t received = 0;
-    absl::Time deadline;
   };
   // A same-host channel the server ended while its loader may still be
   // copying: the pixels stay until the loader closes its end.
@@ -150,13 +152,14 @@ class ListenerCore {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t next_channel_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t turns_ ABSL_GUARDED_BY(mu_) = 0;  // of the loop, completed
+  // Tickets, hellos, claims and deadlines: who pairs with whom.
+  PixelChannelPairing pairing_ ABSL_GUARDED_BY(mu_);
+  // The sockets and queues of what pairing_ knows, by its numbers.
   std::map<uint64_t, ChannelState> channels_ ABSL_GUARDED_BY(mu_);
-  std::map<PixelTicket, uint64_t> claimed_ ABSL_GUARDED_BY(mu_);  // of open channels
-  std::map<int, Unpaired> unpaired_ ABSL_GUARDED_BY(mu_);         // by socket descriptor
-  std::map<PixelTicket, int> presented_ ABSL_GUARDED_BY(mu_);     // unclaimed ticket -> socket
-  std::map<int, uint64_t> attached_ ABSL_GUARDED_BY(mu_);         // socket -> channel
-  std::map<int, Lingering> lingering_ ABSL_GUARDED_BY(mu_);       // by socket descriptor
+  std::map<int, Unpaired> unpaired_ ABSL_GUARDED_BY(mu_);    // by socket descriptor
+  std::map<int, uint64_t> attached_ ABSL_GUARDED_BY(mu_);    // socket -> channel
+  std::map<int, Lingering> lingering_ ABSL_GUARDED_BY(mu_);  // by socket descriptor
   // Callbacks owed, run by the loop outside mu_.
   SentCallbacks callbacks_ ABSL_GUARDED_BY(mu_);
 };
@@ -182,6 +185,8 @@ void ListenerCore::Run() {
     }
     busy = FlushAll();
     RunCallbacks();
+    absl::MutexLock lock(&mu_);
+    ++turns_;
   }
   {
     absl::MutexLock lock(&mu_);
@@ -199,6 +204,10 @@ void ListenerCore::Run() {
     stopped_ = true;
   }
   RunCallbacks();
+  {
+    absl::MutexLock lock(&mu_);
+    ++turns_;
+  }
   listen_socket_.reset();
   local_listen_socket_.reset();
   epoll_.reset();
@@ -295,20 +304,20 @@ void ListenerCore::AcceptAll(int listen_socket, bool local) {
       return;
     }
     absl::MutexLock lock(&mu_);
-    if (unpaired_.size() >= static_cast<size_t>(limits_.max_unpaired)) {
+    if (!pairing_.Accepted(socket.get(), absl::Now())) {
       LogWarning("pixel channel port: %d connections not paired with a stream; refusing more",
-                 unpaired_.size());
+                 pairing_.waiting_connections());
       continue;  // closed with `socket`
     }
     epoll_event event{};
     event.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     event.data.fd = socket.get();
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, socket.get(), &event) != 0) {
+      pairing_.ConnectionClosed(socket.get());
       continue;
     }
     Unpaired& unpaired = unpaired_[socket.get()];
     unpaired.local = local;
-    unpaired.deadline = absl::Now() + limits_.attach_timeout;
     unpaired.socket = std::move(socket);
   }
 }
@@ -348,25 +357,23 @@ void ListenerCore::ReadHelloLocked(int fd, Unpaired& unpaired) {
   }
   PixelTicket ticket;
   std::memcpy(ticket.data(), unpaired.hello + sizeof(kPixelChannelMagic), ticket.size());
-  if (auto claimed = claimed_.find(ticket); claimed != claimed_.end()) {
-    const uint64_t channel = claimed->second;
-    if (channels_[channel].socket.valid()) {
-      return CloseUnpairedLocked(fd);  // a second one
-    }
-    AttachLocked(channel, TakeUnpairedLocked(fd));
-    // A loader already gone breaks its channel now, not at the deadline.
-    if (ended) {
-      BreakLocked(channel, "", /*loader_gone=*/true);
-    }
-    return;
+  const PixelChannelPairing::Verdict verdict = pairing_.Presented(fd, ticket, absl::Now());
+  switch (verdict.action) {
+    case PixelChannelPairing::Verdict::Action::kAttach:
+      AttachLocked(verdict.channel, TakeUnpairedLocked(fd));
+      // A loader already gone breaks its channel now, not at the deadline.
+      if (ended) {
+        BreakLocked(verdict.channel, "", /*loader_gone=*/true);
+      }
+      return;
+    case PixelChannelPairing::Verdict::Action::kWait:
+      if (ended) {
+        CloseUnpairedLocked(fd);
+      }
+      return;
+    case PixelChannelPairing::Verdict::Action::kClose:
+      return CloseUnpairedLocked(fd);
   }
-  if (ended) {
-    return CloseUnpairedLocked(fd);
-  }
-  if (auto [it, inserted] = presented_.emplace(ticket, fd); !inserted && it->second != fd) {
-    return CloseUnpairedLocked(fd);  // the ticket is taken
-  }
-  unpaired.deadline = absl::Now() + limits_.attach_timeout;
 }
 
 void ListenerCore::TellServicePort(int fd) {
@@ -407,14 +414,7 @@ void ListenerCore::CloseUnpairedLocked(int fd) {
   if (it == unpaired_.end()) {
     return;
   }
-  if (it->second.received == kPixelChannelHelloBytes) {
-    PixelTicket ticket;
-    std::memcpy(ticket.data(), it->second.hello + sizeof(kPixelChannelMagic), ticket.size());
-    if (auto presented = presented_.find(ticket);
-        presented != presented_.end() && presented->second == fd) {
-      presented_.erase(presented);
-    }
-  }
+  pairing_.ConnectionClosed(fd);
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
   unpaired_.erase(it);  // closes the socket
 }
@@ -445,7 +445,7 @@ void ListenerCore::BreakLocked(uint64_t channel, const std::string& why, bool lo
       epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
     }
   }
-  claimed_.erase(state.ticket);
+  pairing_.ChannelEnded(channel);
   channels_.erase(it);  // closes the socket unless it lingers
 }
 
@@ -453,27 +453,22 @@ void ListenerCore::SweepLocked() {
   const absl::Time now = absl::Now();
   std::vector<uint64_t> to_break;
   for (const auto& [id, state] : channels_) {
-    if (state.close_requested || (!state.socket.valid() && now > state.attach_deadline)) {
+    if (state.close_requested) {
       to_break.push_back(id);
     }
   }
   for (uint64_t id : to_break) {
-    const bool late = !channels_[id].close_requested;
-    BreakLocked(id, late
-                        ? absl::StrCat("a loader's pixel channel connection did not arrive within ",
-                                       absl::FormatDuration(limits_.attach_timeout))
-                        : "");
+    BreakLocked(id, "");
   }
-  std::vector<int> expired;
-  for (const auto& [fd, unpaired] : unpaired_) {
-    if (now > unpaired.deadline) {
-      expired.push_back(fd);
-    }
+  const PixelChannelPairing::Expired late = pairing_.Tick(now);
+  for (const uint64_t id : late.channels) {
+    BreakLocked(id, absl::StrCat("a loader's pixel channel connection did not arrive within ",
+                                 absl::FormatDuration(limits_.attach_timeout)));
   }
-  for (int fd : expired) {
+  for (const int fd : late.connections) {
     CloseUnpairedLocked(fd);
   }
-  expired.clear();
+  std::vector<int> expired;
   for (const auto& [fd, lingering] : lingering_) {
     if (now > lingering.deadline) {
       expired.push_back(fd);
@@ -573,21 +568,23 @@ absl::StatusOr<uint64_t> ListenerCore::Claim(const PixelTicket& ticket) {
   if (stopping_) {
     return absl::UnavailableError("the pixel channel port is closing");
   }
-  if (claimed_.count(ticket) > 0) {
-    return absl::AlreadyExistsError("pixel channel ticket claimed twice");
-  }
-  const uint64_t channel = next_channel_++;
-  ChannelState& state = channels_[channel];
-  state.ticket = ticket;
-  state.attach_deadline = absl::Now() + limits_.attach_timeout;
-  claimed_[ticket] = channel;
-  if (auto presented = presented_.find(ticket); presented != presented_.end()) {
-    const int fd = presented->second;
-    presented_.erase(presented);
-    AttachLocked(channel, TakeUnpairedLocked(fd));
+  ASSIGN_OR_RETURN(const PixelChannelPairing::Claimed claimed, pairing_.Claim(ticket, absl::Now()));
+  channels_[claimed.channel];
+  if (claimed.attach) {
+    AttachLocked(claimed.channel, TakeUnpairedLocked(*claimed.attach));
     WakeLocked();
   }
-  return channel;
+  return claimed.channel;
+}
+
+void ListenerCore::AwaitTurn() {
+  absl::MutexLock lock(&mu_);
+  // The turn under way may have begun before the call: the one after it.
+  const int64_t target = turns_ + 2;
+  WakeLocked();
+  const auto done = [this, target]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return turns_ >= target || stopped_; };
+  mu_.Await(absl::Condition(&done));
 }
 
 void ListenerCore::Send(uint64_t channel, OutgoingPixels pixels, PixelChannel::SentCallback sent) {
@@ -662,6 +659,7 @@ class EpollPixelChannelListener final : public PixelChannelListener {
   int port() const override { return port_; }
   void SetServicePort(int service_port) override { core_->SetServicePort(service_port); }
   std::string local_socket() const override { return local_socket_; }
+  void AwaitTurn() override { core_->AwaitTurn(); }
 
   absl::StatusOr<std::shared_ptr<PixelChannel>> Claim(const PixelTicket& ticket) override {
     absl::StatusOr<uint64_t> id = core_->Claim(ticket);

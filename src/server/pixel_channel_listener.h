@@ -79,6 +79,11 @@ class PixelChannelListener {
   // The channel of `ticket`, whose connection may have arrived or not yet.
   // ALREADY_EXISTS when the ticket was claimed before.
   virtual absl::StatusOr<std::shared_ptr<PixelChannel>> Claim(const PixelTicket& ticket) = 0;
+  // Returns once the listener's thread has run a whole turn begun after the
+  // call: what was sent, closed or connected before it has been acted on,
+  // and the callbacks it owed have run. (How a test waits on the listener
+  // rather than on a clock.)
+  virtual void AwaitTurn() = 0;
 };
 
 }  // namespace heterodl

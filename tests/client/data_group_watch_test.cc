@@ -30,8 +30,8 @@ TEST_F(DataGroupWatchTest, MeasuresTheServersThatHaveBuiltSomething) {
   // Not a server at all: left out, never waited for long.
   DataGroupWatch watch(ServerSources{{busy.address(), idle.address(), "127.0.0.1:1"}, "", ""}, "",
                        {}, absl::Milliseconds(50), absl::Milliseconds(50));
-  // Nothing built anywhere: nothing to measure.
-  absl::SleepFor(absl::Milliseconds(300));
+  // Nothing built anywhere: after two whole rounds, nothing to measure.
+  ASSERT_TRUE(watch.AwaitRounds(2, absl::Seconds(30)));
   EXPECT_FALSE(watch.capacity().has_value());
 
   absl::StatusOr<std::unique_ptr<RemoteLoader>> loader =

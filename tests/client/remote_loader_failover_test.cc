@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "src/client/remote_loader.h"
@@ -175,12 +176,15 @@ class ElasticTest : public FailoverTest {
   // A loader that follows the file. Its memory bound is far beyond what
   // the servers keep asked (the window is then twice that), as it is
   // whenever a trainer waits for data: servers joining get work at once.
-  std::unique_ptr<RemoteLoader> ConnectListed() {
+  RemoteLoaderOptions ListedOptions() const {
     RemoteLoaderOptions options = LoaderOptions({}, 0, 1);
     options.batch_size = 2;
     options.servers.servers_file = servers_file_;
     options.discovery_interval = absl::Milliseconds(50);
-    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
+    return options;
+  }
+  std::unique_ptr<RemoteLoader> ConnectListed() {
+    absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(ListedOptions());
     EXPECT_TRUE(loader.ok()) << loader.status();
     return loader.ok() ? *std::move(loader) : nullptr;
   }
@@ -274,14 +278,24 @@ TEST_F(ElasticTest, AListedServerOfAnotherDatasetOrTokenIsNotUsed) {
 
 TEST_F(ElasticTest, ConnectWaitsForTheFirstServerToBeListed) {
   RunningServer a(*dataset_);
+  // Listed once Connect is waiting for a server (it asks whether it was
+  // interrupted only while it waits), not after a guess at a delay.
+  absl::Notification waiting;
+  RemoteLoaderOptions options = ListedOptions();
+  options.interrupt_connect = [&] {
+    if (!waiting.HasBeenNotified()) {
+      waiting.Notify();
+    }
+    return false;
+  };
   std::thread lister([&] {
-    absl::SleepFor(absl::Milliseconds(300));
+    waiting.WaitForNotification();
     List({a.address()});
   });
-  std::unique_ptr<RemoteLoader> loader = ConnectListed();
+  absl::StatusOr<std::unique_ptr<RemoteLoader>> loader = RemoteLoader::Connect(options);
   lister.join();
-  ASSERT_NE(loader, nullptr);
-  ReadEpochChecked(*loader, 0, [](int64_t) {});
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  ReadEpochChecked(**loader, 0, [](int64_t) {});
 }
 
 TEST_F(ElasticTest, EveryAddressOfADnsNameIsAServer) {

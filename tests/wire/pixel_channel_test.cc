@@ -227,7 +227,7 @@ TEST(PixelChannelTest, UnpairedConnectionsAreBounded) {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<PixelChannelReader> reader,
                          Connect(*listener, tickets.back()));
     waiting.push_back(std::move(reader));
-    absl::SleepFor(absl::Milliseconds(100));  // accepted in this order
+    listener->AwaitTurn();  // accepted in this order
   }
   uint8_t byte;
   EXPECT_FALSE(waiting[2]->ReadExactly(&byte, 1).ok());  // refused
@@ -370,8 +370,10 @@ TEST_F(SameHostChannelTest, PixelsAreCopiedFromSharedMemoryAndKeptUntilAcked) {
   channel->Send(OutgoingPixels::Share(heap), log_.Expect(2));
   channel->Send(Batch(5000, 3), log_.Expect(3));
   // Nothing is released before the loader has copied: its memory would be
-  // reused under the copy.
-  absl::SleepFor(absl::Milliseconds(200));
+  // reused under the copy. Two whole turns of the listener: whatever it does
+  // with what was sent, it has done.
+  listener_->AwaitTurn();
+  listener_->AwaitTurn();
   EXPECT_TRUE(log_.Await(0).empty());
 
   std::vector<uint8_t> received(3 << 20);
@@ -433,7 +435,8 @@ TEST_F(SameHostChannelTest, AnEndedChannelKeepsPixelsUntilTheLoaderLetsGo) {
   // The server ends the channel (it finishes the stream: it is leaving)
   // while the loader is about to copy both.
   channel->Close();
-  absl::SleepFor(absl::Milliseconds(200));
+  listener_->AwaitTurn();
+  listener_->AwaitTurn();
   EXPECT_TRUE(log_.Await(0).empty()) << "released while the loader may still copy";
   ASSERT_OK_AND_ASSIGN(MappedRegion mapped, MapSharedRegion(first_region, first.bytes));
   EXPECT_EQ(std::memcmp(mapped.data + first.offset, Pattern(1 << 20, 1)->data(), 1 << 20), 0);
