@@ -664,11 +664,15 @@ class FailoverTest(unittest.TestCase):
 
 
 class ClusterCommandTest(unittest.TestCase):
+    """`heterodl cluster` prints the view the launcher resolves: here only
+    that the command reaches the resolution (tests/cluster/
+    cluster_view_test.cc checks every source, and every bad one)."""
+
     def cluster(self, *args, env=None):
         return subprocess.run([HETERODL, "cluster", "--json", *args], capture_output=True,
                               text=True, timeout=30, env=env)
 
-    def test_sagemaker_config(self):
+    def test_a_resource_config_file_is_read(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "resourceconfig.json")
             with open(path, "w") as f:
@@ -679,24 +683,10 @@ class ClusterCommandTest(unittest.TestCase):
             result = self.cluster("--resource-config", path)
             self.assertEqual(result.returncode, 0, result.stderr)
             view = json.loads(result.stdout)
-            self.assertEqual(view["role"], "dnn")
-            self.assertEqual(view["data_servers"], ["algo-2:50051"])
-            self.assertEqual(view["dnn_hosts"], ["algo-1"])
-            self.assertEqual(view["leader"], "algo-1")
-            self.assertEqual(view["world_size"], 1)
-
-    def test_missing_and_garbled_configs_fail_naming_the_file(self):
-        result = self.cluster("--resource-config", "/nonexistent/rc.json")
-        self.assertNotEqual(result.returncode, 0)
-        self.assertIn("/nonexistent/rc.json", result.stderr)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "resourceconfig.json")
-            with open(path, "w") as f:
-                f.write('{"current_host": ')
-            result = self.cluster("--resource-config", path)
+            self.assertEqual((view["role"], view["data_servers"]), ("dnn", ["algo-2:50051"]))
+            result = self.cluster("--resource-config", os.path.join(tmp, "missing.json"))
             self.assertNotEqual(result.returncode, 0)
-            self.assertIn(path, result.stderr)
-            self.assertIn("not valid JSON", result.stderr)
+            self.assertIn("missing.json", result.stderr)
 
     def test_environment_variables(self):
         env = dict(os.environ, HETERODL_ROLE="data", HETERODL_DATA_SERVERS="a:1,b:2")

@@ -379,15 +379,11 @@ class RemoteDataLoaderTest(unittest.TestCase):
         self.assertEqual(next(iter(loader)).index, 0)
 
     def test_state_of_another_plan_is_refused(self):
+        # Each key's check: loader_state_test.py. Here, that a real loader's
+        # state carries its plan, and load_state_dict checks it.
         state = self.loader().state_dict()
-        for change in ({"seed": 6}, {"batch_size": 4}, {"world_size": 2},
-                       {"fingerprint": "0123456789abcdef"}):
-            with self.subTest(change=change):
-                with self.assertRaisesRegex(ValueError, "another epoch plan: " +
-                                            list(change)[0]):
-                    self.loader().load_state_dict({**state, **change})
-        with self.assertRaisesRegex(ValueError, "not a RemoteDataLoader state_dict"):
-            self.loader().load_state_dict({"epoch": 1})
+        with self.assertRaisesRegex(ValueError, "another epoch plan: seed 6"):
+            self.loader().load_state_dict({**state, "seed": 6})
         # Plain values: JSON (and so torch.save) takes it as it is.
         import json
         self.assertEqual(json.loads(json.dumps(state)), state)

@@ -439,6 +439,31 @@ def _distributed_defaults() -> Tuple[int, int]:
     return 0, 1
 
 
+# The version of RemoteDataLoader.state_dict()'s dict.
+_STATE_VERSION = 1
+# What a state's position is a position in: a state that differs from the
+# loader in any of these names other samples with its batch numbers.
+_PLAN_KEYS = ("fingerprint", "num_samples", "seed", "world_size", "batch_size", "drop_last",
+              "shuffle")
+
+
+def _check_state(state: Any, mine: Dict[str, Any]) -> None:
+    """Raises unless `state` (given to load_state_dict) is a state_dict()
+    of the epoch plan `mine` (the loader's own state_dict()) describes:
+    TypeError for what is not a dict, ValueError naming each key that
+    differs."""
+    if not isinstance(state, dict):
+        raise TypeError(f"state must be a dict from state_dict(), not {type(state).__name__}")
+    missing = [key for key in ("version", "epoch", "next_batch") if key not in state]
+    if missing or state["version"] != _STATE_VERSION:
+        raise ValueError("not a RemoteDataLoader state_dict() (missing "
+                         f"{', '.join(missing) or 'a known version'})")
+    differs = [f"{key} {state[key]!r} (this loader: {mine[key]!r})"
+               for key in _PLAN_KEYS if key in state and state[key] != mine[key]]
+    if differs:
+        raise ValueError("the state is a position in another epoch plan: " + ", ".join(differs))
+
+
 class RemoteDataLoader:
     """Batches of one rank from heterodl data servers, in order: a drop-in for a
     `torch.utils.data.DataLoader` over the same samples.
@@ -581,7 +606,6 @@ class RemoteDataLoader:
     multiprocessing_context = None
     timeout = 0
 
-    _STATE_VERSION = 1
 
     def __init__(self, servers: Union[str, Sequence[str], None] = None,
                  batch_size: Optional[int] = None, pipeline: str = "",
@@ -741,7 +765,7 @@ class RemoteDataLoader:
         StatefulDataLoader protocol. Every rank of a step has the same
         position, so rank 0's state resumes every rank."""
         epoch, next_batch = self.position()
-        return {"version": self._STATE_VERSION, "epoch": epoch, "next_batch": next_batch,
+        return {"version": _STATE_VERSION, "epoch": epoch, "next_batch": next_batch,
                 "batches_per_epoch": len(self), "num_samples": self.num_samples,
                 "fingerprint": self._loader.fingerprint(), "seed": self.seed,
                 "world_size": self.world_size, "batch_size": self.batch_size,
@@ -752,19 +776,7 @@ class RemoteDataLoader:
         one stood (see resume()). ValueError when the state comes from
         another plan (dataset, seed, world size, batch size, drop_last or
         shuffle differ): its batch numbers would name other samples."""
-        if not isinstance(state, dict):
-            raise TypeError(f"state must be a dict from state_dict(), not {type(state).__name__}")
-        missing = [key for key in ("version", "epoch", "next_batch") if key not in state]
-        if missing or state["version"] != self._STATE_VERSION:
-            raise ValueError("not a RemoteDataLoader state_dict() (missing "
-                             f"{', '.join(missing) or 'a known version'})")
-        mine = self.state_dict()
-        differs = [f"{key} {state[key]!r} (this loader: {mine[key]!r})"
-                   for key in ("fingerprint", "num_samples", "seed", "world_size", "batch_size",
-                               "drop_last", "shuffle") if key in state and state[key] != mine[key]]
-        if differs:
-            raise ValueError("the state is a position in another epoch plan: "
-                             + ", ".join(differs))
+        _check_state(state, self.state_dict())
         self.resume(state["epoch"], state["next_batch"])
 
     def stats(self) -> Dict[str, object]:
