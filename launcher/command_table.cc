@@ -60,6 +60,11 @@ constexpr const char* kClusterFlags[] = {
 constexpr const char* kPythonDatasetFlags[] = {"python_dataset", "python_path", "python_workers",
                                                "python", "python_sample_timeout"};
 
+// How s3:// datasets are read (serve, and the commands that start servers
+// or open datasets).
+constexpr const char* kObjectStorageFlags[] = {"s3_endpoint", "s3_region", "s3_addressing",
+                                               "s3_no_sign"};
+
 using FlagGroup = std::initializer_list<const char*>;
 
 // The flags of `parts` in order, each a group above or a FlagGroup.
@@ -78,8 +83,8 @@ const std::vector<CommandInfo>& Commands() {
       {"launch", "[-- TRAIN_FLAGS]",
        "(default) read the cluster environment (SageMaker, Slurm, HETERODL_*), become serve or "
        "train",
-       Flags({kClusterFlags, FlagGroup{"dataset", "port", "ranks"}, kPythonDatasetFlags,
-              kTrainingFlags}),
+       Flags({kClusterFlags, FlagGroup{"dataset", "port", "ranks"}, kObjectStorageFlags,
+              kPythonDatasetFlags, kTrainingFlags}),
        "heterodl launch -- --model resnet50 --epochs 90 --batch-size 256", RunLaunchCommand},
       {"serve",
        "",
@@ -119,7 +124,11 @@ const std::vector<CommandInfo>& Commands() {
         "auth_token_file",
         "tls_cert",
         "tls_key",
-        "tls_ca"},
+        "tls_ca",
+        "s3_endpoint",
+        "s3_region",
+        "s3_addressing",
+        "s3_no_sign"},
        "heterodl serve --dataset /data/imagenet/train --port 50051 --threads 32",
        RunServeCommand},
       {"train", "",
@@ -134,7 +143,7 @@ const std::vector<CommandInfo>& Commands() {
       {"local", "",
        "a whole heterogeneous job on this machine: --servers data servers and --ranks ranks",
        Flags({FlagGroup{"dataset", "servers", "data_servers", "ranks", "threads"},
-              kPythonDatasetFlags, kTrainingFlags,
+              kObjectStorageFlags, kPythonDatasetFlags, kTrainingFlags,
               FlagGroup{"auth_token_file", "tls_ca", "tls_cert", "tls_key"}}),
        "heterodl local --dataset data/sample --servers 2 --ranks 2 --epochs 1", RunLocalCommand},
       {"cluster", "",

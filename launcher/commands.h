@@ -67,6 +67,9 @@ absl::StatusOr<LocalRun> LocalRunFromFlags();
 // `serve`'s options from its flags: a pure function of the flags' values.
 // INVALID_ARGUMENT names a missing or out-of-range flag (a usage error).
 absl::StatusOr<DataServerOptions> ServeOptionsFromFlags();
+// How the --s3-* flags (over the environment) say to read `dataset` when
+// it, or --image-root, is in object storage; nullopt when neither is.
+absl::StatusOr<std::optional<S3Options>> S3OptionsFromFlags(const std::string& dataset);
 
 }  // namespace heterodl
 

@@ -26,7 +26,19 @@ ABSL_FLAG(absl::Duration, python_sample_timeout, absl::Minutes(5),
 ABSL_FLAG(std::string, dataset, "",
           "dataset: an image folder (DIR/CLASS/IMAGE.jpg, classes sorted), a file list (a text "
           "file of path<TAB>label lines, paths relative to it), or WebDataset tar shards (a .tar "
-          "file or a folder of them, KEY.jpg|png|webp + KEY.cls per sample, uncompressed)");
+          "file or a folder of them, KEY.jpg|png|webp + KEY.cls per sample, uncompressed); each "
+          "on local disk or in object storage as s3://BUCKET/KEY (a prefix is a folder)");
+ABSL_FLAG(std::string, s3_endpoint, "",
+          "an S3-compatible endpoint for s3:// datasets (MinIO, Ceph, ...), e.g. "
+          "http://minio:9000 (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else Amazon S3)");
+ABSL_FLAG(std::string, s3_region, "",
+          "the region s3:// requests are signed for (default: $AWS_REGION, $AWS_DEFAULT_REGION, "
+          "the AWS profile's, else us-east-1)");
+ABSL_FLAG(std::string, s3_addressing, "auto",
+          "how buckets are addressed: path (ENDPOINT/BUCKET/KEY), virtual (BUCKET.ENDPOINT/KEY) "
+          "or auto (path for a custom --s3-endpoint, virtual for Amazon S3)");
+ABSL_FLAG(bool, s3_no_sign, false,
+          "send s3:// requests unsigned (a public bucket): no AWS credentials looked for");
 ABSL_FLAG(std::string, pipeline, "",
           "augmentation pipeline, e.g. 'random_resized_crop(224)|hflip(0.5)' (default)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the epoch plan and the augmentations");

@@ -167,7 +167,11 @@ absl::StatusOr<LocalRun> LocalRunFromFlags() {
                                                  : std::max(1, cores / run.servers);
   if (python_dataset.empty()) {
     run.data_arguments = {absl::StrCat("--dataset=", dataset),
-                          absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline))};
+                          absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)),
+                          absl::StrCat("--s3_endpoint=", absl::GetFlag(FLAGS_s3_endpoint)),
+                          absl::StrCat("--s3_region=", absl::GetFlag(FLAGS_s3_region)),
+                          absl::StrCat("--s3_addressing=", absl::GetFlag(FLAGS_s3_addressing)),
+                          absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign))};
   } else {
     if (!absl::GetFlag(FLAGS_pipeline).empty()) {
       return absl::InvalidArgumentError(

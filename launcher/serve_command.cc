@@ -17,6 +17,8 @@
 #include "src/metrics/metrics_endpoint.h"
 #include "src/metrics/server_metrics.h"
 #include "src/server/data_server.h"
+#include "src/storage/object_url.h"
+#include "src/storage/s3_client.h"
 
 namespace heterodl {
 namespace {
@@ -58,8 +60,9 @@ absl::StatusOr<PipelineOptions> DecodingFromFlags() {
   return decoding;
 }
 
-DatasetLimits FilesFromFlags() {
+absl::StatusOr<DatasetLimits> FilesFromFlags() {
   DatasetLimits files;
+  ASSIGN_OR_RETURN(files.s3, S3OptionsFromFlags(absl::GetFlag(FLAGS_dataset)));
   files.max_file_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_file_mb)) << 20;
   files.root = absl::GetFlag(FLAGS_dataset_root);
   files.image_root = absl::GetFlag(FLAGS_image_root);
@@ -90,6 +93,30 @@ absl::StatusOr<StreamPolicy> StreamPolicyFromFlags() {
 }
 
 }  // namespace
+
+absl::StatusOr<std::optional<S3Options>> S3OptionsFromFlags(const std::string& dataset) {
+  if (!IsObjectUrl(dataset) && !IsObjectUrl(absl::GetFlag(FLAGS_image_root))) {
+    return std::nullopt;
+  }
+  S3Options s3 = S3OptionsFromEnvironment(ProcessEnvironment());
+  if (!absl::GetFlag(FLAGS_s3_endpoint).empty()) {
+    s3.endpoint = absl::GetFlag(FLAGS_s3_endpoint);
+  }
+  if (!absl::GetFlag(FLAGS_s3_region).empty()) {
+    s3.region = absl::GetFlag(FLAGS_s3_region);
+  }
+  const std::string addressing = absl::GetFlag(FLAGS_s3_addressing);
+  if (addressing == "path") {
+    s3.addressing = S3Options::Addressing::kPath;
+  } else if (addressing == "virtual") {
+    s3.addressing = S3Options::Addressing::kVirtualHosted;
+  } else if (addressing != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--s3-addressing must be auto, path or virtual, got '", addressing, "'"));
+  }
+  s3.unsigned_requests = absl::GetFlag(FLAGS_s3_no_sign);
+  return s3;
+}
 
 absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   DataServerOptions options;
@@ -129,7 +156,7 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
         absl::StrCat("serve: --worker-nice must be in [0, 19], got ", options.worker_nice));
   }
   ASSIGN_OR_RETURN(options.decoding, DecodingFromFlags());
-  options.files = FilesFromFlags();
+  ASSIGN_OR_RETURN(options.files, FilesFromFlags());
   options.requests = RequestLimitsFromFlags();
   ASSIGN_OR_RETURN(options.streams, StreamPolicyFromFlags());
   options.strict_dataset = absl::GetFlag(FLAGS_strict_dataset);

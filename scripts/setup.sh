@@ -18,7 +18,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libopencv-dev libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libgtest-dev libarchive-dev libdlpack-dev
   libgloo-dev mate-backgrounds gnuplot-nox procps iproute2
-  libboost-dev nlohmann-json3-dev prometheus ccache
+  libboost-dev nlohmann-json3-dev prometheus ccache libcurl4-openssl-dev
 )
 
 bash scripts/apt_install.sh setup "${APT_PACKAGES[@]}"

@@ -22,6 +22,10 @@ bool IsId(double value) { return std::floor(value) == value && std::fabs(value) 
 
 absl::StatusOr<CocoSamples> ReadCocoInstances(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string json, ReadFileToString(path));
+  return ParseCocoInstances(json, path);
+}
+
+absl::StatusOr<CocoSamples> ParseCocoInstances(const std::string& json, const std::string& path) {
   const auto invalid = [&path](const auto&... why) {
     return absl::InvalidArgumentError(absl::StrCat("COCO file '", path, "': ", why...));
   };

@@ -33,6 +33,8 @@ struct CocoSamples {
 // finite numbers of non-negative size, a crowd flag other than 0 or 1, a
 // category id over kMaxLabel. NOT_FOUND / UNAVAILABLE when it cannot be read.
 absl::StatusOr<CocoSamples> ReadCocoInstances(const std::string& path);
+// The same from the file's `json` text; errors name `path`.
+absl::StatusOr<CocoSamples> ParseCocoInstances(const std::string& json, const std::string& path);
 
 }  // namespace heterodl
 

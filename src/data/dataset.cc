@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -29,8 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A file list is read whole at start: 4 GiB is some 50 million lines.
-constexpr uint64_t kMaxListBytes = uint64_t{4} << 30;
 // A mask read for the dataset's classes larger than this is skipped.
 constexpr int64_t kMaxMaskPixelsForClasses = 100'000'000;
 
@@ -113,6 +112,13 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& path, const DatasetLimi
 
 absl::StatusOr<Dataset> Dataset::OpenConfined(const std::string& path,
                                               const DatasetLimits& limits) {
+  if (IsObjectUrl(path)) {
+    // Keys are names, not paths: nothing to confine (a file list's "../"
+    // is refused as it is read).
+    ASSIGN_OR_RETURN(Dataset dataset, OpenObjects(path, limits));
+    dataset.limits_ = limits;
+    return dataset;
+  }
   ASSIGN_OR_RETURN(Dataset dataset, OpenAnyFormat(path, limits));
   dataset.limits_ = limits;
   if (limits.root.empty() || dataset.shards_ != nullptr) {
@@ -145,12 +151,26 @@ absl::StatusOr<Dataset> Dataset::OpenConfined(const std::string& path,
 
 absl::StatusOr<std::vector<std::string>> Dataset::MaskClassNames(const std::string& path) const {
   std::error_code error;
-  const fs::path beside =
-      (fs::is_directory(path, error) ? fs::path(path) : fs::path(path).parent_path()) /
-      "classes.txt";
+  std::string beside;
+  std::optional<std::string> classes_text;
+  if (s3_ != nullptr) {
+    beside = absl::StrCat(root_, "classes.txt");
+    absl::StatusOr<std::string> text = ReadFile("classes.txt");
+    if (!absl::IsNotFound(text.status())) {
+      RETURN_IF_ERROR(text.status());
+      classes_text = *std::move(text);
+    }
+  } else {
+    beside = ((fs::is_directory(path, error) ? fs::path(path) : fs::path(path).parent_path()) /
+              "classes.txt")
+                 .string();
+    if (fs::exists(beside, error)) {
+      ASSIGN_OR_RETURN(classes_text, ReadRegularFile(beside, kMaxListBytes));
+    }
+  }
   std::vector<std::string> names;
-  if (fs::exists(beside, error)) {
-    ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(beside.string(), kMaxListBytes));
+  if (classes_text) {
+    const std::string& text = *classes_text;
     for (absl::string_view line : absl::StrSplit(text, '\n')) {
       line = absl::StripAsciiWhitespace(line);
       if (!line.empty()) {
@@ -159,7 +179,7 @@ absl::StatusOr<std::vector<std::string>> Dataset::MaskClassNames(const std::stri
     }
     if (names.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("'", beside.string(), "' names no class (one name per line)"));
+          absl::StrCat("'", beside, "' names no class (one name per line)"));
     }
     return names;
   }
@@ -326,7 +346,13 @@ absl::StatusOr<Dataset> Dataset::OpenSegmentationFolder(const std::string& root)
 
 absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
   // Bounded, and refused unless a regular file: a list is read at start.
-  ASSIGN_OR_RETURN(std::string contents, ReadRegularFile(list_path, kMaxListBytes));
+  ASSIGN_OR_RETURN(const std::string contents, ReadRegularFile(list_path, kMaxListBytes));
+  const std::string root = fs::path(list_path).parent_path().string();
+  return FromFileList(list_path, root.empty() ? "." : root, contents);
+}
+
+absl::StatusOr<Dataset> Dataset::FromFileList(const std::string& list_path, std::string root,
+                                              const std::string& contents) {
   std::vector<Sample> samples;
   int64_t max_label = -1;
   int line_number = 0;
@@ -381,13 +407,17 @@ absl::StatusOr<Dataset> Dataset::OpenFileList(const std::string& list_path) {
   for (int64_t label = 0; label <= max_label; ++label) {
     class_names.push_back(absl::StrCat(label));
   }
-  const std::string root = fs::path(list_path).parent_path().string();
-  return Dataset(list_path, root.empty() ? "." : root, std::move(samples), std::move(class_names));
+  return Dataset(list_path, std::move(root), std::move(samples), std::move(class_names));
 }
 
 absl::StatusOr<Dataset> Dataset::OpenTarShards(const std::string& path,
                                                std::vector<std::string> shard_paths) {
   ASSIGN_OR_RETURN(std::shared_ptr<TarShards> shards, TarShards::Open(std::move(shard_paths)));
+  return FromTarShards(path, path, std::move(shards));
+}
+
+absl::StatusOr<Dataset> Dataset::FromTarShards(const std::string& path, std::string root,
+                                               std::shared_ptr<const TarShards> shards) {
   ASSIGN_OR_RETURN(std::vector<Sample> samples, shards->Index());
   if (samples.empty()) {
     return absl::FailedPreconditionError(
@@ -401,15 +431,15 @@ absl::StatusOr<Dataset> Dataset::OpenTarShards(const std::string& path,
   for (int64_t label = 0; label <= max_label; ++label) {
     class_names.push_back(absl::StrCat(label));
   }
-  Dataset dataset(path, path, std::move(samples), std::move(class_names));
+  Dataset dataset(path, std::move(root), std::move(samples), std::move(class_names));
   dataset.shards_ = std::move(shards);
   return dataset;
 }
 
 Dataset::MissingFiles Dataset::FindMissingFiles(size_t keep) const {
   MissingFiles missing;
-  if (synthetic_ || shards_ != nullptr) {
-    return missing;
+  if (synthetic_ || shards_ != nullptr || s3_ != nullptr) {
+    return missing;  // shards list what exists; objects are not asked one by one
   }
   for (const Sample& sample : samples_) {
     for (const std::string* file : {&sample.path, &sample.mask_path}) {
@@ -474,6 +504,9 @@ absl::Status Dataset::MemberWithinLimit(const std::string& name, uint64_t size) 
 }
 
 absl::StatusOr<std::string> Dataset::ReadFile(const std::string& path) const {
+  if (s3_ != nullptr) {
+    return ReadObject(path);
+  }
   if (root_dir_ != nullptr) {
     ASSIGN_OR_RETURN(const std::string beneath, PathBeneathRoot(path));
     return ReadRegularFileBeneath(root_dir_->get(), beneath, limits_.max_file_bytes);

@@ -20,6 +20,11 @@
 //     label as text) per sample, or KEY.mask.png (segmentation). Shards are indexed once with
 //     libarchive and samples read at their offsets, so the epoch plan's random order costs one read
 //     per sample. Shards must be uncompressed tar.
+// Each form can be in object storage instead: s3://BUCKET/KEY names an
+// object (a .tar shard, a COCO .json, a file list whose paths are keys
+// relative to its folder) or a prefix taken as a folder (listed once, every
+// page). The same files on disk and in a bucket make the same samples, in
+// the same order, with the same fingerprint.
 // Sample order is a pure function of the files present, so every data server
 // that sees the same files computes the same dataset and fingerprint.
 //
@@ -37,6 +42,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +51,8 @@
 #include "augment/boxes.h"
 #include "src/common/net/unique_fd.h"
 #include "src/common/read_file.h"
+#include "src/storage/object_url.h"
+#include "src/storage/s3_client.h"
 
 namespace heterodl {
 
@@ -92,7 +100,15 @@ struct DatasetLimits {
   // A segmentation dataset's mask value that marks pixels no class owns
   // (serve --ignore-index): not a class when classes are read from masks.
   int mask_ignore_index = 255;
+  // How a dataset named by an s3:// URL is read (its endpoint, region,
+  // credentials, retries); nullopt: as the environment says
+  // (S3OptionsFromEnvironment).
+  std::optional<S3Options> s3;
 };
+
+// A file list (or COCO file, or classes.txt) is read whole at start: 4 GiB
+// is some 50 million lines.
+inline constexpr uint64_t kMaxListBytes = uint64_t{4} << 30;
 
 // Masks Dataset::Open reads for a segmentation dataset's classes when no
 // classes.txt names them.
@@ -156,10 +172,19 @@ class Dataset {
   static absl::StatusOr<Dataset> OpenImageFolder(const std::string& root);
   static absl::StatusOr<Dataset> OpenSegmentationFolder(const std::string& root);
   static absl::StatusOr<Dataset> OpenFileList(const std::string& list_path);
+  // A file list's samples and class names from its `contents`; errors name
+  // `list_name`.
+  static absl::StatusOr<Dataset> FromFileList(const std::string& list_name, std::string root,
+                                              const std::string& contents);
+  // Any format, in object storage (object_dataset.cc).
+  static absl::StatusOr<Dataset> OpenObjects(const std::string& url, const DatasetLimits& limits);
   static absl::StatusOr<Dataset> OpenCoco(const std::string& json_path,
                                           const std::string& image_root);
   static absl::StatusOr<Dataset> OpenTarShards(const std::string& path,
                                                std::vector<std::string> shard_paths);
+  // The samples `shards` index; `path` names the dataset in messages.
+  static absl::StatusOr<Dataset> FromTarShards(const std::string& path, std::string root,
+                                               std::shared_ptr<const TarShards> shards);
   // A segmentation dataset's class names (see the file's comment), read
   // from classes.txt beside `path` or from its masks.
   absl::StatusOr<std::vector<std::string>> MaskClassNames(const std::string& path) const;
@@ -181,6 +206,8 @@ class Dataset {
   // Reads the file `path` names (relative to root_ unless absolute), within
   // the limits.
   absl::StatusOr<std::string> ReadFile(const std::string& path) const;
+  // The object at `path` below object_root_ (object_dataset.cc).
+  absl::StatusOr<std::string> ReadObject(const std::string& path) const;
   // A tar member of `size` bytes named `name`: FAILED_PRECONDITION over
   // limits_.max_file_bytes.
   absl::Status MemberWithinLimit(const std::string& name, uint64_t size) const;
@@ -190,6 +217,10 @@ class Dataset {
   std::filesystem::path absolute_root_;       // root_, absolute (with a confining root)
   std::shared_ptr<const UniqueFd> root_dir_;  // open on it (O_PATH)
   std::shared_ptr<const TarShards> shards_;   // null unless tar shards
+  // In object storage: the client, and the URL that relative sample paths
+  // are below (root_ as a URL).
+  std::shared_ptr<S3Client> s3_;
+  ObjectUrl object_root_;
 };
 
 }  // namespace heterodl

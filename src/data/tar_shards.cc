@@ -15,6 +15,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/common/net/unique_fd.h"
+#include "src/common/status_macros.h"
 
 namespace heterodl {
 namespace {
@@ -53,53 +55,150 @@ struct PendingSample {
   uint64_t mask_size = 0;
 };
 
+// A shard on local disk, read with pread.
+class LocalShardFile : public ShardFile {
+ public:
+  LocalShardFile(std::string path, UniqueFd fd, uint64_t size)
+      : path_(std::move(path)), fd_(std::move(fd)), size_(size) {}
+
+  absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t size) const override {
+    std::string bytes(size, '\0');
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::pread(fd_.get(), bytes.data() + done, bytes.size() - done,
+                                static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n <= 0) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot read '", path_, "': ",
+                         n == 0 ? "shard is shorter than its index (changed since opened?)"
+                                : std::strerror(errno)));
+      }
+      done += static_cast<size_t>(n);
+    }
+    return bytes;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& name() const override { return path_; }
+  uint64_t index_chunk_bytes() const override { return uint64_t{1} << 16; }
+
+ private:
+  const std::string path_;
+  const UniqueFd fd_;
+  const uint64_t size_;
+};
+
+// A shard in object storage, read with range GETs.
+class ObjectShardFile : public ShardFile {
+ public:
+  ObjectShardFile(std::shared_ptr<S3Client> s3, ObjectUrl url, uint64_t size)
+      : s3_(std::move(s3)), url_(std::move(url)), name_(url_.ToString()), size_(size) {}
+
+  absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t size) const override {
+    absl::StatusOr<std::string> bytes = s3_->Get(url_, offset, size);
+    if (bytes.ok() && bytes->size() != size) {
+      return absl::UnavailableError(absl::StrCat("cannot read '", name_, "': ", bytes->size(),
+                                                 " bytes of ", size, " at ", offset,
+                                                 " (shorter than its index: changed?)"));
+    }
+    return bytes;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  // Indexing reads the whole shard once: few, large requests.
+  uint64_t index_chunk_bytes() const override { return uint64_t{16} << 20; }
+
+ private:
+  const std::shared_ptr<S3Client> s3_;
+  const ObjectUrl url_;
+  const std::string name_;
+  const uint64_t size_;
+};
+
+// libarchive's view of a shard: read in chunks from the start.
+struct ArchiveInput {
+  const ShardFile* file = nullptr;
+  uint64_t position = 0;
+  std::string chunk;
+  absl::Status error;
+};
+
+la_ssize_t ReadArchiveChunk(archive* reader, void* user, const void** buffer) {
+  auto* input = static_cast<ArchiveInput*>(user);
+  const uint64_t left = input->file->size() - std::min(input->position, input->file->size());
+  if (left == 0) {
+    return 0;
+  }
+  absl::StatusOr<std::string> chunk =
+      input->file->ReadAt(input->position, std::min(left, input->file->index_chunk_bytes()));
+  if (!chunk.ok()) {
+    input->error = chunk.status();
+    archive_set_error(reader, EIO, "%s", std::string(chunk.status().message()).c_str());
+    return -1;
+  }
+  input->chunk = *std::move(chunk);
+  input->position += input->chunk.size();
+  *buffer = input->chunk.data();
+  return static_cast<la_ssize_t>(input->chunk.size());
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<TarShards>> TarShards::Open(std::vector<std::string> paths) {
-  std::vector<int> fds;
-  for (const std::string& path : paths) {
+  std::vector<std::unique_ptr<ShardFile>> files;
+  for (std::string& path : paths) {
     // O_NONBLOCK: a FIFO named like a shard must not hold the server.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
     struct stat info {};
-    const bool regular = fd >= 0 && ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+    const int error = errno;
+    const bool regular = fd.valid() && ::fstat(fd.get(), &info) == 0 && S_ISREG(info.st_mode);
     if (!regular) {
-      const int error = errno;
-      if (fd >= 0) {
-        ::close(fd);
-      }
-      for (int open_fd : fds) {
-        ::close(open_fd);
-      }
-      if (fd >= 0) {
+      if (fd.valid()) {
         return absl::FailedPreconditionError(
             absl::StrCat("tar shard '", path, "' is not a regular file"));
       }
       return absl::NotFoundError(
           absl::StrCat("cannot open tar shard '", path, "': ", std::strerror(error)));
     }
-    fds.push_back(fd);
+    files.push_back(std::make_unique<LocalShardFile>(std::move(path), std::move(fd),
+                                                     static_cast<uint64_t>(info.st_size)));
   }
-  return std::shared_ptr<TarShards>(new TarShards(std::move(paths), std::move(fds)));
+  return std::shared_ptr<TarShards>(new TarShards(std::move(files)));
 }
 
-TarShards::~TarShards() {
-  for (int fd : fds_) {
-    ::close(fd);
+std::shared_ptr<TarShards> TarShards::OpenObjects(std::shared_ptr<S3Client> s3,
+                                                  std::vector<ObjectUrl> urls,
+                                                  std::vector<uint64_t> sizes) {
+  std::vector<std::unique_ptr<ShardFile>> files;
+  for (size_t i = 0; i < urls.size(); ++i) {
+    files.push_back(std::make_unique<ObjectShardFile>(s3, std::move(urls[i]), sizes[i]));
   }
+  return std::shared_ptr<TarShards>(new TarShards(std::move(files)));
 }
 
 absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
   std::vector<Sample> samples;
-  for (size_t shard = 0; shard < paths_.size(); ++shard) {
-    const std::string& path = paths_[shard];
-    ArchivePtr reader(archive_read_new(), archive_read_free);
-    // Plain tar only: samples are read at their offsets in the file.
-    archive_read_support_format_tar(reader.get());
-    if (archive_read_open_filename(reader.get(), path.c_str(), 1 << 16) != ARCHIVE_OK) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tar shard '", path, "': ", archive_error_string(reader.get()),
-                       " (shards must be uncompressed tar: samples are read at their offsets)"));
-    }
+  for (size_t shard = 0; shard < files_.size(); ++shard) {
+    RETURN_IF_ERROR(IndexShard(shard, samples));
+  }
+  return samples;
+}
+
+absl::Status TarShards::IndexShard(size_t shard, std::vector<Sample>& samples) const {
+  const std::string& path = files_[shard]->name();
+  ArchivePtr reader(archive_read_new(), archive_read_free);
+  // Plain tar only: samples are read at their offsets in the file.
+  archive_read_support_format_tar(reader.get());
+  ArchiveInput input{files_[shard].get()};
+  if (archive_read_open(reader.get(), &input, nullptr, ReadArchiveChunk, nullptr) != ARCHIVE_OK) {
+    RETURN_IF_ERROR(input.error);
+    return absl::InvalidArgumentError(
+        absl::StrCat("tar shard '", path, "': ", archive_error_string(reader.get()),
+                     " (shards must be uncompressed tar: samples are read at their offsets)"));
+  }
+  {
     // Keys in the order their first member appears.
     std::vector<std::string> keys;
     std::map<std::string, PendingSample> pending;
@@ -111,6 +210,7 @@ absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
       }
       // ARCHIVE_WARN: e.g. a name not convertible to the locale; still valid.
       if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+        RETURN_IF_ERROR(input.error);
         return absl::InvalidArgumentError(absl::StrCat(
             "tar shard '", path, "' is corrupt: ", archive_error_string(reader.get())));
       }
@@ -191,7 +291,7 @@ absl::StatusOr<std::vector<Sample>> TarShards::Index() const {
       samples.push_back(std::move(indexed));
     }
   }
-  return samples;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> TarShards::Read(const Sample& sample) const {
@@ -204,24 +304,13 @@ absl::StatusOr<std::string> TarShards::ReadMask(const Sample& sample) const {
 
 absl::StatusOr<std::string> TarShards::ReadRange(int shard, uint64_t offset, uint64_t size,
                                                  const std::string& name) const {
-  if (shard < 0 || static_cast<size_t>(shard) >= fds_.size()) {
+  if (shard < 0 || static_cast<size_t>(shard) >= files_.size()) {
     return absl::InternalError("sample of no shard");
   }
-  std::string bytes(size, '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::pread(fds_[shard], bytes.data() + done, bytes.size() - done,
-                              static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot read '", name, "' from '", paths_[shard], "': ",
-                       n == 0 ? "shard is shorter than its index (changed since opened?)"
-                              : std::strerror(errno)));
-    }
-    done += static_cast<size_t>(n);
+  absl::StatusOr<std::string> bytes = files_[static_cast<size_t>(shard)]->ReadAt(offset, size);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat("'", name, "': ", bytes.status().message()));
   }
   return bytes;
 }

@@ -1,25 +1,44 @@
-// Indexing and reading WebDataset tar shards (internal to src/data).
+// Indexing and reading WebDataset tar shards, on local disk or in object
+// storage (internal to src/data).
 #ifndef HETERODL_SRC_DATA_TAR_SHARDS_H_
 #define HETERODL_SRC_DATA_TAR_SHARDS_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "src/data/dataset.h"
+#include "src/storage/object_url.h"
+#include "src/storage/s3_client.h"
 
 namespace heterodl {
+
+// One shard's bytes, read at offsets from any thread.
+class ShardFile {
+ public:
+  virtual ~ShardFile() = default;
+  // Exactly `size` bytes from `offset`. UNAVAILABLE naming the shard when
+  // they cannot be read (or the shard is shorter).
+  virtual absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t size) const = 0;
+  virtual uint64_t size() const = 0;
+  // Its path or URL, for messages.
+  virtual const std::string& name() const = 0;
+  // Bytes read at once while the shard is indexed: a request's worth.
+  virtual uint64_t index_chunk_bytes() const = 0;
+};
 
 // The shard files of a dataset, open for positioned reads from any thread.
 class TarShards {
  public:
   // Opens every shard; errors name the shard that cannot be opened.
   static absl::StatusOr<std::shared_ptr<TarShards>> Open(std::vector<std::string> paths);
-  ~TarShards();
+  // Shards in object storage, `sizes[i]` bytes each (as listed).
+  static std::shared_ptr<TarShards> OpenObjects(std::shared_ptr<S3Client> s3,
+                                                std::vector<ObjectUrl> urls,
+                                                std::vector<uint64_t> sizes);
   TarShards(const TarShards&) = delete;
   TarShards& operator=(const TarShards&) = delete;
-
-  const std::vector<std::string>& paths() const { return paths_; }
 
   // The samples of all shards, in shard order then member order: one per
   // key with an image member and a .cls member, or (segmentation) an image
@@ -28,20 +47,20 @@ class TarShards {
   // image, an unreadable label, shards mixing labels and masks.
   absl::StatusOr<std::vector<Sample>> Index() const;
 
-  // `sample`'s image bytes, or its mask's (pread at their offsets).
+  // `sample`'s image bytes, or its mask's (read at their offsets).
   absl::StatusOr<std::string> Read(const Sample& sample) const;
   absl::StatusOr<std::string> ReadMask(const Sample& sample) const;
 
  private:
-  TarShards(std::vector<std::string> paths, std::vector<int> fds)
-      : paths_(std::move(paths)), fds_(std::move(fds)) {}
+  explicit TarShards(std::vector<std::unique_ptr<ShardFile>> files) : files_(std::move(files)) {}
 
+  // The samples of shard `shard`, appended to `samples`.
+  absl::Status IndexShard(size_t shard, std::vector<Sample>& samples) const;
   // `size` bytes at `offset` of shard `shard`, which hold `name`.
   absl::StatusOr<std::string> ReadRange(int shard, uint64_t offset, uint64_t size,
                                         const std::string& name) const;
 
-  std::vector<std::string> paths_;
-  std::vector<int> fds_;
+  std::vector<std::unique_ptr<ShardFile>> files_;
 };
 
 }  // namespace heterodl
