@@ -168,7 +168,7 @@ absl::StatusOr<std::shared_ptr<TarShards>> TarShards::Open(std::vector<std::stri
   return std::shared_ptr<TarShards>(new TarShards(std::move(files)));
 }
 
-std::shared_ptr<TarShards> TarShards::OpenObjects(std::shared_ptr<S3Client> s3,
+std::shared_ptr<TarShards> TarShards::OpenObjects(const std::shared_ptr<S3Client>& s3,
                                                   std::vector<ObjectUrl> urls,
                                                   std::vector<uint64_t> sizes) {
   std::vector<std::unique_ptr<ShardFile>> files;

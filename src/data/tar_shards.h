@@ -34,7 +34,7 @@ class TarShards {
   // Opens every shard; errors name the shard that cannot be opened.
   static absl::StatusOr<std::shared_ptr<TarShards>> Open(std::vector<std::string> paths);
   // Shards in object storage, `sizes[i]` bytes each (as listed).
-  static std::shared_ptr<TarShards> OpenObjects(std::shared_ptr<S3Client> s3,
+  static std::shared_ptr<TarShards> OpenObjects(const std::shared_ptr<S3Client>& s3,
                                                 std::vector<ObjectUrl> urls,
                                                 std::vector<uint64_t> sizes);
   TarShards(const TarShards&) = delete;

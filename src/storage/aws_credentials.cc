@@ -370,7 +370,7 @@ EnvironmentLookup ProcessEnvironment() {
 
 std::string AwsRegion(const EnvironmentLookup& environment) {
   for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
-    const std::string region = Lookup(environment, name);
+    std::string region = Lookup(environment, name);
     if (!region.empty()) {
       return region;
     }
@@ -385,7 +385,7 @@ std::string AwsRegion(const EnvironmentLookup& environment) {
 }
 
 absl::StatusOr<std::unique_ptr<AwsCredentialChain>> AwsCredentialChain::Create(
-    AwsCredentialOptions options) {
+    const AwsCredentialOptions& options) {
   HttpClientOptions http_options;
   http_options.connect_timeout = options.metadata_timeout;
   http_options.cancelled = options.cancelled;

@@ -71,7 +71,8 @@ class AwsCredentialChain {
   // error when one is configured but fails (a profile without a secret, a
   // token file that cannot be read, STS refusing the token: PERMISSION_DENIED
   // with STS's code and message).
-  static absl::StatusOr<std::unique_ptr<AwsCredentialChain>> Create(AwsCredentialOptions options);
+  static absl::StatusOr<std::unique_ptr<AwsCredentialChain>> Create(
+      const AwsCredentialOptions& options);
   ~AwsCredentialChain();
 
   // The credentials to sign with now. Renews them near expiry; an error

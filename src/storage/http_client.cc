@@ -158,7 +158,7 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request) {
   char error[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   const CURLcode code = curl_easy_perform(curl);
-  long status = 0;
+  long status = 0;  // NOLINT(google-runtime-int): libcurl's type
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   // The credentials must not outlive the request in the pooled handle.
   curl_easy_setopt(curl, CURLOPT_USERPWD, nullptr);
