@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
@@ -23,6 +25,7 @@
 #include "src/common/net/host_port.h"
 #include "src/common/process/child_process.h"
 #include "src/common/status_macros.h"
+#include "src/storage/object_url.h"
 
 namespace heterodl {
 namespace {
@@ -167,11 +170,17 @@ absl::StatusOr<LocalRun> LocalRunFromFlags() {
                                                  : std::max(1, cores / run.servers);
   if (python_dataset.empty()) {
     run.data_arguments = {absl::StrCat("--dataset=", dataset),
-                          absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline)),
-                          absl::StrCat("--s3_endpoint=", absl::GetFlag(FLAGS_s3_endpoint)),
-                          absl::StrCat("--s3_region=", absl::GetFlag(FLAGS_s3_region)),
-                          absl::StrCat("--s3_addressing=", absl::GetFlag(FLAGS_s3_addressing)),
-                          absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign))};
+                          absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline))};
+    // How a bucket is read matters only to a dataset in one.
+    if (IsObjectUrl(dataset)) {
+      for (std::string argument :
+           {absl::StrCat("--s3_endpoint=", absl::GetFlag(FLAGS_s3_endpoint)),
+            absl::StrCat("--s3_region=", absl::GetFlag(FLAGS_s3_region)),
+            absl::StrCat("--s3_addressing=", absl::GetFlag(FLAGS_s3_addressing)),
+            absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign) ? "true" : "false")}) {
+        run.data_arguments.push_back(std::move(argument));
+      }
+    }
   } else {
     if (!absl::GetFlag(FLAGS_pipeline).empty()) {
       return absl::InvalidArgumentError(

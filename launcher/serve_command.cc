@@ -185,11 +185,14 @@ int Serve(const DataServerOptions& options, int metrics_port, StopSignal& stop) 
   absl::StatusOr<std::unique_ptr<DataServer>> server = DataServer::Start(options);
   if (!server.ok()) {
     LogError("cannot start the data server: %s", server.status().ToString());
-    // A user's dataset that cannot be loaded is a usage error, as a bad flag.
+    // A user's dataset that cannot be loaded is a usage error, as a bad flag;
+    // so is a bucket or key that cannot be read (the status names the URL
+    // and S3's code: NoSuchBucket, AccessDenied, ...).
     const bool python_dataset_refused =
         !options.python.worker.dataset.empty() &&
         (absl::IsFailedPrecondition(server.status()) || absl::IsUnavailable(server.status()));
-    return python_dataset_refused ? kExitUsage : kExitFailure;
+    const bool objects_refused = IsObjectUrl(options.dataset);
+    return python_dataset_refused || objects_refused ? kExitUsage : kExitFailure;
   }
   DataServer* running = server->get();
   const StopSignal::Subscription on_signal = stop.Subscribe([running](int signal) {

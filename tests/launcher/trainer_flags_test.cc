@@ -135,6 +135,19 @@ TEST(LocalRunTest, FlagsBecomeTheRun) {
   EXPECT_EQ(given.threads, 5);
 }
 
+TEST(LocalRunTest, HowABucketIsReadGoesToEachServerOfABucketsDataset) {
+  absl::FlagSaver saved;
+  absl::SetFlag(&FLAGS_dataset, "s3://bucket/train/");
+  absl::SetFlag(&FLAGS_s3_endpoint, "http://127.0.0.1:9000");
+  absl::SetFlag(&FLAGS_s3_addressing, "path");
+  absl::SetFlag(&FLAGS_s3_no_sign, true);
+  ASSERT_OK_AND_ASSIGN(const LocalRun run, LocalRunFromFlags());
+  EXPECT_THAT(run.data_arguments,
+              testing::ElementsAre("--dataset=s3://bucket/train/",
+                                   "--pipeline=", "--s3_endpoint=http://127.0.0.1:9000",
+                                   "--s3_region=", "--s3_addressing=path", "--s3_no_sign=true"));
+}
+
 TEST(LocalRunTest, APythonDatasetAndItsSettingsGoToEachServer) {
   absl::FlagSaver saved;
   absl::SetFlag(&FLAGS_python_dataset, "my_data:make");
