@@ -2,12 +2,15 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <mutex>
+#include <vector>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -28,7 +31,11 @@ using SlistPtr = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
 // What one transfer collects, and what it may.
 struct Transfer {
   HttpResponse* response = nullptr;
+  // The request's limit; an error document may always be this long (a
+  // 416 answering a one-byte range still says why).
   uint64_t max_body_bytes = 0;
+  static constexpr uint64_t kMaxErrorBodyBytes = 64 * 1024;
+  bool error_status = false;
   bool too_large = false;
   const std::atomic<bool>* cancelled = nullptr;
 };
@@ -36,7 +43,10 @@ struct Transfer {
 size_t OnBody(char* data, size_t size, size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
   const size_t bytes = size * count;
-  if (transfer->response->body.size() + bytes > transfer->max_body_bytes) {
+  const uint64_t limit = transfer->error_status
+                             ? std::max(transfer->max_body_bytes, Transfer::kMaxErrorBodyBytes)
+                             : transfer->max_body_bytes;
+  if (transfer->response->body.size() + bytes > limit) {
     transfer->too_large = true;
     return 0;  // libcurl ends the transfer with CURLE_WRITE_ERROR
   }
@@ -50,6 +60,11 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   absl::string_view line(data, bytes);
   if (absl::StartsWith(line, "HTTP/")) {
     transfer->response->headers.clear();  // a new response (after a 100 Continue)
+    // "HTTP/1.1 416 Range Not Satisfiable"
+    const std::vector<absl::string_view> words = absl::StrSplit(line, ' ');
+    int status = 0;
+    transfer->error_status = words.size() < 2 || !absl::SimpleAtoi(words[1], &status) ||
+                             status < 200 || status >= 300;
     return bytes;
   }
   const size_t colon = line.find(':');
@@ -104,7 +119,10 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request) {
   CURL* curl = handle->curl;
   curl_easy_reset(curl);  // keeps the connections, drops the last request's options
   HttpResponse response;
-  Transfer transfer{&response, request.max_body_bytes, false, options_.cancelled};
+  Transfer transfer;
+  transfer.response = &response;
+  transfer.max_body_bytes = request.max_body_bytes;
+  transfer.cancelled = options_.cancelled;
 
   SlistPtr headers(nullptr, curl_slist_free_all);
   for (const std::string& header : request.headers) {
