@@ -65,6 +65,10 @@ constexpr const char* kPythonDatasetFlags[] = {"python_dataset", "python_path", 
 constexpr const char* kObjectStorageFlags[] = {"s3_endpoint", "s3_region", "s3_addressing",
                                                "s3_no_sign"};
 
+// Which features of a TFRecord dataset's records make a sample.
+constexpr const char* kTfRecordFlags[] = {"tfrecord_image_key", "tfrecord_label_key",
+                                          "tfrecord_label_offset", "tfrecord_mask_key"};
+
 using FlagGroup = std::initializer_list<const char*>;
 
 // The flags of `parts` in order, each a group above or a FlagGroup.
@@ -84,7 +88,7 @@ const std::vector<CommandInfo>& Commands() {
        "(default) read the cluster environment (SageMaker, Slurm, HETERODL_*), become serve or "
        "train",
        Flags({kClusterFlags, FlagGroup{"dataset", "port", "ranks"}, kObjectStorageFlags,
-              kPythonDatasetFlags, kTrainingFlags}),
+              kTfRecordFlags, kPythonDatasetFlags, kTrainingFlags}),
        "heterodl launch -- --model resnet50 --epochs 90 --batch-size 256", RunLaunchCommand},
       {"serve",
        "",
@@ -128,7 +132,11 @@ const std::vector<CommandInfo>& Commands() {
         "s3_endpoint",
         "s3_region",
         "s3_addressing",
-        "s3_no_sign"},
+        "s3_no_sign",
+        "tfrecord_image_key",
+        "tfrecord_label_key",
+        "tfrecord_label_offset",
+        "tfrecord_mask_key"},
        "heterodl serve --dataset /data/imagenet/train --port 50051 --threads 32",
        RunServeCommand},
       {"train", "",
@@ -143,7 +151,7 @@ const std::vector<CommandInfo>& Commands() {
       {"local", "",
        "a whole heterogeneous job on this machine: --servers data servers and --ranks ranks",
        Flags({FlagGroup{"dataset", "servers", "data_servers", "ranks", "threads"},
-              kObjectStorageFlags, kPythonDatasetFlags, kTrainingFlags,
+              kObjectStorageFlags, kTfRecordFlags, kPythonDatasetFlags, kTrainingFlags,
               FlagGroup{"auth_token_file", "tls_ca", "tls_cert", "tls_key"}}),
        "heterodl local --dataset data/sample --servers 2 --ranks 2 --epochs 1", RunLocalCommand},
       {"cluster", "",

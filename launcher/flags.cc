@@ -68,6 +68,17 @@ ABSL_FLAG(double, min_box_visibility, 0.0,
 ABSL_FLAG(std::string, image_root, "",
           "serve: where a COCO annotations file's images are (--dataset annotations.json); "
           "default: the file's folder");
+ABSL_FLAG(std::string, tfrecord_image_key, "image/encoded",
+          "serve: a TFRecord dataset's feature holding each record's encoded image");
+ABSL_FLAG(std::string, tfrecord_label_key, "image/class/label",
+          "serve: a TFRecord dataset's int64 feature holding each record's class label (empty: "
+          "none, for segmentation records)");
+ABSL_FLAG(int64_t, tfrecord_label_offset, 0,
+          "serve: subtracted from every TFRecord label (1 for TensorFlow's ImageNet records, "
+          "labelled 1..1000, to number classes from 0 as torchvision's models do)");
+ABSL_FLAG(std::string, tfrecord_mask_key, "",
+          "serve: a TFRecord dataset's feature holding each record's mask, a PNG of class ids "
+          "(e.g. image/segmentation/class/encoded); set: segmentation samples");
 ABSL_FLAG(std::string, dataset_root, "",
           "serve: every sample file must lie beneath this directory: a file list naming a path "
           "outside it (../, an absolute path) is refused at start, a symlink leading out is a bad "

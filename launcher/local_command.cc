@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -171,6 +172,14 @@ absl::StatusOr<LocalRun> LocalRunFromFlags() {
   if (python_dataset.empty()) {
     run.data_arguments = {absl::StrCat("--dataset=", dataset),
                           absl::StrCat("--pipeline=", absl::GetFlag(FLAGS_pipeline))};
+    // The TFRecord keys where they are not the defaults.
+    for (const char* name : {"tfrecord_image_key", "tfrecord_label_key", "tfrecord_label_offset",
+                             "tfrecord_mask_key"}) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+        run.data_arguments.push_back(absl::StrCat("--", name, "=", flag->CurrentValue()));
+      }
+    }
     // How a bucket is read matters only to a dataset in one.
     if (IsObjectUrl(dataset)) {
       for (std::string argument :

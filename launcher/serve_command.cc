@@ -67,6 +67,16 @@ absl::StatusOr<DatasetLimits> FilesFromFlags() {
   files.root = absl::GetFlag(FLAGS_dataset_root);
   files.image_root = absl::GetFlag(FLAGS_image_root);
   files.mask_ignore_index = absl::GetFlag(FLAGS_ignore_index);
+  files.tfrecord.image = absl::GetFlag(FLAGS_tfrecord_image_key);
+  files.tfrecord.label = absl::GetFlag(FLAGS_tfrecord_label_key);
+  files.tfrecord.label_offset = absl::GetFlag(FLAGS_tfrecord_label_offset);
+  files.tfrecord.mask = absl::GetFlag(FLAGS_tfrecord_mask_key);
+  if (files.tfrecord.image.empty()) {
+    return absl::InvalidArgumentError("--tfrecord-image-key must name a feature");
+  }
+  if (!files.tfrecord.mask.empty()) {
+    files.tfrecord.label.clear();  // segmentation records: the mask is the target
+  }
   return files;
 }
 

@@ -24,6 +24,7 @@
 #include "src/common/status_macros.h"
 #include "src/data/coco_instances.h"
 #include "src/data/tar_shards.h"
+#include "src/data/tfrecord_files.h"
 
 namespace heterodl {
 namespace {
@@ -39,6 +40,26 @@ bool HasImageExtension(const fs::path& path) {
                                                       ".tif", ".tiff", ".ppm", ".pgm"};
   return std::find(std::begin(kExtensions), std::end(kExtensions), extension) !=
          std::end(kExtensions);
+}
+
+// The TFRecord files of folder `path`, sorted by name: none unless every
+// regular file in it is one (hidden files and classes.txt aside).
+absl::StatusOr<std::vector<std::string>> TfRecordFilesIn(const std::string& path) {
+  std::vector<std::string> files;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name.front() == '.' || name == "classes.txt") {
+      continue;
+    }
+    ASSIGN_OR_RETURN(const bool tfrecord, IsTfRecordFile(entry.path().string()));
+    if (!tfrecord) {
+      return std::vector<std::string>();
+    }
+    files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace
@@ -121,7 +142,7 @@ absl::StatusOr<Dataset> Dataset::OpenConfined(const std::string& path,
   }
   ASSIGN_OR_RETURN(Dataset dataset, OpenAnyFormat(path, limits));
   dataset.limits_ = limits;
-  if (limits.root.empty() || dataset.shards_ != nullptr) {
+  if (limits.root.empty() || dataset.shards_ != nullptr || dataset.records_ != nullptr) {
     return dataset;  // shards are opened by the operator's own path
   }
   dataset.confined_to_ = fs::absolute(limits.root).lexically_normal();
@@ -243,6 +264,14 @@ absl::StatusOr<Dataset> Dataset::OpenAnyFormat(const std::string& path,
       std::sort(shards.begin(), shards.end());
       return OpenTarShards(path, std::move(shards));
     }
+    if (!has_folders) {
+      // A folder of TFRecord files (and of nothing else but hidden files
+      // and classes.txt) is a TFRecord dataset.
+      ASSIGN_OR_RETURN(std::vector<std::string> records, TfRecordFilesIn(path));
+      if (!records.empty()) {
+        return OpenTfRecords(path, std::move(records), limits.tfrecord);
+      }
+    }
     return OpenImageFolder(path);
   }
   if (fs::path(path).extension() == ".tar") {
@@ -250,6 +279,10 @@ absl::StatusOr<Dataset> Dataset::OpenAnyFormat(const std::string& path,
   }
   if (fs::path(path).extension() == ".json") {
     return OpenCoco(path, limits.image_root);
+  }
+  ASSIGN_OR_RETURN(const bool tfrecord, IsTfRecordFile(path));
+  if (tfrecord) {
+    return OpenTfRecords(path, {path}, limits.tfrecord);
   }
   return OpenFileList(path);
 }
@@ -410,6 +443,32 @@ absl::StatusOr<Dataset> Dataset::FromFileList(const std::string& list_path, std:
   return Dataset(list_path, std::move(root), std::move(samples), std::move(class_names));
 }
 
+absl::StatusOr<Dataset> Dataset::OpenTfRecords(const std::string& path,
+                                               std::vector<std::string> file_paths,
+                                               const TfExampleKeys& keys) {
+  ASSIGN_OR_RETURN(std::shared_ptr<TfRecordFiles> records,
+                   TfRecordFiles::Open(std::move(file_paths), keys));
+  return FromTfRecords(path, path, std::move(records));
+}
+
+absl::StatusOr<Dataset> Dataset::FromTfRecords(const std::string& path, std::string root,
+                                               std::shared_ptr<const TfRecordFiles> records) {
+  ASSIGN_OR_RETURN(std::vector<Sample> samples, records->Index());
+  std::vector<std::string> class_names;
+  if (records->keys().mask.empty()) {
+    int64_t max_label = 0;
+    for (const Sample& sample : samples) {
+      max_label = std::max(max_label, sample.label);
+    }
+    for (int64_t label = 0; label <= max_label; ++label) {
+      class_names.push_back(absl::StrCat(label));
+    }
+  }
+  Dataset dataset(path, std::move(root), std::move(samples), std::move(class_names));
+  dataset.records_ = std::move(records);
+  return dataset;
+}
+
 absl::StatusOr<Dataset> Dataset::OpenTarShards(const std::string& path,
                                                std::vector<std::string> shard_paths) {
   ASSIGN_OR_RETURN(std::shared_ptr<TarShards> shards, TarShards::Open(std::move(shard_paths)));
@@ -438,7 +497,7 @@ absl::StatusOr<Dataset> Dataset::FromTarShards(const std::string& path, std::str
 
 Dataset::MissingFiles Dataset::FindMissingFiles(size_t keep) const {
   MissingFiles missing;
-  if (synthetic_ || shards_ != nullptr || s3_ != nullptr) {
+  if (synthetic_ || shards_ != nullptr || records_ != nullptr || s3_ != nullptr) {
     return missing;  // shards list what exists; objects are not asked one by one
   }
   for (const Sample& sample : samples_) {
@@ -474,6 +533,11 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
     RETURN_IF_ERROR(MemberWithinLimit(sample.path, sample.size));
     return shards_->Read(sample);
   }
+  if (records_ != nullptr) {
+    const Sample& sample = samples_[index];
+    RETURN_IF_ERROR(MemberWithinLimit(sample.path, sample.size));
+    return records_->Read(sample);
+  }
   return ReadFile(samples_[index].path);
 }
 
@@ -490,6 +554,11 @@ absl::StatusOr<std::string> Dataset::ReadMask(size_t index) const {
     const Sample& sample = samples_[index];
     RETURN_IF_ERROR(MemberWithinLimit(sample.mask_path, sample.mask_size));
     return shards_->ReadMask(sample);
+  }
+  if (records_ != nullptr) {
+    const Sample& sample = samples_[index];
+    RETURN_IF_ERROR(MemberWithinLimit(sample.mask_path, sample.mask_size));
+    return records_->ReadMask(sample);
   }
   return ReadFile(samples_[index].mask_path);
 }

@@ -19,7 +19,13 @@
 //     name), holding KEY.jpg (or .jpeg/.png/.webp/.bmp) and KEY.cls (the
 //     label as text) per sample, or KEY.mask.png (segmentation). Shards are indexed once with
 //     libarchive and samples read at their offsets, so the epoch plan's random order costs one read
-//     per sample. Shards must be uncompressed tar.
+//     per sample. Shards must be uncompressed tar;
+//   - TFRecord files of tf.train.Example records: a file, or a folder of
+//     them (sorted by name), known by their content (TensorFlow names them
+//     "train-00000-of-01024"): the image, label and mask under the keys
+//     DatasetLimits::tfrecord names (TensorFlow's ImageNet layout by
+//     default). Indexed once, each record read at its offset, its checksum
+//     checked.
 // Each form can be in object storage instead: s3://BUCKET/KEY names an
 // object (a .tar shard, a COCO .json, a file list whose paths are keys
 // relative to its folder) or a prefix taken as a folder (listed once, every
@@ -51,6 +57,7 @@
 #include "augment/boxes.h"
 #include "src/common/net/unique_fd.h"
 #include "src/common/read_file.h"
+#include "src/data/tfrecord.h"
 #include "src/storage/object_url.h"
 #include "src/storage/s3_client.h"
 
@@ -78,7 +85,8 @@ struct Sample {
   std::vector<uint8_t> crowd;
 };
 
-class TarShards;  // open shard files of a tar-shard dataset
+class TarShards;      // open shard files of a tar-shard dataset
+class TfRecordFiles;  // open files of a TFRecord dataset
 
 // The largest label a file list or a tar shard may give (class counts are
 // derived from it: a label is a promise of that many classes).
@@ -104,6 +112,8 @@ struct DatasetLimits {
   // credentials, retries); nullopt: as the environment says
   // (S3OptionsFromEnvironment).
   std::optional<S3Options> s3;
+  // Which features of a TFRecord dataset's records make a sample.
+  TfExampleKeys tfrecord;
 };
 
 // A file list (or COCO file, or classes.txt) is read whole at start: 4 GiB
@@ -182,6 +192,12 @@ class Dataset {
                                           const std::string& image_root);
   static absl::StatusOr<Dataset> OpenTarShards(const std::string& path,
                                                std::vector<std::string> shard_paths);
+  static absl::StatusOr<Dataset> OpenTfRecords(const std::string& path,
+                                               std::vector<std::string> file_paths,
+                                               const TfExampleKeys& keys);
+  // The samples `records` index; `path` names the dataset in messages.
+  static absl::StatusOr<Dataset> FromTfRecords(const std::string& path, std::string root,
+                                               std::shared_ptr<const TfRecordFiles> records);
   // The samples `shards` index; `path` names the dataset in messages.
   static absl::StatusOr<Dataset> FromTarShards(const std::string& path, std::string root,
                                                std::shared_ptr<const TarShards> shards);
@@ -213,10 +229,11 @@ class Dataset {
   absl::Status MemberWithinLimit(const std::string& name, uint64_t size) const;
 
   DatasetLimits limits_;
-  std::filesystem::path confined_to_;         // limits_.root, absolute
-  std::filesystem::path absolute_root_;       // root_, absolute (with a confining root)
-  std::shared_ptr<const UniqueFd> root_dir_;  // open on it (O_PATH)
-  std::shared_ptr<const TarShards> shards_;   // null unless tar shards
+  std::filesystem::path confined_to_;             // limits_.root, absolute
+  std::filesystem::path absolute_root_;           // root_, absolute (with a confining root)
+  std::shared_ptr<const UniqueFd> root_dir_;      // open on it (O_PATH)
+  std::shared_ptr<const TarShards> shards_;       // null unless tar shards
+  std::shared_ptr<const TfRecordFiles> records_;  // null unless TFRecord files
   // In object storage: the client, and the URL that relative sample paths
   // are below (root_ as a URL).
   std::shared_ptr<S3Client> s3_;

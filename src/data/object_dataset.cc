@@ -3,8 +3,10 @@
 // local disk name them.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -15,6 +17,8 @@
 #include "src/data/coco_instances.h"
 #include "src/data/dataset.h"
 #include "src/data/tar_shards.h"
+#include "src/data/tfrecord.h"
+#include "src/data/tfrecord_files.h"
 #include "src/storage/s3_client.h"
 
 namespace heterodl {
@@ -44,6 +48,16 @@ std::string TopFolder(const std::string& relative) {
   return slash == std::string::npos ? "" : relative.substr(0, slash);
 }
 
+// Whether the object starts with a TFRecord record header (one small
+// range read).
+absl::StatusOr<bool> IsTfRecordObject(S3Client& s3, const ObjectUrl& url, uint64_t size) {
+  if (size < kTfRecordHeaderBytes + kTfRecordFooterBytes) {
+    return false;
+  }
+  ASSIGN_OR_RETURN(const std::string header, s3.Get(url, 0, kTfRecordHeaderBytes));
+  return TfRecordLength(header).has_value();
+}
+
 }  // namespace
 
 absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
@@ -63,9 +77,18 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
     // What relative sample paths are below: the object's folder, or a COCO
     // file's image root.
     ObjectUrl below = folder;
+    ASSIGN_OR_RETURN(const bool tfrecord, extension == ".tar" || extension == ".json"
+                                              ? false
+                                              : IsTfRecordObject(*s3, url, exact->size));
     if (extension == ".tar") {
       std::shared_ptr<TarShards> shards = TarShards::OpenObjects(s3, {url}, {exact->size});
       ASSIGN_OR_RETURN(dataset, FromTarShards(url_text, folder.ToString(), std::move(shards)));
+    } else if (tfrecord) {
+      std::vector<std::unique_ptr<ShardFile>> files;
+      files.push_back(OpenObjectShardFile(s3, url, exact->size));
+      ASSIGN_OR_RETURN(dataset,
+                       FromTfRecords(url_text, folder.ToString(),
+                                     TfRecordFiles::FromFiles(std::move(files), limits.tfrecord)));
     } else {
       ASSIGN_OR_RETURN(const std::string text, s3->GetAll(url, kMaxListBytes));
       if (extension == ".json") {
@@ -115,16 +138,35 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
   }
   std::set<std::string> top_folders;
   std::vector<std::string> top_shards;
+  // Files at the top that may be TFRecord files (hidden ones and
+  // classes.txt aside).
+  std::vector<std::string> top_files;
   for (const auto& [relative, size] : folder) {
     const std::string top = TopFolder(relative);
     if (!top.empty()) {
       top_folders.insert(top);
     } else if (Extension(relative) == ".tar") {
       top_shards.push_back(relative);
+    } else if (relative.front() != '.' && relative != "classes.txt") {
+      top_files.push_back(relative);
     }
   }
+  bool tfrecords = false;
+  if (top_folders.empty() && top_shards.empty() && !top_files.empty()) {
+    ASSIGN_OR_RETURN(
+        tfrecords, IsTfRecordObject(*s3, root.Child(top_files.front()), folder[top_files.front()]));
+  }
   Dataset dataset = Synthetic(0, 0);  // replaced below
-  if (!top_shards.empty() && top_folders.empty()) {
+  if (tfrecords) {
+    // Every file at the top, sorted by name (std::map's order), as on disk.
+    std::vector<std::unique_ptr<ShardFile>> files;
+    for (const std::string& file : top_files) {
+      files.push_back(OpenObjectShardFile(s3, root.Child(file), folder[file]));
+    }
+    ASSIGN_OR_RETURN(dataset,
+                     FromTfRecords(url_text, root.ToString(),
+                                   TfRecordFiles::FromFiles(std::move(files), limits.tfrecord)));
+  } else if (!top_shards.empty() && top_folders.empty()) {
     // std::map's order: the shards sorted by name, as on disk.
     std::vector<ObjectUrl> urls;
     std::vector<uint64_t> sizes;

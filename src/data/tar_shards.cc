@@ -2,20 +2,17 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <map>
 #include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "src/common/net/unique_fd.h"
 #include "src/common/status_macros.h"
 
 namespace heterodl {
@@ -55,68 +52,6 @@ struct PendingSample {
   uint64_t mask_size = 0;
 };
 
-// A shard on local disk, read with pread.
-class LocalShardFile : public ShardFile {
- public:
-  LocalShardFile(std::string path, UniqueFd fd, uint64_t size)
-      : path_(std::move(path)), fd_(std::move(fd)), size_(size) {}
-
-  absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t size) const override {
-    std::string bytes(size, '\0');
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::pread(fd_.get(), bytes.data() + done, bytes.size() - done,
-                                static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) {
-        continue;
-      }
-      if (n <= 0) {
-        return absl::UnavailableError(
-            absl::StrCat("cannot read '", path_, "': ",
-                         n == 0 ? "shard is shorter than its index (changed since opened?)"
-                                : std::strerror(errno)));
-      }
-      done += static_cast<size_t>(n);
-    }
-    return bytes;
-  }
-  uint64_t size() const override { return size_; }
-  const std::string& name() const override { return path_; }
-  uint64_t index_chunk_bytes() const override { return uint64_t{1} << 16; }
-
- private:
-  const std::string path_;
-  const UniqueFd fd_;
-  const uint64_t size_;
-};
-
-// A shard in object storage, read with range GETs.
-class ObjectShardFile : public ShardFile {
- public:
-  ObjectShardFile(std::shared_ptr<S3Client> s3, ObjectUrl url, uint64_t size)
-      : s3_(std::move(s3)), url_(std::move(url)), name_(url_.ToString()), size_(size) {}
-
-  absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t size) const override {
-    absl::StatusOr<std::string> bytes = s3_->Get(url_, offset, size);
-    if (bytes.ok() && bytes->size() != size) {
-      return absl::UnavailableError(absl::StrCat("cannot read '", name_, "': ", bytes->size(),
-                                                 " bytes of ", size, " at ", offset,
-                                                 " (shorter than its index: changed?)"));
-    }
-    return bytes;
-  }
-  uint64_t size() const override { return size_; }
-  const std::string& name() const override { return name_; }
-  // Indexing reads the whole shard once: few, large requests.
-  uint64_t index_chunk_bytes() const override { return uint64_t{16} << 20; }
-
- private:
-  const std::shared_ptr<S3Client> s3_;
-  const ObjectUrl url_;
-  const std::string name_;
-  const uint64_t size_;
-};
-
 // libarchive's view of a shard: read in chunks from the start.
 struct ArchiveInput {
   const ShardFile* file = nullptr;
@@ -149,23 +84,11 @@ la_ssize_t ReadArchiveChunk(archive* reader, void* user, const void** buffer) {
 absl::StatusOr<std::shared_ptr<TarShards>> TarShards::Open(std::vector<std::string> paths) {
   std::vector<std::unique_ptr<ShardFile>> files;
   for (std::string& path : paths) {
-    // O_NONBLOCK: a FIFO named like a shard must not hold the server.
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-    struct stat info {};
-    const int error = errno;
-    const bool regular = fd.valid() && ::fstat(fd.get(), &info) == 0 && S_ISREG(info.st_mode);
-    if (!regular) {
-      if (fd.valid()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("tar shard '", path, "' is not a regular file"));
-      }
-      return absl::NotFoundError(
-          absl::StrCat("cannot open tar shard '", path, "': ", std::strerror(error)));
-    }
-    files.push_back(std::make_unique<LocalShardFile>(std::move(path), std::move(fd),
-                                                     static_cast<uint64_t>(info.st_size)));
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file,
+                     OpenLocalShardFile(std::move(path), "tar shard"));
+    files.push_back(std::move(file));
   }
-  return std::shared_ptr<TarShards>(new TarShards(std::move(files)));
+  return FromFiles(std::move(files));
 }
 
 std::shared_ptr<TarShards> TarShards::OpenObjects(const std::shared_ptr<S3Client>& s3,
@@ -173,8 +96,12 @@ std::shared_ptr<TarShards> TarShards::OpenObjects(const std::shared_ptr<S3Client
                                                   std::vector<uint64_t> sizes) {
   std::vector<std::unique_ptr<ShardFile>> files;
   for (size_t i = 0; i < urls.size(); ++i) {
-    files.push_back(std::make_unique<ObjectShardFile>(s3, std::move(urls[i]), sizes[i]));
+    files.push_back(OpenObjectShardFile(s3, std::move(urls[i]), sizes[i]));
   }
+  return FromFiles(std::move(files));
+}
+
+std::shared_ptr<TarShards> TarShards::FromFiles(std::vector<std::unique_ptr<ShardFile>> files) {
   return std::shared_ptr<TarShards>(new TarShards(std::move(files)));
 }
 

@@ -9,24 +9,11 @@
 
 #include "absl/status/statusor.h"
 #include "src/data/dataset.h"
+#include "src/data/shard_file.h"
 #include "src/storage/object_url.h"
 #include "src/storage/s3_client.h"
 
 namespace heterodl {
-
-// One shard's bytes, read at offsets from any thread.
-class ShardFile {
- public:
-  virtual ~ShardFile() = default;
-  // Exactly `size` bytes from `offset`. UNAVAILABLE naming the shard when
-  // they cannot be read (or the shard is shorter).
-  virtual absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t size) const = 0;
-  virtual uint64_t size() const = 0;
-  // Its path or URL, for messages.
-  virtual const std::string& name() const = 0;
-  // Bytes read at once while the shard is indexed: a request's worth.
-  virtual uint64_t index_chunk_bytes() const = 0;
-};
 
 // The shard files of a dataset, open for positioned reads from any thread.
 class TarShards {
@@ -37,6 +24,8 @@ class TarShards {
   static std::shared_ptr<TarShards> OpenObjects(const std::shared_ptr<S3Client>& s3,
                                                 std::vector<ObjectUrl> urls,
                                                 std::vector<uint64_t> sizes);
+  // Shards already open.
+  static std::shared_ptr<TarShards> FromFiles(std::vector<std::unique_ptr<ShardFile>> files);
   TarShards(const TarShards&) = delete;
   TarShards& operator=(const TarShards&) = delete;
 

@@ -1,0 +1,106 @@
+#include "src/data/shard_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "src/common/net/unique_fd.h"
+
+namespace heterodl {
+namespace {
+
+// A shard on local disk, read with pread.
+class LocalShardFile : public ShardFile {
+ public:
+  LocalShardFile(std::string path, UniqueFd fd, uint64_t size)
+      : path_(std::move(path)), fd_(std::move(fd)), size_(size) {}
+
+  absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t size) const override {
+    std::string bytes(size, '\0');
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::pread(fd_.get(), bytes.data() + done, bytes.size() - done,
+                                static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n <= 0) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot read '", path_, "': ",
+                         n == 0 ? "shard is shorter than its index (changed since opened?)"
+                                : std::strerror(errno)));
+      }
+      done += static_cast<size_t>(n);
+    }
+    return bytes;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& name() const override { return path_; }
+  uint64_t index_chunk_bytes() const override { return uint64_t{1} << 16; }
+
+ private:
+  const std::string path_;
+  const UniqueFd fd_;
+  const uint64_t size_;
+};
+
+// A shard in object storage, read with range GETs.
+class ObjectShardFile : public ShardFile {
+ public:
+  ObjectShardFile(std::shared_ptr<S3Client> s3, ObjectUrl url, uint64_t size)
+      : s3_(std::move(s3)), url_(std::move(url)), name_(url_.ToString()), size_(size) {}
+
+  absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t size) const override {
+    absl::StatusOr<std::string> bytes = s3_->Get(url_, offset, size);
+    if (bytes.ok() && bytes->size() != size) {
+      return absl::UnavailableError(absl::StrCat("cannot read '", name_, "': ", bytes->size(),
+                                                 " bytes of ", size, " at ", offset,
+                                                 " (shorter than its index: changed?)"));
+    }
+    return bytes;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  // Indexing reads the whole shard once: few, large requests.
+  uint64_t index_chunk_bytes() const override { return uint64_t{16} << 20; }
+
+ private:
+  const std::shared_ptr<S3Client> s3_;
+  const ObjectUrl url_;
+  const std::string name_;
+  const uint64_t size_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShardFile>> OpenLocalShardFile(std::string path,
+                                                              absl::string_view what) {
+  // O_NONBLOCK: a FIFO named like a shard must not hold the server.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  struct stat info {};
+  const int error = errno;
+  const bool regular = fd.valid() && ::fstat(fd.get(), &info) == 0 && S_ISREG(info.st_mode);
+  if (!regular) {
+    if (fd.valid()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " '", path, "' is not a regular file"));
+    }
+    return absl::NotFoundError(
+        absl::StrCat("cannot open ", what, " '", path, "': ", std::strerror(error)));
+  }
+  return std::make_unique<LocalShardFile>(std::move(path), std::move(fd),
+                                          static_cast<uint64_t>(info.st_size));
+}
+
+std::unique_ptr<ShardFile> OpenObjectShardFile(std::shared_ptr<S3Client> s3, ObjectUrl url,
+                                               uint64_t size) {
+  return std::make_unique<ObjectShardFile>(std::move(s3), std::move(url), size);
+}
+
+}  // namespace heterodl
