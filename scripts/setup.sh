@@ -28,7 +28,7 @@ bash scripts/apt_install.sh setup "${APT_PACKAGES[@]}"
 # (scripts/cached_venv.sh), keyed by what it installs.
 source scripts/cached_venv.sh
 link_venv .venv "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}" numpy pillow \
-  pyyaml "sagemaker>=2.230,<3" "kubernetes-validate>=1.30" "lightning>=2.4,<3" "moto[server]>=5,<6"
+  pyyaml "sagemaker>=2.230,<3" "kubernetes-validate>=1.30" "lightning>=2.4,<3" "moto[server]>=5,<6" tfrecord
 use_ccache
 if ! .venv/bin/python -c "import torch, torchvision, sys; sys.exit(torch.__version__.split('+')[0] != '${TORCH_VERSION}')" 2>/dev/null; then
   echo "setup: installing torch ${TORCH_VERSION} into .venv"
@@ -49,10 +49,11 @@ if ! .venv/bin/python -c "import lightning" 2>/dev/null; then
   .venv/bin/pip install -q "lightning>=2.4,<3"
 fi
 # moto's server: an S3 endpoint (with IAM, STS and signature checks) the
-# object-storage tests start on loopback.
-if ! .venv/bin/python -c "import moto.server, flask_cors" 2>/dev/null; then
-  echo "setup: installing moto's S3 server into .venv"
-  .venv/bin/pip install -q "moto[server]>=5,<6"
+# object-storage tests start on loopback; the tfrecord package writes the
+# TFRecord files they read (TensorFlow's format, without TensorFlow).
+if ! .venv/bin/python -c "import moto.server, flask_cors, tfrecord, crc32c" 2>/dev/null; then
+  echo "setup: installing moto's S3 server and the tfrecord package into .venv"
+  .venv/bin/pip install -q "moto[server]>=5,<6" tfrecord
 fi
 
 # The wheel's CMake config looks for the CUDA toolkit to describe its CUDA

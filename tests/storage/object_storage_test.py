@@ -32,6 +32,7 @@ HETERODL = os.path.join(BUILD_DIR, "heterodl")
 import boto3  # noqa: E402
 import numpy  # noqa: E402
 from PIL import Image  # noqa: E402
+from tfrecord.writer import TFRecordWriter  # noqa: E402
 
 import heterodl  # noqa: E402
 
@@ -176,6 +177,25 @@ def write_shards(images_root, shards_root, per_shard):
                 os.remove(label_path)
 
 
+def write_tfrecords(images_root, records_root, per_file, label_offset=0):
+    """The image folder's samples as tf.train.Example records, written by the
+    `tfrecord` package (TensorFlow's format, its own CRC32C): TensorFlow's
+    ImageNet keys, files named as TensorFlow names them."""
+    samples = [(os.path.join(images_root, name, file), label)
+               for label, name in enumerate(class_folders(images_root))
+               for file in sorted(os.listdir(os.path.join(images_root, name)))]
+    os.makedirs(records_root)
+    count = (len(samples) + per_file - 1) // per_file
+    for i in range(count):
+        writer = TFRecordWriter(os.path.join(records_root, f"train-{i:05d}-of-{count:05d}"))
+        for path, label in samples[i * per_file:(i + 1) * per_file]:
+            with open(path, "rb") as f:
+                writer.write({"image/encoded": (f.read(), "byte"),
+                              "image/class/label": (label + label_offset, "int"),
+                              "image/format": (b"JPEG", "byte")})
+        writer.close()
+
+
 class ObjectStorageTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -188,6 +208,7 @@ class ObjectStorageTest(unittest.TestCase):
         run = dict(check=True, timeout=120, capture_output=True)
         subprocess.run(sample + [f"{local}/folder", "--images", "24", "--formats", "mixed"], **run)
         write_shards(f"{local}/folder", f"{local}/shards", per_shard=10)
+        write_tfrecords(f"{local}/folder", f"{local}/tfrecords", per_file=10, label_offset=1)
         subprocess.run(sample + [f"{local}/seg", "--images", "8", "--task", "segmentation"],
                        **run)
         subprocess.run(sample + [f"{local}/det", "--images", "8", "--task", "detection"], **run)
@@ -239,6 +260,50 @@ class ObjectStorageTest(unittest.TestCase):
             with self.subTest(name):
                 server = self.assert_same_epochs(os.path.join(self.local, local), url, **crop)
                 self.assertIn("AWS credentials from environment", server.log())
+        for name, local, url in [
+                ("TFRecord files", "tfrecords", "s3://data/tfrecords/"),
+                ("one TFRecord file", "tfrecords/train-00001-of-00003",
+                 "s3://data/tfrecords/train-00001-of-00003")]:
+            with self.subTest(name):
+                self.assert_same_epochs(os.path.join(self.local, local), url,
+                                        "--tfrecord-label-offset", "1", **crop)
+
+    def test_tfrecords_hold_the_image_folder_s_samples_pixel_for_pixel(self):
+        # The same images and labels in the same order: the same batches,
+        # whatever the files (the fingerprint names the files, so differs).
+        crop = dict(pipeline="random_resized_crop(48)|hflip(0.5)", shuffle=True)
+        folder = self.serve(f"{self.local}/folder")
+        records = self.serve("s3://data/tfrecords/", "--tfrecord-label-offset", "1")
+        _, size, batches = epoch(folder.address, **crop)
+        _, record_size, record_batches = epoch(records.address, **crop)
+        self.assertEqual(record_size, size)
+        for (fields, labels, indices), (record_fields, record_labels, record_indices) in zip(
+                batches, record_batches):
+            numpy.testing.assert_array_equal(record_indices, indices)
+            numpy.testing.assert_array_equal(record_labels, labels)
+            numpy.testing.assert_array_equal(record_fields["images"], fields["images"])
+
+    def test_damaged_tfrecords_are_counted_bad_samples_naming_file_and_record(self):
+        root = os.path.join(self.tmp, "damaged")
+        write_tfrecords(f"{self.local}/folder", root, per_file=12)
+        first, second = (os.path.join(root, name) for name in sorted(os.listdir(root)))
+        with open(first, "r+b") as f:
+            data = bytearray(f.read())
+            data[12 + 100] ^= 0x5A  # inside record 0's Example: its checksum fails
+            f.seek(0)
+            f.write(data)
+        with open(second, "r+b") as f:
+            f.truncate(os.path.getsize(second) - 500)  # the last record cut short
+        self.moto.upload("data", root, "damaged/")
+        server = self.serve("s3://data/damaged/")
+        log = server.log()
+        self.assertIn("train-00000-of-00002:0: the record's checksum does not hold", log)
+        self.assertIn("train-00001-of-00002:11: the record is cut short", log)
+        loader = heterodl.RemoteDataLoader(servers=server.address, batch_size=4, seed=2,
+                                           pipeline="resize(16x16)", max_failed_fraction=0.2)
+        batches = list(loader)
+        self.assertEqual(sum(len(batch) for batch in batches), 24)
+        self.assertEqual(sum(batch.failed for batch in batches), 2)
         with self.subTest("segmentation folder"):
             self.assert_same_epochs(f"{self.local}/seg", "s3://data/seg/",
                                     pipeline="random_resized_crop(64)|hflip(0.5)")
