@@ -1,6 +1,7 @@
 #include "src/server/data_server.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -19,6 +20,8 @@
 #include "src/server/batch_service.h"
 #include "src/server/grpc_data_server.h"
 #include "src/server/pixel_channel_listener.h"
+#include "src/storage/object_url.h"
+#include "src/storage/s3_client.h"
 #include "src/wire/batch_layout.h"
 
 namespace heterodl {
@@ -91,10 +94,21 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
     return StartPythonServer(options);
   }
   RunPipelinesOnCallerThreadsOnly();
+  // Reads from object storage still running when the server has stopped
+  // serving end at once: a stalled bucket does not hold a SIGTERM for the
+  // minutes its retries could take.
+  auto cancel_reads = std::make_shared<std::atomic<bool>>(false);
+  DatasetLimits files = options.files;
+  if (IsObjectUrl(options.dataset)) {
+    if (!files.s3) {
+      files.s3 = S3OptionsFromEnvironment(ProcessEnvironment());
+    }
+    files.s3->http.cancelled = cancel_reads.get();
+  }
   absl::StatusOr<Dataset> opened =
       options.synthetic_samples > 0
           ? absl::StatusOr<Dataset>(Dataset::Synthetic(options.synthetic_samples, 1000))
-          : Dataset::Open(options.dataset, options.files);
+          : Dataset::Open(options.dataset, files);
   RETURN_IF_ERROR(opened.status());
   Dataset dataset = std::move(*opened);
   if (const Dataset::MissingFiles missing = dataset.FindMissingFiles(); missing.count > 0) {
@@ -144,7 +158,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   LogInfo("%d MiB for batches of all streams (--max-memory-mb)",
           service->MemoryStats().capacity >> 20);
   auto server = std::make_unique<GrpcDataServer>(options, std::move(pixel_channels.listener),
-                                                 std::move(service));
+                                                 std::move(service), std::move(cancel_reads));
   RETURN_IF_ERROR(server->Listen());
   return server;
 }

@@ -29,8 +29,10 @@ StreamPolicy StreamPolicyOf(const DataServerOptions& options) {
 
 GrpcDataServer::GrpcDataServer(const DataServerOptions& options,
                                std::unique_ptr<PixelChannelListener> pixel_listener,
-                               std::unique_ptr<BatchService> service)
+                               std::unique_ptr<BatchService> service,
+                               std::shared_ptr<std::atomic<bool>> cancel_reads)
     : options_(options),
+      cancel_reads_(std::move(cancel_reads)),
       pixel_listener_(std::move(pixel_listener)),
       service_(std::move(service)),
       handlers_(*service_, activity_, pixel_listener_.get(), options.auth_token,
@@ -102,6 +104,9 @@ absl::Status GrpcDataServer::Wait() {
   server_->Shutdown(std::chrono::system_clock::now() +
                     absl::ToChronoMilliseconds(options_.drain_timeout));
   server_->Wait();
+  if (cancel_reads_ != nullptr) {
+    cancel_reads_->store(true);
+  }
   v1::ServerStats stats = service_->Stats();
   const auto [streams, with_pixel_channel] = activity_.StreamsServed();
   LogInfo(

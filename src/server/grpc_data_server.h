@@ -10,6 +10,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -26,10 +27,13 @@ namespace heterodl {
 
 class GrpcDataServer final : public DataServer {
  public:
-  // `pixel_listener` null: no pixel channels.
+  // `pixel_listener` null: no pixel channels. `cancel_reads` (may be
+  // null): set once the server has stopped serving, so that reads the
+  // service's workers still wait on (object storage) end at once.
   GrpcDataServer(const DataServerOptions& options,
                  std::unique_ptr<PixelChannelListener> pixel_listener,
-                 std::unique_ptr<BatchService> service);
+                 std::unique_ptr<BatchService> service,
+                 std::shared_ptr<std::atomic<bool>> cancel_reads = nullptr);
 
   // Starts serving on options.address: UNAVAILABLE saying why bind(2)
   // failed (a port in use, an address not on this host).
@@ -48,6 +52,8 @@ class GrpcDataServer final : public DataServer {
 
   const DataServerOptions options_;
   ActivityMonitor activity_;
+  // Outlives the service, whose dataset's reads check it.
+  const std::shared_ptr<std::atomic<bool>> cancel_reads_;
   // Outlives the streams and the worker pool, which send on its channels.
   const std::unique_ptr<PixelChannelListener> pixel_listener_;
   const std::unique_ptr<BatchService> service_;

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
@@ -367,6 +368,36 @@ class ObjectStorageTest(unittest.TestCase):
         loader = heterodl.RemoteDataLoader(servers=server.address, batch_size=8,
                                            pipeline="resize(8x8)")
         self.assertEqual(sum(len(batch) for batch in loader), 24)
+
+    def test_sigterm_ends_a_server_whose_reads_are_stalled(self):
+        proxy = FaultProxy(self.moto.url, delay_seconds=120).start()
+        self.addCleanup(proxy.stop)
+        server = self.serve("s3://data/folder/",
+                            environment=self.moto.environment(AWS_ENDPOINT_URL=proxy.url))
+        proxy.delay = 1.0  # from now on, every request stalls for two minutes
+
+        def read():
+            try:
+                loader = heterodl.RemoteDataLoader(servers=server.address, batch_size=4,
+                                                   pipeline="resize(8x8)", stall_timeout=5)
+                list(loader)
+            except Exception as error:  # noqa: BLE001 (the server left, as it should)
+                print(f"the loader: {error}", file=sys.stderr)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 60
+        while proxy.counts["delayed"] == 0:
+            self.assertLess(time.monotonic(), deadline, "no read reached the bucket")
+            time.sleep(0.05)
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        self.assertEqual(server.process.wait(timeout=60), 0)
+        print(f"stopped {time.monotonic() - started:.1f} s after SIGTERM with reads stalled",
+              file=sys.stderr)
+        self.assertIn("stopping: SIGTERM", server.log())
+        reader.join(timeout=60)  # the loader gives up on the server that left
+        self.assertFalse(reader.is_alive())
 
     def test_two_ranks_read_exactly_once_through_faults_and_a_server_killed(self):
         proxy = FaultProxy(self.moto.url, slow_down=0.10, reset=0.02, seed=3).start()
