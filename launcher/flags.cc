@@ -25,9 +25,12 @@ ABSL_FLAG(absl::Duration, python_sample_timeout, absl::Minutes(5),
           "the sample tried once more");
 ABSL_FLAG(std::string, dataset, "",
           "dataset: an image folder (DIR/CLASS/IMAGE.jpg, classes sorted), a file list (a text "
-          "file of path<TAB>label lines, paths relative to it), or WebDataset tar shards (a .tar "
-          "file or a folder of them, KEY.jpg|png|webp + KEY.cls per sample, uncompressed); each "
-          "on local disk or in object storage as s3://BUCKET/KEY (a prefix is a folder)");
+          "file of path<TAB>label lines, paths relative to it), WebDataset tar shards (a .tar "
+          "file or a folder of them, KEY.jpg|png|webp + KEY.cls per sample, uncompressed), "
+          "TFRecord files of tf.train.Example records (a file or a folder of them, known by "
+          "their content; --tfrecord-*-key), a segmentation folder (images/ + masks/) or a COCO "
+          "annotations .json; each on local disk or in object storage as s3://BUCKET/KEY (a "
+          "prefix is a folder: s3://my-data/imagenet/train/)");
 ABSL_FLAG(std::string, s3_endpoint, "",
           "an S3-compatible endpoint for s3:// datasets (MinIO, Ceph, ...), e.g. "
           "http://minio:9000 (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else Amazon S3)");

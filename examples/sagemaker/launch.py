@@ -2,10 +2,17 @@
 
 Two instance groups, one image, one entry point: the heterodl launcher reads
 /opt/ml/input/config/resourceconfig.json and becomes a data server on the
-`data_group` hosts and a trainer on the `dnn_group` hosts. The training data
-channel is read by the data group only (SM_CHANNEL_TRAIN); checkpoints go to
-/opt/ml/checkpoints (synced with --checkpoint-s3-uri, so a restarted spot job
-resumes) and the final weights to /opt/ml/model.
+`data_group` hosts and a trainer on the `dnn_group` hosts. The data servers
+read the training data straight from its S3 prefix (`--dataset s3://...`):
+no input channel, so no host downloads the dataset before the first step
+while every instance, the GPU hosts too, is billing. They sign their
+requests with the job's execution role (SageMaker's container credentials),
+which needs s3:ListBucket on the bucket and s3:GetObject on the prefix.
+`--data-access fastfile` (FastFile mode: SageMaker streams the prefix as a
+local folder) or `file` (File mode: every data host copies it first) give
+the data group an input channel instead (SM_CHANNEL_TRAIN). Checkpoints go
+to /opt/ml/checkpoints (synced with --checkpoint-s3-uri, so a restarted spot
+job resumes) and the final weights to /opt/ml/model.
 
     python examples/sagemaker/launch.py --image ECR_URI --role ROLE_ARN \
         --train s3://bucket/imagenet/train --output s3://bucket/heterodl \
@@ -65,11 +72,15 @@ def build_estimator(args, session):
         image_uri=args.image,
         role=args.role,
         instance_groups=groups,
-        # The image's entry point is the heterodl launcher; these are its
-        # trainer flags (`heterodl launch -- FLAGS`).
+        # The image's entry point is the heterodl launcher: its own flags,
+        # then the trainer's (`heterodl launch [--dataset URL] -- FLAGS`).
         container_entry_point=["heterodl", "launch"],
-        container_arguments=["--", "--model", args.model, "--epochs", str(args.epochs),
-                             "--batch-size", str(args.batch_size)],
+        container_arguments=(["--dataset", args.train] if args.data_access == "s3" else []) +
+        ["--", "--model", args.model, "--epochs", str(args.epochs),
+         "--batch-size", str(args.batch_size)],
+        # The bucket's region signs the requests (SageMaker's own variables
+        # do not always name it).
+        environment={"AWS_REGION": args.region},
         output_path=args.output,
         checkpoint_s3_uri=args.checkpoint_s3_uri or f"{args.output.rstrip('/')}/checkpoints",
         max_run=args.max_run,
@@ -79,8 +90,12 @@ def build_estimator(args, session):
 
 
 def train_inputs(args):
-    # Only the data group reads the images.
-    return {"train": TrainingInput(args.train, instance_groups=["data_group"])}
+    """The input channels: none when the data servers read S3 themselves;
+    otherwise one for the data group only (it alone reads the images)."""
+    if args.data_access == "s3":
+        return None
+    mode = {"fastfile": "FastFile", "file": "File"}[args.data_access]
+    return {"train": TrainingInput(args.train, instance_groups=["data_group"], input_mode=mode)}
 
 
 def main():
@@ -90,6 +105,9 @@ def main():
     parser.add_argument("--image", required=True, help="ECR URI of the heterodl image")
     parser.add_argument("--role", required=True, help="SageMaker execution role ARN")
     parser.add_argument("--train", required=True, help="S3 prefix of the training images")
+    parser.add_argument("--data-access", choices=["s3", "fastfile", "file"], default="s3",
+                        help="s3: the data servers read the prefix themselves; fastfile/file: "
+                             "an input channel of that SageMaker mode")
     parser.add_argument("--output", required=True, help="S3 prefix for model and checkpoints")
     parser.add_argument("--checkpoint-s3-uri", default="",
                         help="where SageMaker syncs the checkpoints (empty: none)")

@@ -44,7 +44,8 @@ class HelpTest(unittest.TestCase):
         self.assertIn("--port (default: '50051')", serve)  # not the -1 that marks "not given"
         self.assertNotIn("(default: '-1')", serve)
         self.assertNotIn("--model", serve)  # train's, not serve's
-        for form in ("image folder", "file list", "WebDataset tar shards"):
+        for form in ("image folder", "file list", "WebDataset tar shards", "TFRecord files",
+                     "s3://BUCKET/KEY", "--s3-endpoint", "--tfrecord-label-offset"):
             self.assertIn(form, serve)  # every dataset --dataset takes
         self.assertIn("--servers (default: '2')", heterodl("help", "local").stdout)
 

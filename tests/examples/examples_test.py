@@ -321,6 +321,17 @@ class ExamplesTest(unittest.TestCase):
 
     # ---- examples/kubernetes ----
 
+    def s3_service_account(self):
+        """The name of s3-access.yaml's service account, with its IAM role."""
+        with open(os.path.join(EXAMPLES, "kubernetes", "s3-access.yaml")) as f:
+            account = yaml.safe_load(f)
+        import kubernetes_validate
+        kubernetes_validate.validate(account, "1.30", strict=True)
+        self.assertEqual(account["kind"], "ServiceAccount")
+        self.assertRegex(account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"],
+                         r"^arn:aws:iam::\d{12}:role/")
+        return account["metadata"]["name"]
+
     def test_the_jobset_names_every_pod_the_launcher_needs(self):
         with open(os.path.join(EXAMPLES, "kubernetes", "jobset.yaml")) as f:
             jobset = yaml.safe_load(f)
@@ -343,6 +354,12 @@ class ExamplesTest(unittest.TestCase):
             return jobs[job_name]["template"]["spec"]["template"]["spec"]["containers"][0]
 
         self.assertEqual(container("data")["command"], container("dnn")["command"])
+        # The data pods read S3 with their service account's role: no volume.
+        data_pod = jobs["data"]["template"]["spec"]["template"]["spec"]
+        self.assertNotIn("volumes", data_pod)
+        self.assertEqual(data_pod["serviceAccountName"], self.s3_service_account())
+        data_env = {e["name"]: e["value"] for e in container("data")["env"]}
+        self.assertTrue(data_env["HETERODL_DATASET"].startswith("s3://"))
         self.assertEqual(container("data")["command"][:2], ["heterodl", "launch"])
         for job_name in ("data", "dnn"):
             env = {e["name"]: e["value"] for e in container(job_name)["env"]}
@@ -392,6 +409,11 @@ class ExamplesTest(unittest.TestCase):
         # What the launcher makes of each pod's environment.
         data_env = {e["name"]: e["value"] for e in data["env"]}
         self.assertEqual(cluster_view(data_env)["role"], "data")
+        # A pod the autoscaler adds serves at once: the dataset is in S3,
+        # read with the service account's role, nothing to copy first.
+        self.assertTrue(data_env["HETERODL_DATASET"].startswith("s3://"))
+        self.assertNotIn("volumes", pod["spec"])
+        self.assertEqual(pod["spec"]["serviceAccountName"], self.s3_service_account())
         subdomain = jobset["spec"]["network"]["subdomain"]
         dnn_pods = expand(env["HETERODL_DNN_HOSTS"])
         self.assertEqual(dnn_pods, [f"heterodl-train-dnn-0-{i}.{subdomain}"
@@ -645,13 +667,29 @@ class ExamplesTest(unittest.TestCase):
         self.assertEqual(groups["dnn_group"]["InstanceType"], "ml.p3.2xlarge")
         spec = request["AlgorithmSpecification"]
         self.assertEqual(spec["ContainerEntrypoint"], ["heterodl", "launch"])
-        self.assertEqual(spec["ContainerArguments"][0], "--")
-        channel = request["InputDataConfig"][0]
-        self.assertEqual(channel["ChannelName"], "train")
-        self.assertEqual(channel["DataSource"]["S3DataSource"]["InstanceGroupNames"],
-                         ["data_group"])
+        # The data servers read the prefix themselves: no channel, no copy.
+        self.assertEqual(spec["ContainerArguments"][:3], ["--dataset", "s3://b/train", "--"])
+        self.assertNotIn("InputDataConfig", request)
+        self.assertEqual(request["Environment"]["AWS_REGION"], "us-east-1")
         self.assertIn("CheckpointConfig", request)
         self.check_metric_definitions(spec["MetricDefinitions"])
+
+        # FastFile mode instead: a channel for the data group alone.
+        fastfile = subprocess.run(
+            [sys.executable, os.path.join(EXAMPLES, "sagemaker", "launch.py"), "--dry-run",
+             "--image", "123456789012.dkr.ecr.us-east-1.amazonaws.com/heterodl:latest",
+             "--role", "arn:aws:iam::123456789012:role/SageMaker", "--train", "s3://b/train",
+             "--output", "s3://b/heterodl", "--data-access", "fastfile"],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
+        self.assertEqual(fastfile.returncode, 0, fastfile.stderr[-3000:])
+        fastfile_request = json.loads(fastfile.stdout)
+        channel = fastfile_request["InputDataConfig"][0]
+        self.assertEqual(channel["ChannelName"], "train")
+        self.assertEqual(channel["InputMode"], "FastFile")
+        self.assertEqual(channel["DataSource"]["S3DataSource"]["InstanceGroupNames"],
+                         ["data_group"])
+        self.assertEqual(fastfile_request["AlgorithmSpecification"]["ContainerArguments"][0], "--")
 
         with open(os.path.join(EXAMPLES, "sagemaker", "Dockerfile")) as f:
             dockerfile = f.read()
