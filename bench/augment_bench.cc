@@ -273,10 +273,11 @@ absl::StatusOr<EncodedSample> ReadEncoded(const Dataset& dataset, size_t index) 
 }  // namespace
 
 absl::StatusOr<double> MeasureEngineRate(const std::string& dataset_path,
+                                         const DatasetLimits& limits,
                                          const std::string& pipeline_spec, int threads,
                                          double seconds, int max_files) {
   RunPipelinesOnCallerThreadsOnly();
-  ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(dataset_path));
+  ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(dataset_path, limits));
   ASSIGN_OR_RETURN(
       Pipeline pipeline,
       Pipeline::Parse(pipeline_spec.empty() ? std::string(kDefaultPipeline) : pipeline_spec));

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/data/dataset.h"
 
 namespace heterodl {
 
@@ -34,9 +35,11 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options);
 // own core, cycling for `seconds` over `max_files` files spread evenly over
 // `dataset`, held in memory: the rate of the engine alone, with no queue,
 // wire or loader around it (what `bench feed` compares delivery with).
-// `pipeline` empty: the default.
-absl::StatusOr<double> MeasureEngineRate(const std::string& dataset, const std::string& pipeline,
-                                         int threads, double seconds, int max_files = 1024);
+// `pipeline` empty: the default. `files`: how the dataset is read (an
+// s3:// one's endpoint).
+absl::StatusOr<double> MeasureEngineRate(const std::string& dataset, const DatasetLimits& files,
+                                         const std::string& pipeline, int threads, double seconds,
+                                         int max_files = 1024);
 
 }  // namespace heterodl
 

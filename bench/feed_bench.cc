@@ -55,6 +55,7 @@ class FeedServer {
       arguments.push_back("--pipeline");
       arguments.push_back(options.pipeline);
     }
+    arguments.insert(arguments.end(), options.serve_flags.begin(), options.serve_flags.end());
     ASSIGN_OR_RETURN(ChildProcess process, ChildProcess::Spawn(arguments));
     const std::optional<int> port = AwaitPortFile(process, port_file, absl::Seconds(60));
     std::filesystem::remove(port_file);
@@ -217,7 +218,7 @@ absl::StatusOr<v1::PeerResult> RunPythonConsumer(const std::string& python,
 
 // The dataset's files, one path per line, for the peers.
 absl::StatusOr<std::string> WriteFileList(const FeedBenchOptions& options, uint32_t* files) {
-  ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset));
+  ASSIGN_OR_RETURN(Dataset dataset, Dataset::Open(options.dataset, options.files));
   const std::string list = TempPath("files.txt");
   std::ofstream out(list);
   for (size_t i = 0; i < dataset.size(); ++i) {
@@ -436,7 +437,7 @@ absl::Status RunRounds(const FeedBenchOptions& options, const std::string& serve
   warm_up.seconds = 1;
   RETURN_IF_ERROR(DriveLoader(warm_up, server, 1).status());
   const auto engine_rate = [&] {
-    return MeasureEngineRate(options.dataset, options.pipeline, Threads(options),
+    return MeasureEngineRate(options.dataset, options.files, options.pipeline, Threads(options),
                              std::min(options.seconds, 3.0));
   };
   ASSIGN_OR_RETURN(double engine_before, engine_rate());

@@ -20,14 +20,20 @@
 #define HETERODL_BENCH_FEED_BENCH_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/data/dataset.h"
 
 namespace heterodl {
 
 struct FeedBenchOptions {
   std::string heterodl;  // this executable, to start the server
   std::string dataset;
+  // How the dataset is read here (an s3:// one's endpoint and credentials),
+  // and the same as `serve` flags for its server.
+  DatasetLimits files;
+  std::vector<std::string> serve_flags;
   std::string pipeline;  // empty: the default
   int threads = 0;       // the server's (0: one per core)
   int worker_nice = 10;  // the server's decode threads' (serve --worker-nice)

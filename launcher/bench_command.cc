@@ -160,6 +160,21 @@ int RunFeed() {
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.worker_nice = absl::GetFlag(FLAGS_worker_nice);
+  if (IsObjectUrl(options.dataset)) {
+    // The bucket read as serve reads it: its server and the engine's
+    // measurement alike.
+    absl::StatusOr<std::optional<S3Options>> s3 = S3OptionsFromFlags(options.dataset);
+    if (!s3.ok()) {
+      LogError("%s", std::string(s3.status().message()));
+      return kExitUsage;
+    }
+    options.files.s3 = *std::move(s3);
+    options.serve_flags = {
+        absl::StrCat("--s3_endpoint=", absl::GetFlag(FLAGS_s3_endpoint)),
+        absl::StrCat("--s3_region=", absl::GetFlag(FLAGS_s3_region)),
+        absl::StrCat("--s3_addressing=", absl::GetFlag(FLAGS_s3_addressing)),
+        absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign) ? "true" : "false")};
+  }
   // 256 unless asked: the batch of the yardsticks, not the trainer's default.
   if (ChangedFromDefault(FLAGS_batch_size)) {
     options.batch_size = absl::GetFlag(FLAGS_batch_size);

@@ -156,7 +156,8 @@ class AssembledSource::Batch final : public SourceBatch {
 };
 
 AssembledSource::AssembledSource(const Dataset& dataset, Pipeline pipeline, MaskIds mask_ids)
-    : pipeline_(std::move(pipeline)),
+    : dataset_(dataset),
+      pipeline_(std::move(pipeline)),
       assembler_(dataset, pipeline_, mask_ids),
       fields_(FieldsOf(assembler_)),
       sample_cost_(pipeline_.EstimateCost().pixel_operations) {}
@@ -174,6 +175,8 @@ absl::StatusOr<std::unique_ptr<SourceBatch>> AssembledSource::Start(const BatchR
   ASSIGN_OR_RETURN(BatchLayout planned, PlannedLayout(static_cast<uint32_t>(request.indices.size()),
                                                       request.max_batch_bytes));
   ASSIGN_OR_RETURN(uint8_t* const data, payload.Allocate(planned));
+  // Every sample's read starts now, before its item reaches a decode thread.
+  dataset_.Prefetch(request.indices);
   return std::make_unique<Batch>(*this, request, std::move(planned), data, payload);
 }
 

@@ -45,6 +45,7 @@ class AssembledSource final : public BatchSource {
  private:
   class Batch;
 
+  const Dataset& dataset_;
   const Pipeline pipeline_;
   const BatchAssembler assembler_;  // refers to pipeline_
   const FieldSpecs fields_;

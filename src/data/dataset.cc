@@ -520,7 +520,30 @@ Dataset::MissingFiles Dataset::FindMissingFiles(size_t keep) const {
   return missing;
 }
 
+void Dataset::EnableReadAhead(int threads, uint64_t max_bytes) {
+  read_ahead_owner_ = this;
+  read_ahead_ = std::make_shared<SampleFetcher>(
+      [this](size_t index) { return ReadSampleNow(index); }, threads, max_bytes);
+}
+
+void Dataset::Prefetch(absl::Span<const int64_t> indices) const {
+  if (read_ahead_ != nullptr && read_ahead_owner_ == this) {
+    read_ahead_->Prefetch(indices);
+  }
+}
+
+SampleFetcher::Counts Dataset::read_ahead_counts() const {
+  return read_ahead_ != nullptr ? read_ahead_->counts() : SampleFetcher::Counts();
+}
+
 absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
+  if (read_ahead_ != nullptr && read_ahead_owner_ == this && index < samples_.size()) {
+    return read_ahead_->Take(index);
+  }
+  return ReadSampleNow(index);
+}
+
+absl::StatusOr<std::string> Dataset::ReadSampleNow(size_t index) const {
   if (synthetic_) {
     return absl::FailedPreconditionError("a synthetic dataset has no files to read");
   }

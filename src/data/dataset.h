@@ -54,9 +54,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "augment/boxes.h"
 #include "src/common/net/unique_fd.h"
 #include "src/common/read_file.h"
+#include "src/data/sample_fetcher.h"
 #include "src/data/tfrecord.h"
 #include "src/storage/object_url.h"
 #include "src/storage/s3_client.h"
@@ -165,10 +167,24 @@ class Dataset {
   // file's path when it cannot be read; FAILED_PRECONDITION when it is not
   // a regular file (a FIFO, a device: never opened in a way that can block)
   // or is over limits.max_file_bytes; OutOfRange for a bad index.
+  // With reads ahead enabled, a sample asked for by Prefetch comes from
+  // those reads.
   absl::StatusOr<std::string> ReadSample(size_t index) const;
   // The same for sample `index`'s mask. FAILED_PRECONDITION when the
   // dataset has none.
   absl::StatusOr<std::string> ReadMask(size_t index) const;
+
+  // Whether samples are read from object storage, where each read waits a
+  // round trip.
+  bool in_object_storage() const { return s3_ != nullptr; }
+  // Reads samples on `threads` threads of their own ahead of ReadSample,
+  // holding at most `max_bytes` of them (SampleFetcher). Once, on the
+  // dataset where it will stay: a moved dataset reads as if never enabled.
+  void EnableReadAhead(int threads, uint64_t max_bytes);
+  // Starts reading `indices` ahead (nothing unless enabled).
+  void Prefetch(absl::Span<const int64_t> indices) const;
+  // The reads ahead's counts (zero unless enabled).
+  SampleFetcher::Counts read_ahead_counts() const;
 
  private:
   Dataset(std::string source, std::string root, std::vector<Sample> samples,
@@ -219,6 +235,8 @@ class Dataset {
   // `path` (a sample's, as the dataset names it) relative to limits_.root;
   // PERMISSION_DENIED when it lies outside.
   absl::StatusOr<std::string> PathBeneathRoot(const std::string& path) const;
+  // ReadSample without the reads ahead.
+  absl::StatusOr<std::string> ReadSampleNow(size_t index) const;
   // Reads the file `path` names (relative to root_ unless absolute), within
   // the limits.
   absl::StatusOr<std::string> ReadFile(const std::string& path) const;
@@ -238,6 +256,10 @@ class Dataset {
   // are below (root_ as a URL).
   std::shared_ptr<S3Client> s3_;
   ObjectUrl object_root_;
+  // Reads ahead (EnableReadAhead), for the dataset at `read_ahead_owner_`
+  // only: its reads call back into that object.
+  std::shared_ptr<SampleFetcher> read_ahead_;
+  const Dataset* read_ahead_owner_ = nullptr;
 };
 
 }  // namespace heterodl

@@ -54,7 +54,8 @@ class NativeSources final : public DatasetSources {
  private:
   std::shared_ptr<const BatchSource> SourceOf(Pipeline pipeline) const;
 
-  const Dataset dataset_;
+  // Not const: reads ahead are enabled on it where it stays.
+  Dataset dataset_;
   const MaskIds mask_ids_;
   const PipelineOptions options_;
   const double max_sample_pixel_operations_;
