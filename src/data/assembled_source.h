@@ -39,6 +39,8 @@ class AssembledSource final : public BatchSource {
   const FieldSpecs& fields() const override { return fields_; }
   double ItemCost(uint32_t samples) const override;
   void Describe(v1::DatasetInfo& info) const override;
+  bool reads_ahead() const override { return dataset_.reads_ahead(); }
+  void Prefetch(absl::Span<const int64_t> indices) const override { dataset_.Prefetch(indices); }
   absl::StatusOr<std::unique_ptr<SourceBatch>> Start(const BatchRequestSpec& request,
                                                      BatchPayload& payload) const override;
 

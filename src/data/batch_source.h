@@ -164,6 +164,12 @@ class BatchSource {
   // What DatasetInfo says of its batches: fields, image shape, a Python
   // dataset's sample structure.
   virtual void Describe(v1::DatasetInfo& info) const = 0;
+  // Whether reading its samples waits on storage (object storage), so that
+  // the reads of a batch are best started when it is asked for (Prefetch),
+  // long before its turn on the decode threads.
+  virtual bool reads_ahead() const { return false; }
+  // Starts reading `indices` (a batch asked for) ahead; nothing by default.
+  virtual void Prefetch(absl::Span<const int64_t> /*indices*/) const {}
   // Starts `request`'s batch, its payload from `payload` (which outlives
   // the returned batch). The request's indices must outlive it too.
   virtual absl::StatusOr<std::unique_ptr<SourceBatch>> Start(const BatchRequestSpec& request,

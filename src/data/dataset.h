@@ -181,6 +181,7 @@ class Dataset {
   // holding at most `max_bytes` of them (SampleFetcher). Once, on the
   // dataset where it will stay: a moved dataset reads as if never enabled.
   void EnableReadAhead(int threads, uint64_t max_bytes);
+  bool reads_ahead() const { return read_ahead_ != nullptr && read_ahead_owner_ == this; }
   // Starts reading `indices` ahead (nothing unless enabled).
   void Prefetch(absl::Span<const int64_t> indices) const;
   // The reads ahead's counts (zero unless enabled).

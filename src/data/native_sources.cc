@@ -44,7 +44,7 @@ namespace {
 
 // Reads ahead of a dataset in object storage: in flight at once, and the
 // bytes fetched and not yet decoded.
-constexpr int kObjectReadsInFlight = 64;
+constexpr int kObjectReadsInFlight = 128;
 constexpr uint64_t kObjectReadAheadBytes = uint64_t{256} << 20;
 
 }  // namespace

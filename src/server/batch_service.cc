@@ -264,6 +264,14 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
   const uint64_t bytes = stream->source->ReservedBytes(count);
   const SamplePool::QueueId queue = stream->work_queue;
   const StreamPlan* key = stream.get();
+  if (stream->source->reads_ahead()) {
+    // Reads that wait on storage start as the batch is asked for, a window
+    // of batches ahead of its turn on the decode threads.
+    if (absl::StatusOr<std::shared_ptr<const EpochPlan>> plan = PlanFor(stream->params, id.epoch());
+        plan.ok()) {
+      stream->source->Prefetch((*plan)->BatchIndices(id.rank(), id.index()));
+    }
+  }
   auto job = std::make_shared<BatchJob>(*this, std::move(stream), id, std::move(done));
   // Runs now, or once other batches' pixels are sent; with an empty grant
   // once the stream is closed, and then the pool drops the job.

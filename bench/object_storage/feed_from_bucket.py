@@ -1,0 +1,234 @@
+"""Feed from a bucket against feed from local disk, same files, cores and run.
+
+Serves a local image folder as an S3 bucket (path-style) with Debian's nginx,
+every request delayed by --latency-ms without blocking (the Lua module's
+ngx.sleep), and a share of them answered 503 SlowDown if asked (--slow-down);
+then runs `heterodl bench feed` on the folder and on s3://bench/PREFIX/ in the
+same sitting, and prints, per run, the images/s a trainer is fed, and for the
+bucket: the ratio to local disk, nginx's requests/s, MB/s and CPU, and GETs
+per sample built (what reading fetches beyond what it decodes).
+
+    python3 bench/object_storage/feed_from_bucket.py --heterodl build/heterodl \\
+        --dataset data/sample-2k --threads 2 --latency-ms 20
+
+Needs nginx-light and libnginx-mod-http-lua (apt-get). Standard library only.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from xml.sax.saxutils import escape
+
+MODULES = "/usr/lib/nginx/modules"
+SLOW_DOWN = ('<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+             '<Message>Please reduce your request rate.</Message></Error>')
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def listing(dataset, prefix):
+    """ListObjectsV2's answer for `prefix`: every file below the folder."""
+    keys = []
+    for folder, _, names in os.walk(dataset):
+        for name in names:
+            path = os.path.join(folder, name)
+            keys.append((prefix + os.path.relpath(path, dataset), os.path.getsize(path)))
+    keys.sort()
+    contents = "".join(f"<Contents><Key>{escape(key)}</Key><Size>{size}</Size></Contents>"
+                       for key, size in keys)
+    return (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>bench</Name>'
+            f"<Prefix>{escape(prefix)}</Prefix><KeyCount>{len(keys)}</KeyCount>{contents}"
+            f"<IsTruncated>false</IsTruncated></ListBucketResult>"), keys
+
+
+def nginx_config(root, port, latency_ms, slow_down):
+    delay = latency_ms / 1000.0
+    lua = f"ngx.sleep({delay})"
+    if slow_down > 0:
+        lua += (f" if math.random() < {slow_down} then ngx.status = 503"
+                f" ngx.header.content_type = 'application/xml' ngx.print('{SLOW_DOWN}')"
+                f" return ngx.exit(503) end")
+    return f"""
+load_module {MODULES}/ndk_http_module.so;
+load_module {MODULES}/ngx_http_lua_module.so;
+daemon off;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  log_format fetched '$request_method $status $body_bytes_sent';
+  access_log {root}/access.log fetched;
+  keepalive_requests 1000000;
+  keepalive_timeout 120s;
+  client_body_temp_path {root}/tmp;
+  server {{
+    listen 127.0.0.1:{port};
+    location = /bench/ {{
+      access_by_lua_block {{ {lua} }}
+      default_type application/xml;
+      root {root};
+      try_files /listing.xml =404;
+    }}
+    location /bench/ {{
+      access_by_lua_block {{ {lua} }}
+      alias {root}/bucket/;
+    }}
+  }}
+}}
+"""
+
+
+def cpu_seconds(pid):
+    """User + system CPU of process `pid` and its children so far."""
+    total = 0.0
+    for candidate in [pid] + children(pid):
+        try:
+            with open(f"/proc/{candidate}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+    return total
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def access_log_since(path, offset):
+    with open(path) as f:
+        f.seek(offset)
+        lines = f.read().splitlines()
+    gets = [line.split() for line in lines if line.startswith("GET ")]
+    return {"requests": len(lines), "gets": len(gets),
+            "status_503": sum(1 for g in gets if g[1] == "503"),
+            "bytes": sum(int(g[2]) for g in gets)}
+
+
+def feed(args, dataset, extra, log_path):
+    """`heterodl bench feed` of `dataset`: its JSON report, and the samples
+    its data server built (from the server's last line)."""
+    command = [args.heterodl, "bench", "feed", "--dataset", dataset, "--threads",
+               str(args.threads), "--seconds", str(args.seconds), "--rounds", str(args.rounds),
+               "--json", *extra]
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True,
+                                timeout=3600)
+    wall = time.monotonic() - started
+    with open(log_path) as f:
+        text = f.read()
+    if result.returncode != 0:
+        sys.exit(f"bench feed {dataset} failed ({result.returncode}):\n{text[-3000:]}")
+    served = [int(m) for m in re.findall(r"stopped: \d+ batches, (\d+) samples", text)]
+    return json.loads(result.stdout), sum(served), wall
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--heterodl", default="build/heterodl")
+    parser.add_argument("--dataset", default="data/sample-2k", help="a local image folder")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=20)
+    parser.add_argument("--slow-down", type=float, default=0.0,
+                        help="share of requests answered 503 SlowDown (0.05: 5%%)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if not os.path.exists(f"{MODULES}/ngx_http_lua_module.so") or not shutil.which("nginx"):
+        sys.exit("needs nginx with its Lua module: apt-get install nginx-light "
+                 "libnginx-mod-http-lua")
+    dataset = os.path.abspath(args.dataset)
+    root = tempfile.mkdtemp(prefix="heterodl-bucket-")
+    os.chmod(root, 0o755)  # nginx's workers run as its own user
+    try:
+        os.makedirs(f"{root}/tmp")
+        os.makedirs(f"{root}/bucket")
+        prefix = os.path.basename(dataset.rstrip("/")) + "/"
+        os.symlink(dataset, f"{root}/bucket/{prefix.rstrip('/')}")
+        text, keys = listing(dataset, prefix)
+        with open(f"{root}/listing.xml", "w") as f:
+            f.write(text)
+        port = free_port()
+        with open(f"{root}/nginx.conf", "w") as f:
+            f.write(nginx_config(root, port, args.latency_ms, args.slow_down))
+        nginx = subprocess.Popen(["nginx", "-c", f"{root}/nginx.conf", "-p", root])
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline or nginx.poll() is not None:
+                    sys.exit("nginx did not start (nginx -t -c CONFIG says why)")
+                time.sleep(0.1)
+        try:
+            local, local_served, _ = feed(args, dataset, [], f"{root}/local.log")
+            offset = os.path.getsize(f"{root}/access.log")
+            cpu_before = cpu_seconds(nginx.pid)
+            bucket, bucket_served, wall = feed(
+                args, f"s3://bench/{prefix}",
+                ["--s3-endpoint", f"http://127.0.0.1:{port}", "--s3-no-sign"],
+                f"{root}/bucket.log")
+            nginx_cpu = cpu_seconds(nginx.pid) - cpu_before
+            fetched = access_log_since(f"{root}/access.log", offset)
+        finally:
+            nginx.send_signal(signal.SIGQUIT)
+            nginx.wait(timeout=30)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    # The engine's measurements read their files too (min(1024, N) per
+    # measurement, rounds + 1 of them), besides the samples the server built.
+    engine_reads = (args.rounds + 1) * min(1024, len(keys))
+    local_rate = local["long_epochs"]["images_per_sec"]
+    bucket_rate = bucket["long_epochs"]["images_per_sec"]
+    report = {
+        "files": len(keys), "threads": args.threads, "latency_ms": args.latency_ms,
+        "slow_down": args.slow_down,
+        "local_images_per_sec": local_rate, "bucket_images_per_sec": bucket_rate,
+        "bucket_to_local": bucket_rate / local_rate if local_rate else 0,
+        "bucket_boundary_wait_ms_mean": bucket["long_epochs"].get("boundary_wait_ms_mean", 0),
+        "bucket_inner_wait_ms_median": bucket["long_epochs"].get("inner_wait_ms_median", 0),
+        "requests_per_sec": fetched["requests"] / wall, "mb_per_sec": fetched["bytes"] / wall / 1e6,
+        "nginx_cpu_percent": 100 * nginx_cpu / wall, "status_503": fetched["status_503"],
+        "samples_built": bucket_served,
+        "gets_per_sample_built": (fetched["gets"] - engine_reads) / bucket_served
+        if bucket_served else 0,
+    }
+    if args.json:
+        print(json.dumps(report))
+        return
+    print(f"feed from a bucket: {len(keys)} files of {args.dataset}, {args.threads} server "
+          f"threads, nginx path-style with {args.latency_ms:g} ms a request"
+          + (f", {100 * args.slow_down:g}% answered 503 SlowDown" if args.slow_down else ""))
+    print(f"  local disk            {local_rate:8.0f} images/s")
+    print(f"  s3:// (nginx)         {bucket_rate:8.0f} images/s   {report['bucket_to_local']:.2f}x "
+          f"local; waiting in Next() {report['bucket_inner_wait_ms_median']:.1f} ms median, "
+          f"{report['bucket_boundary_wait_ms_mean']:.1f} ms at epoch boundaries")
+    print(f"  the bucket's side     {report['requests_per_sec']:8.0f} requests/s, "
+          f"{report['mb_per_sec']:.1f} MB/s, nginx {report['nginx_cpu_percent']:.0f}% of a core, "
+          f"{fetched['status_503']} answered 503")
+    print(f"  GETs per sample built {report['gets_per_sample_built']:8.3f} "
+          f"({bucket_served} samples built, the engine's {engine_reads} reads aside)")
+
+
+if __name__ == "__main__":
+    main()
