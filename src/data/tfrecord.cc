@@ -1,6 +1,7 @@
 #include "src/data/tfrecord.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -58,12 +59,50 @@ absl::StatusOr<std::string> BytesFeature(const tfrecord::Example& example, const
 
 }  // namespace
 
-uint32_t Crc32c(absl::string_view bytes) {
+uint32_t Crc32cTable(absl::string_view bytes) {
   // Castagnoli's polynomial, reflected in and out, all ones in and out:
   // CRC-32C as iSCSI, ext4 and TFRecord use it (Boost's table-driven CRC).
   boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
   crc.process_bytes(bytes.data(), bytes.size());
   return crc.checksum();
+}
+
+namespace {
+
+#if defined(__x86_64__)
+// SSE4.2's CRC32 instruction computes CRC-32C itself, 8 bytes at a time:
+// ~0.4 GB/s a core for the table against several GB/s, which matters when
+// every record of a TFRecord dataset is checked as it is read (a 100 KB
+// image: 0.25 ms by table, more than half of its decode + augment here).
+__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(absl::string_view bytes) {
+  uint64_t crc = 0xFFFFFFFFu;
+  const char* data = bytes.data();
+  size_t left = bytes.size();
+  while (left >= 8) {
+    uint64_t word;
+    std::memcpy(&word, data, 8);
+    crc = __builtin_ia32_crc32di(crc, word);
+    data += 8;
+    left -= 8;
+  }
+  auto crc32 = static_cast<uint32_t>(crc);
+  while (left-- > 0) {
+    crc32 = __builtin_ia32_crc32qi(crc32, static_cast<unsigned char>(*data++));
+  }
+  return ~crc32;
+}
+#endif
+
+}  // namespace
+
+uint32_t Crc32c(absl::string_view bytes) {
+#if defined(__x86_64__)
+  static const bool kHasSse42 = __builtin_cpu_supports("sse4.2");
+  if (kHasSse42) {
+    return Crc32cSse42(bytes);
+  }
+#endif
+  return Crc32cTable(bytes);
 }
 
 uint32_t MaskedCrc32c(absl::string_view bytes) { return Mask(Crc32c(bytes)); }

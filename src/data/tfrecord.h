@@ -27,7 +27,10 @@ inline constexpr uint64_t kTfRecordFooterBytes = 4;
 
 // CRC-32C (Castagnoli) of `bytes`, and the rotated, offset form TFRecord
 // stores (so that a CRC of data holding CRCs is not trivially zero).
+// SSE4.2's CRC32 instruction where the CPU has it, else Crc32cTable.
 uint32_t Crc32c(absl::string_view bytes);
+// The same by Boost.CRC's table, on any CPU.
+uint32_t Crc32cTable(absl::string_view bytes);
 uint32_t MaskedCrc32c(absl::string_view bytes);
 
 // The data length a record header (its first kTfRecordHeaderBytes) gives,
