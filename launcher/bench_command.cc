@@ -173,7 +173,9 @@ int RunFeed() {
         absl::StrCat("--s3_endpoint=", absl::GetFlag(FLAGS_s3_endpoint)),
         absl::StrCat("--s3_region=", absl::GetFlag(FLAGS_s3_region)),
         absl::StrCat("--s3_addressing=", absl::GetFlag(FLAGS_s3_addressing)),
-        absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign) ? "true" : "false")};
+        absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign) ? "true" : "false"),
+        absl::StrCat("--cache_dir=", absl::GetFlag(FLAGS_cache_dir)),
+        absl::StrCat("--cache_mb=", absl::GetFlag(FLAGS_cache_mb))};
   }
   // 256 unless asked: the batch of the yardsticks, not the trainer's default.
   if (ChangedFromDefault(FLAGS_batch_size)) {

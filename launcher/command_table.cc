@@ -63,7 +63,7 @@ constexpr const char* kPythonDatasetFlags[] = {"python_dataset", "python_path", 
 // How s3:// datasets are read (serve, and the commands that start servers
 // or open datasets).
 constexpr const char* kObjectStorageFlags[] = {"s3_endpoint", "s3_region", "s3_addressing",
-                                               "s3_no_sign"};
+                                               "s3_no_sign",  "cache_dir", "cache_mb"};
 
 // Which features of a TFRecord dataset's records make a sample.
 constexpr const char* kTfRecordFlags[] = {"tfrecord_image_key", "tfrecord_label_key",
@@ -133,6 +133,8 @@ const std::vector<CommandInfo>& Commands() {
         "s3_region",
         "s3_addressing",
         "s3_no_sign",
+        "cache_dir",
+        "cache_mb",
         "tfrecord_image_key",
         "tfrecord_label_key",
         "tfrecord_label_offset",
@@ -188,7 +190,8 @@ const std::vector<CommandInfo>& Commands() {
         "prices",         "gpu_instance",
         "data_instance",  "json",
         "s3_endpoint",    "s3_region",
-        "s3_addressing",  "s3_no_sign"},
+        "s3_addressing",  "s3_no_sign",
+        "cache_dir",      "cache_mb"},
        "heterodl bench feed --dataset data/sample --threads 2",
        RunBenchCommand},
       {"plan",

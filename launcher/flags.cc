@@ -71,6 +71,11 @@ ABSL_FLAG(double, min_box_visibility, 0.0,
 ABSL_FLAG(std::string, image_root, "",
           "serve: where a COCO annotations file's images are (--dataset annotations.json); "
           "default: the file's folder");
+ABSL_FLAG(std::string, cache_dir, "",
+          "a local folder where samples read from an s3:// dataset are kept, so that later "
+          "epochs (and a server restarted on this host) do not fetch them again (default: none)");
+ABSL_FLAG(int64_t, cache_mb, 10240,
+          "at most this many MiB in --cache-dir; the least recently used samples go first");
 ABSL_FLAG(std::string, tfrecord_image_key, "image/encoded",
           "serve: a TFRecord dataset's feature holding each record's encoded image");
 ABSL_FLAG(std::string, tfrecord_label_key, "image/class/label",

@@ -36,6 +36,8 @@ ABSL_DECLARE_FLAG(std::string, s3_endpoint);
 ABSL_DECLARE_FLAG(std::string, s3_region);
 ABSL_DECLARE_FLAG(std::string, s3_addressing);
 ABSL_DECLARE_FLAG(bool, s3_no_sign);
+ABSL_DECLARE_FLAG(std::string, cache_dir);
+ABSL_DECLARE_FLAG(int64_t, cache_mb);
 ABSL_DECLARE_FLAG(std::string, tfrecord_image_key);
 ABSL_DECLARE_FLAG(std::string, tfrecord_label_key);
 ABSL_DECLARE_FLAG(int64_t, tfrecord_label_offset);

@@ -67,6 +67,11 @@ absl::StatusOr<DatasetLimits> FilesFromFlags() {
   files.root = absl::GetFlag(FLAGS_dataset_root);
   files.image_root = absl::GetFlag(FLAGS_image_root);
   files.mask_ignore_index = absl::GetFlag(FLAGS_ignore_index);
+  files.cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  if (absl::GetFlag(FLAGS_cache_mb) < 1) {
+    return absl::InvalidArgumentError("--cache-mb must be at least 1");
+  }
+  files.cache_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_cache_mb)) << 20;
   files.tfrecord.image = absl::GetFlag(FLAGS_tfrecord_image_key);
   files.tfrecord.label = absl::GetFlag(FLAGS_tfrecord_label_key);
   files.tfrecord.label_offset = absl::GetFlag(FLAGS_tfrecord_label_offset);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -21,8 +22,10 @@
 #include "augment/png_decoder.h"
 #include "opencv2/core.hpp"
 #include "src/common/fingerprint.h"
+#include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/data/coco_instances.h"
+#include "src/data/sample_cache.h"
 #include "src/data/tar_shards.h"
 #include "src/data/tfrecord_files.h"
 
@@ -127,6 +130,12 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& path, const DatasetLimi
   if (dataset.has_masks_) {
     ASSIGN_OR_RETURN(dataset.class_names_, dataset.MaskClassNames(path));
     dataset.fingerprint_ = dataset.ComputeFingerprint();
+  }
+  if (dataset.s3_ != nullptr && !limits.cache_dir.empty()) {
+    ASSIGN_OR_RETURN(dataset.cache_,
+                     SampleCache::Open(limits.cache_dir, limits.cache_bytes, dataset.fingerprint_));
+    LogInfo("samples read from %s are kept in %s, up to %d MiB (--cache-dir, --cache-mb)",
+            dataset.source_, dataset.cache_->folder().string(), limits.cache_bytes >> 20);
   }
   return dataset;
 }
@@ -544,6 +553,23 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
 }
 
 absl::StatusOr<std::string> Dataset::ReadSampleNow(size_t index) const {
+  return Cached(absl::StrCat(index), [&] { return ReadSampleFromStorage(index); });
+}
+
+absl::StatusOr<std::string> Dataset::Cached(
+    const std::string& name, const std::function<absl::StatusOr<std::string>()>& read) const {
+  if (cache_ == nullptr) {
+    return read();
+  }
+  if (std::optional<std::string> hit = cache_->Get(name)) {
+    return *std::move(hit);
+  }
+  ASSIGN_OR_RETURN(std::string bytes, read());
+  cache_->Put(name, bytes);
+  return bytes;
+}
+
+absl::StatusOr<std::string> Dataset::ReadSampleFromStorage(size_t index) const {
   if (synthetic_) {
     return absl::FailedPreconditionError("a synthetic dataset has no files to read");
   }
@@ -573,6 +599,10 @@ absl::StatusOr<std::string> Dataset::ReadMask(size_t index) const {
     return absl::FailedPreconditionError(
         absl::StrCat("dataset '", source_, "' has no mask for sample ", index));
   }
+  return Cached(absl::StrCat(index, ".mask"), [&] { return ReadMaskFromStorage(index); });
+}
+
+absl::StatusOr<std::string> Dataset::ReadMaskFromStorage(size_t index) const {
   if (shards_ != nullptr) {
     const Sample& sample = samples_[index];
     RETURN_IF_ERROR(MemberWithinLimit(sample.mask_path, sample.mask_size));

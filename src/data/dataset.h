@@ -47,6 +47,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,7 @@ struct Sample {
 
 class TarShards;      // open shard files of a tar-shard dataset
 class TfRecordFiles;  // open files of a TFRecord dataset
+class SampleCache;    // object storage's samples kept on local disk
 
 // The largest label a file list or a tar shard may give (class counts are
 // derived from it: a label is a promise of that many classes).
@@ -116,6 +118,10 @@ struct DatasetLimits {
   std::optional<S3Options> s3;
   // Which features of a TFRecord dataset's records make a sample.
   TfExampleKeys tfrecord;
+  // Non-empty: samples read from object storage are kept in this folder
+  // (SampleCache), up to `cache_bytes` (serve --cache-dir, --cache-mb).
+  std::string cache_dir;
+  uint64_t cache_bytes = uint64_t{10} << 30;
 };
 
 // A file list (or COCO file, or classes.txt) is read whole at start: 4 GiB
@@ -186,6 +192,8 @@ class Dataset {
   void Prefetch(absl::Span<const int64_t> indices) const;
   // The reads ahead's counts (zero unless enabled).
   SampleFetcher::Counts read_ahead_counts() const;
+  // The local cache of its samples (--cache-dir), or null.
+  const SampleCache* cache() const { return cache_.get(); }
 
  private:
   Dataset(std::string source, std::string root, std::vector<Sample> samples,
@@ -236,8 +244,14 @@ class Dataset {
   // `path` (a sample's, as the dataset names it) relative to limits_.root;
   // PERMISSION_DENIED when it lies outside.
   absl::StatusOr<std::string> PathBeneathRoot(const std::string& path) const;
-  // ReadSample without the reads ahead.
+  // ReadSample without the reads ahead: from the cache, else from storage
+  // (and into the cache).
   absl::StatusOr<std::string> ReadSampleNow(size_t index) const;
+  absl::StatusOr<std::string> ReadSampleFromStorage(size_t index) const;
+  absl::StatusOr<std::string> ReadMaskFromStorage(size_t index) const;
+  // The cache's entry `name`, else what `read` gives (then kept there).
+  absl::StatusOr<std::string> Cached(
+      const std::string& name, const std::function<absl::StatusOr<std::string>()>& read) const;
   // Reads the file `path` names (relative to root_ unless absolute), within
   // the limits.
   absl::StatusOr<std::string> ReadFile(const std::string& path) const;
@@ -261,6 +275,8 @@ class Dataset {
   // only: its reads call back into that object.
   std::shared_ptr<SampleFetcher> read_ahead_;
   const Dataset* read_ahead_owner_ = nullptr;
+  // Object storage's samples on local disk (--cache-dir); null without.
+  std::shared_ptr<SampleCache> cache_;
 };
 
 }  // namespace heterodl

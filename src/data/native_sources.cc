@@ -1,11 +1,14 @@
 #include "src/data/native_sources.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/data/assembled_source.h"
+#include "src/data/sample_cache.h"
 #include "src/data/synthetic_source.h"
 
 namespace heterodl {
@@ -63,6 +66,24 @@ NativeSources::NativeSources(Dataset dataset, Pipeline default_pipeline, Pipelin
     // latency, while the decode threads decode.
     dataset_.EnableReadAhead(kObjectReadsInFlight, kObjectReadAheadBytes);
   }
+}
+
+NativeSources::~NativeSources() {
+  if (!dataset_.in_object_storage()) {
+    return;
+  }
+  const SampleFetcher::Counts ahead = dataset_.read_ahead_counts();
+  std::string cached = "no --cache-dir";
+  if (const SampleCache* cache = dataset_.cache(); cache != nullptr) {
+    const SampleCache::Counts counts = cache->counts();
+    cached = absl::StrFormat("cache: %d hits, %d misses, %d entries (%d MiB) in %s", counts.hits,
+                             counts.misses, counts.entries, counts.bytes >> 20,
+                             cache->folder().string());
+  }
+  LogInfo(
+      "object storage: %d samples read ahead (%d taken, %d dropped unused), %d read when "
+      "asked; %s",
+      ahead.prefetched, ahead.taken, ahead.dropped, ahead.direct, cached);
 }
 
 std::shared_ptr<const BatchSource> NativeSources::SourceOf(Pipeline pipeline) const {

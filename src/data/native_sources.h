@@ -35,6 +35,8 @@ class NativeSources final : public DatasetSources {
   // them may cost per sample (RequestLimits').
   NativeSources(Dataset dataset, Pipeline default_pipeline, PipelineOptions options,
                 double max_sample_pixel_operations);
+  // Says what reading from object storage took, when the dataset is there.
+  ~NativeSources() override;
 
   const Dataset& dataset() const { return dataset_; }
   // How the dataset's masks' ids go in batches (kNone without masks).

@@ -145,7 +145,8 @@ TEST(LocalRunTest, HowABucketIsReadGoesToEachServerOfABucketsDataset) {
   EXPECT_THAT(run.data_arguments,
               testing::ElementsAre("--dataset=s3://bucket/train/",
                                    "--pipeline=", "--s3_endpoint=http://127.0.0.1:9000",
-                                   "--s3_region=", "--s3_addressing=path", "--s3_no_sign=true"));
+                                   "--s3_region=", "--s3_addressing=path", "--s3_no_sign=true",
+                                   "--cache_dir=", "--cache_mb=10240"));
 }
 
 TEST(LocalRunTest, APythonDatasetAndItsSettingsGoToEachServer) {

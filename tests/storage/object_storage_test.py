@@ -18,6 +18,7 @@ with moto and boto3, and PYTHONPATH=BUILD_DIR/python).
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -368,6 +369,37 @@ class ObjectStorageTest(unittest.TestCase):
         loader = heterodl.RemoteDataLoader(servers=server.address, batch_size=8,
                                            pipeline="resize(8x8)")
         self.assertEqual(sum(len(batch) for batch in loader), 24)
+
+    def test_a_later_epoch_reads_the_local_cache_not_the_bucket(self):
+        proxy = FaultProxy(self.moto.url).start()  # no faults: it counts
+        self.addCleanup(proxy.stop)
+        cache = os.path.join(self.tmp, "cache")
+        environment = self.moto.environment(AWS_ENDPOINT_URL=proxy.url)
+        server = self.serve("s3://data/folder/", "--cache-dir", cache, "--cache-mb", "64",
+                            environment=environment)
+        loader = heterodl.RemoteDataLoader(servers=server.address, batch_size=4, seed=3,
+                                           pipeline="resize(16x16)")
+        first = [numpy.array(batch.images) for batch in loader]
+        after_first = proxy.counts["requests"]
+        loader.set_epoch(0)  # the same epoch again: the same samples
+        second = [numpy.array(batch.images) for batch in loader]
+        self.assertEqual(proxy.counts["requests"], after_first)  # nothing fetched
+        for a, b in zip(first, second):
+            numpy.testing.assert_array_equal(a, b)
+        server.stop()
+        # Each sample fetched once (a miss); every later read from the cache.
+        [(hits, misses, entries)] = re.findall(r"cache: (\d+) hits, (\d+) misses, (\d+) entries",
+                                               server.log())
+        self.assertEqual((int(misses), int(entries)), (24, 24))
+        self.assertGreaterEqual(int(hits), 24)
+        # A server started later on this host takes over what is cached.
+        again = self.serve("s3://data/folder/", "--cache-dir", cache, environment=environment)
+        self.assertIn("24 entries", again.log())
+        before = proxy.counts["requests"]
+        loader = heterodl.RemoteDataLoader(servers=again.address, batch_size=4, seed=3,
+                                           pipeline="resize(16x16)")
+        self.assertEqual(sum(len(batch) for batch in loader), 24)
+        self.assertEqual(proxy.counts["requests"] - before, 0)
 
     def test_sigterm_ends_a_server_whose_reads_are_stalled(self):
         proxy = FaultProxy(self.moto.url, delay_seconds=120).start()
