@@ -160,13 +160,15 @@ const std::vector<CommandInfo>& Commands() {
        "print the cluster view this host resolves (who serves, who trains, the leader)",
        Flags({kClusterFlags, FlagGroup{"port", "json"}}), "heterodl cluster --json",
        RunClusterCommand},
-      {"dataset",
-       "sample DIR",
-       "write the built-in sample dataset (photos under classes, or with --task segmentation "
-       "images and masks, with --task detection images and COCO boxes) to an empty DIR",
-       {"images", "seed", "formats", "task", "sample_size", "source_photos", "overwrite"},
-       "heterodl dataset sample data/mixed --images 2000 --formats mixed",
-       RunDatasetCommand},
+      {"dataset", "sample DIR | index PATH",
+       "sample: write the built-in sample dataset (photos under classes, or with --task "
+       "segmentation images and masks, with --task detection images and COCO boxes) to an empty "
+       "DIR; index: read tar shards or TFRecord files (local or s3://) once and save their index "
+       "beside them, so that servers starting on them read it instead of every file",
+       Flags({FlagGroup{"images", "seed", "formats", "task", "sample_size", "source_photos",
+                        "overwrite"},
+              kObjectStorageFlags, kTfRecordFlags}),
+       "heterodl dataset sample data/mixed --images 2000 --formats mixed", RunDatasetCommand},
       {"status", "HOST:PORT...",
        "live statistics of data servers: dataset, pipeline, recent images/s, capacity, streams; "
        "with --demand, the data hosts needed for --max-stall",

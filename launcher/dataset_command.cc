@@ -1,21 +1,96 @@
 // `heterodl dataset sample DIR`: writes the built-in sample dataset.
+// `heterodl dataset index PATH`: saves the index of tar shards or TFRecord
+// files beside them.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "launcher/commands.h"
 #include "launcher/flags.h"
 #include "src/common/log.h"
+#include "src/data/dataset.h"
 #include "src/data/sample_dataset.h"
+#include "src/storage/object_url.h"
+#include "src/storage/s3_client.h"
 
 namespace heterodl {
+namespace {
+
+// Writes `bytes` to the local `path` whole or not at all.
+absl::Status WriteLocalFile(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.good()) {
+      return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", error.message()));
+  }
+  return absl::OkStatus();
+}
+
+int IndexDataset(const std::string& path) {
+  absl::StatusOr<DatasetLimits> limits = DatasetLimitsFromFlags(path);
+  if (!limits.ok()) {
+    LogError("%s", limits.status().message());
+    return kExitUsage;
+  }
+  limits->ignore_saved_index = true;  // the files as they are now
+  limits->cache_dir.clear();
+  LogInfo("indexing %s: every file is read once", path);
+  absl::StatusOr<Dataset> dataset = Dataset::Open(path, *limits);
+  if (!dataset.ok()) {
+    LogError("cannot open %s: %s", path, dataset.status().ToString());
+    return kExitUsage;
+  }
+  absl::StatusOr<std::string> index = dataset->SerializeIndex();
+  if (!index.ok()) {
+    LogError("%s", index.status().message());
+    return kExitUsage;
+  }
+  const std::string& location = dataset->index_location();
+  absl::Status saved;
+  if (IsObjectUrl(location)) {
+    absl::StatusOr<ObjectUrl> url = ParseObjectUrl(location);
+    absl::StatusOr<std::unique_ptr<S3Client>> s3 =
+        S3Client::Create(limits->s3 ? *limits->s3 : S3OptionsFromEnvironment(ProcessEnvironment()));
+    saved = !url.ok() ? url.status() : !s3.ok() ? s3.status() : (*s3)->Put(*url, *index);
+  } else {
+    saved = WriteLocalFile(location, *index);
+  }
+  if (!saved.ok()) {
+    LogError("cannot save the index: %s", saved.ToString());
+    return kExitFailure;
+  }
+  LogInfo(
+      "saved the index of %d samples to %s (%d KiB): servers opening %s read it instead of "
+      "its files",
+      dataset->size(), location, index->size() >> 10, path);
+  return kExitOk;
+}
+
+}  // namespace
 
 int RunDatasetCommand(const CommandContext& context) {
   const std::vector<std::string>& arguments = context.arguments;
+  if (arguments.size() == 2 && arguments[0] == "index") {
+    return IndexDataset(arguments[1]);
+  }
   if (arguments.size() != 2 || arguments[0] != "sample") {
     LogError(
         "usage: heterodl dataset sample DIR [--images N] [--seed S] [--formats F] "
-        "[--task classification|segmentation|detection] [--sample-size HxW] [--overwrite]");
+        "[--task classification|segmentation|detection] [--sample-size HxW] [--overwrite]\n"
+        "       heterodl dataset index PATH|s3://BUCKET/KEY [--tfrecord-*-key ...] [--s3-* ...]");
     return kExitUsage;
   }
   SampleDatasetOptions options;

@@ -60,31 +60,6 @@ absl::StatusOr<PipelineOptions> DecodingFromFlags() {
   return decoding;
 }
 
-absl::StatusOr<DatasetLimits> FilesFromFlags() {
-  DatasetLimits files;
-  ASSIGN_OR_RETURN(files.s3, S3OptionsFromFlags(absl::GetFlag(FLAGS_dataset)));
-  files.max_file_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_file_mb)) << 20;
-  files.root = absl::GetFlag(FLAGS_dataset_root);
-  files.image_root = absl::GetFlag(FLAGS_image_root);
-  files.mask_ignore_index = absl::GetFlag(FLAGS_ignore_index);
-  files.cache_dir = absl::GetFlag(FLAGS_cache_dir);
-  if (absl::GetFlag(FLAGS_cache_mb) < 1) {
-    return absl::InvalidArgumentError("--cache-mb must be at least 1");
-  }
-  files.cache_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_cache_mb)) << 20;
-  files.tfrecord.image = absl::GetFlag(FLAGS_tfrecord_image_key);
-  files.tfrecord.label = absl::GetFlag(FLAGS_tfrecord_label_key);
-  files.tfrecord.label_offset = absl::GetFlag(FLAGS_tfrecord_label_offset);
-  files.tfrecord.mask = absl::GetFlag(FLAGS_tfrecord_mask_key);
-  if (files.tfrecord.image.empty()) {
-    return absl::InvalidArgumentError("--tfrecord-image-key must name a feature");
-  }
-  if (!files.tfrecord.mask.empty()) {
-    files.tfrecord.label.clear();  // segmentation records: the mask is the target
-  }
-  return files;
-}
-
 RequestLimits RequestLimitsFromFlags() {
   RequestLimits requests;
   requests.memory_budget_bytes =
@@ -133,6 +108,31 @@ absl::StatusOr<std::optional<S3Options>> S3OptionsFromFlags(const std::string& d
   return s3;
 }
 
+absl::StatusOr<DatasetLimits> DatasetLimitsFromFlags(const std::string& dataset) {
+  DatasetLimits files;
+  ASSIGN_OR_RETURN(files.s3, S3OptionsFromFlags(dataset));
+  files.max_file_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_file_mb)) << 20;
+  files.root = absl::GetFlag(FLAGS_dataset_root);
+  files.image_root = absl::GetFlag(FLAGS_image_root);
+  files.mask_ignore_index = absl::GetFlag(FLAGS_ignore_index);
+  files.cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  if (absl::GetFlag(FLAGS_cache_mb) < 1) {
+    return absl::InvalidArgumentError("--cache-mb must be at least 1");
+  }
+  files.cache_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_cache_mb)) << 20;
+  files.tfrecord.image = absl::GetFlag(FLAGS_tfrecord_image_key);
+  files.tfrecord.label = absl::GetFlag(FLAGS_tfrecord_label_key);
+  files.tfrecord.label_offset = absl::GetFlag(FLAGS_tfrecord_label_offset);
+  files.tfrecord.mask = absl::GetFlag(FLAGS_tfrecord_mask_key);
+  if (files.tfrecord.image.empty()) {
+    return absl::InvalidArgumentError("--tfrecord-image-key must name a feature");
+  }
+  if (!files.tfrecord.mask.empty()) {
+    files.tfrecord.label.clear();  // segmentation records: the mask is the target
+  }
+  return files;
+}
+
 absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
   DataServerOptions options;
   options.dataset = absl::GetFlag(FLAGS_dataset);
@@ -171,7 +171,7 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags() {
         absl::StrCat("serve: --worker-nice must be in [0, 19], got ", options.worker_nice));
   }
   ASSIGN_OR_RETURN(options.decoding, DecodingFromFlags());
-  ASSIGN_OR_RETURN(options.files, FilesFromFlags());
+  ASSIGN_OR_RETURN(options.files, DatasetLimitsFromFlags(absl::GetFlag(FLAGS_dataset)));
   options.requests = RequestLimitsFromFlags();
   ASSIGN_OR_RETURN(options.streams, StreamPolicyFromFlags());
   options.strict_dataset = absl::GetFlag(FLAGS_strict_dataset);

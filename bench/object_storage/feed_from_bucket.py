@@ -138,7 +138,8 @@ def feed(args, dataset, extra, log_path):
     if result.returncode != 0:
         sys.exit(f"bench feed {dataset} failed ({result.returncode}):\n{text[-3000:]}")
     served = [int(m) for m in re.findall(r"stopped: \d+ batches, (\d+) samples", text)]
-    return json.loads(result.stdout), sum(served), wall
+    storage = re.findall(r"object storage: .*", text)
+    return json.loads(result.stdout), sum(served), wall, storage[-1] if storage else ""
 
 
 def main():
@@ -151,6 +152,9 @@ def main():
     parser.add_argument("--latency-ms", type=float, default=20)
     parser.add_argument("--slow-down", type=float, default=0.0,
                         help="share of requests answered 503 SlowDown (0.05: 5%%)")
+    parser.add_argument("--cache-mb", type=int, default=0,
+                        help="> 0: the server keeps what it fetches in a local cache this large "
+                             "(serve --cache-dir), so later epochs fetch nothing")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not os.path.exists(f"{MODULES}/ngx_http_lua_module.so") or not shutil.which("nginx"):
@@ -181,12 +185,14 @@ def main():
                     sys.exit("nginx did not start (nginx -t -c CONFIG says why)")
                 time.sleep(0.1)
         try:
-            local, local_served, _ = feed(args, dataset, [], f"{root}/local.log")
+            local, local_served, _, _ = feed(args, dataset, [], f"{root}/local.log")
             offset = os.path.getsize(f"{root}/access.log")
             cpu_before = cpu_seconds(nginx.pid)
-            bucket, bucket_served, wall = feed(
+            cache = (["--cache-dir", f"{root}/cache", "--cache-mb", str(args.cache_mb)]
+                     if args.cache_mb > 0 else [])
+            bucket, bucket_served, wall, storage = feed(
                 args, f"s3://bench/{prefix}",
-                ["--s3-endpoint", f"http://127.0.0.1:{port}", "--s3-no-sign"],
+                ["--s3-endpoint", f"http://127.0.0.1:{port}", "--s3-no-sign", *cache],
                 f"{root}/bucket.log")
             nginx_cpu = cpu_seconds(nginx.pid) - cpu_before
             fetched = access_log_since(f"{root}/access.log", offset)
@@ -212,13 +218,15 @@ def main():
         "samples_built": bucket_served,
         "gets_per_sample_built": (fetched["gets"] - engine_reads) / bucket_served
         if bucket_served else 0,
+        "server": storage,
     }
     if args.json:
         print(json.dumps(report))
         return
     print(f"feed from a bucket: {len(keys)} files of {args.dataset}, {args.threads} server "
           f"threads, nginx path-style with {args.latency_ms:g} ms a request"
-          + (f", {100 * args.slow_down:g}% answered 503 SlowDown" if args.slow_down else ""))
+          + (f", {100 * args.slow_down:g}% answered 503 SlowDown" if args.slow_down else "")
+          + (f", a {args.cache_mb} MiB local cache" if args.cache_mb else ""))
     print(f"  local disk            {local_rate:8.0f} images/s")
     print(f"  s3:// (nginx)         {bucket_rate:8.0f} images/s   {report['bucket_to_local']:.2f}x "
           f"local; waiting in Next() {report['bucket_inner_wait_ms_median']:.1f} ms median, "
@@ -228,6 +236,7 @@ def main():
           f"{fetched['status_503']} answered 503")
     print(f"  GETs per sample built {report['gets_per_sample_built']:8.3f} "
           f"({bucket_served} samples built, the engine's {engine_reads} reads aside)")
+    print(f"  the data server       {storage}")
 
 
 if __name__ == "__main__":

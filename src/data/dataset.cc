@@ -26,6 +26,7 @@
 #include "src/common/status_macros.h"
 #include "src/data/coco_instances.h"
 #include "src/data/sample_cache.h"
+#include "src/data/shard_index.h"
 #include "src/data/tar_shards.h"
 #include "src/data/tfrecord_files.h"
 
@@ -45,6 +46,38 @@ bool HasImageExtension(const fs::path& path) {
          std::end(kExtensions);
 }
 
+// A saved shard index at `path` (shard_index.h): nullopt when there is none
+// or the limits say to index anyway.
+absl::StatusOr<std::optional<std::string>> ReadSavedIndex(const std::string& path,
+                                                          const DatasetLimits& limits) {
+  std::error_code error;
+  if (limits.ignore_saved_index || !fs::exists(path, error)) {
+    return std::nullopt;
+  }
+  ASSIGN_OR_RETURN(std::string bytes, ReadRegularFile(path, kMaxListBytes));
+  return bytes;
+}
+
+// The samples of shard files: from their saved `index` when it matches
+// them, else by reading the files (`index_files`).
+absl::StatusOr<std::vector<Sample>> SamplesOf(
+    const std::string& path, const std::optional<std::string>& index,
+    const std::function<absl::StatusOr<std::vector<Sample>>(absl::string_view)>& from_index,
+    const std::function<absl::StatusOr<std::vector<Sample>>()>& index_files) {
+  if (index) {
+    absl::StatusOr<std::vector<Sample>> samples = from_index(*index);
+    if (samples.ok()) {
+      LogInfo("dataset %s: %d samples from its saved index", path, samples->size());
+      return samples;
+    }
+    LogWarning(
+        "dataset %s: its saved index is not used (%s); its files are indexed instead "
+        "('heterodl dataset index %s' saves a new one)",
+        path, samples.status().message(), path);
+  }
+  return index_files();
+}
+
 // The TFRecord files of folder `path`, sorted by name: none unless every
 // regular file in it is one (hidden files and classes.txt aside).
 absl::StatusOr<std::vector<std::string>> TfRecordFilesIn(const std::string& path) {
@@ -52,7 +85,8 @@ absl::StatusOr<std::vector<std::string>> TfRecordFilesIn(const std::string& path
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || name.front() == '.' || name == "classes.txt") {
+    if (!entry.is_regular_file() || name.front() == '.' || name == "classes.txt" ||
+        IsShardIndexName(name)) {
       continue;
     }
     ASSIGN_OR_RETURN(const bool tfrecord, IsTfRecordFile(entry.path().string()));
@@ -271,27 +305,29 @@ absl::StatusOr<Dataset> Dataset::OpenAnyFormat(const std::string& path,
     }
     if (!shards.empty() && !has_folders) {
       std::sort(shards.begin(), shards.end());
-      return OpenTarShards(path, std::move(shards));
+      return OpenTarShards(path, std::move(shards),
+                           (fs::path(path) / std::string(kShardIndexName)).string(), limits);
     }
     if (!has_folders) {
       // A folder of TFRecord files (and of nothing else but hidden files
       // and classes.txt) is a TFRecord dataset.
       ASSIGN_OR_RETURN(std::vector<std::string> records, TfRecordFilesIn(path));
       if (!records.empty()) {
-        return OpenTfRecords(path, std::move(records), limits.tfrecord);
+        return OpenTfRecords(path, std::move(records),
+                             (fs::path(path) / std::string(kShardIndexName)).string(), limits);
       }
     }
     return OpenImageFolder(path);
   }
   if (fs::path(path).extension() == ".tar") {
-    return OpenTarShards(path, {path});
+    return OpenTarShards(path, {path}, absl::StrCat(path, kShardIndexSuffix), limits);
   }
   if (fs::path(path).extension() == ".json") {
     return OpenCoco(path, limits.image_root);
   }
   ASSIGN_OR_RETURN(const bool tfrecord, IsTfRecordFile(path));
   if (tfrecord) {
-    return OpenTfRecords(path, {path}, limits.tfrecord);
+    return OpenTfRecords(path, {path}, absl::StrCat(path, kShardIndexSuffix), limits);
   }
   return OpenFileList(path);
 }
@@ -454,15 +490,27 @@ absl::StatusOr<Dataset> Dataset::FromFileList(const std::string& list_path, std:
 
 absl::StatusOr<Dataset> Dataset::OpenTfRecords(const std::string& path,
                                                std::vector<std::string> file_paths,
-                                               const TfExampleKeys& keys) {
+                                               const std::string& index_path,
+                                               const DatasetLimits& limits) {
   ASSIGN_OR_RETURN(std::shared_ptr<TfRecordFiles> records,
-                   TfRecordFiles::Open(std::move(file_paths), keys));
-  return FromTfRecords(path, path, std::move(records));
+                   TfRecordFiles::Open(std::move(file_paths), limits.tfrecord));
+  ASSIGN_OR_RETURN(const std::optional<std::string> index, ReadSavedIndex(index_path, limits));
+  ASSIGN_OR_RETURN(Dataset dataset, FromTfRecords(path, path, std::move(records), index));
+  dataset.index_location_ = index_path;
+  return dataset;
 }
 
 absl::StatusOr<Dataset> Dataset::FromTfRecords(const std::string& path, std::string root,
-                                               std::shared_ptr<const TfRecordFiles> records) {
-  ASSIGN_OR_RETURN(std::vector<Sample> samples, records->Index());
+                                               std::shared_ptr<const TfRecordFiles> records,
+                                               const std::optional<std::string>& index) {
+  ASSIGN_OR_RETURN(std::vector<Sample> samples, SamplesOf(
+                                                    path, index,
+                                                    [&](absl::string_view bytes) {
+                                                      return SamplesFromShardIndex(
+                                                          bytes, "tfrecord", &records->keys(),
+                                                          records->files());
+                                                    },
+                                                    [&] { return records->Index(); }));
   std::vector<std::string> class_names;
   if (records->keys().mask.empty()) {
     int64_t max_label = 0;
@@ -479,14 +527,26 @@ absl::StatusOr<Dataset> Dataset::FromTfRecords(const std::string& path, std::str
 }
 
 absl::StatusOr<Dataset> Dataset::OpenTarShards(const std::string& path,
-                                               std::vector<std::string> shard_paths) {
+                                               std::vector<std::string> shard_paths,
+                                               const std::string& index_path,
+                                               const DatasetLimits& limits) {
   ASSIGN_OR_RETURN(std::shared_ptr<TarShards> shards, TarShards::Open(std::move(shard_paths)));
-  return FromTarShards(path, path, std::move(shards));
+  ASSIGN_OR_RETURN(const std::optional<std::string> index, ReadSavedIndex(index_path, limits));
+  ASSIGN_OR_RETURN(Dataset dataset, FromTarShards(path, path, std::move(shards), index));
+  dataset.index_location_ = index_path;
+  return dataset;
 }
 
 absl::StatusOr<Dataset> Dataset::FromTarShards(const std::string& path, std::string root,
-                                               std::shared_ptr<const TarShards> shards) {
-  ASSIGN_OR_RETURN(std::vector<Sample> samples, shards->Index());
+                                               std::shared_ptr<const TarShards> shards,
+                                               const std::optional<std::string>& index) {
+  ASSIGN_OR_RETURN(std::vector<Sample> samples, SamplesOf(
+                                                    path, index,
+                                                    [&](absl::string_view bytes) {
+                                                      return SamplesFromShardIndex(
+                                                          bytes, "tar", nullptr, shards->files());
+                                                    },
+                                                    [&] { return shards->Index(); }));
   if (samples.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("tar shards at '", path, "' hold no samples (KEY.jpg + KEY.cls members)"));
@@ -527,6 +587,17 @@ Dataset::MissingFiles Dataset::FindMissingFiles(size_t keep) const {
     }
   }
   return missing;
+}
+
+absl::StatusOr<std::string> Dataset::SerializeIndex() const {
+  if (shards_ != nullptr) {
+    return SerializeShardIndex("tar", nullptr, shards_->files(), samples_);
+  }
+  if (records_ != nullptr) {
+    return SerializeShardIndex("tfrecord", &records_->keys(), records_->files(), samples_);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "dataset '", source_, "' is no tar shards or TFRecord files: there is nothing to index"));
 }
 
 void Dataset::EnableReadAhead(int threads, uint64_t max_bytes) {

@@ -118,6 +118,9 @@ struct DatasetLimits {
   std::optional<S3Options> s3;
   // Which features of a TFRecord dataset's records make a sample.
   TfExampleKeys tfrecord;
+  // Index tar shards and TFRecord files even where an index of them is
+  // saved (`heterodl dataset index`, which writes a new one).
+  bool ignore_saved_index = false;
   // Non-empty: samples read from object storage are kept in this folder
   // (SampleCache), up to `cache_bytes` (serve --cache-dir, --cache-mb).
   std::string cache_dir;
@@ -192,6 +195,12 @@ class Dataset {
   void Prefetch(absl::Span<const int64_t> indices) const;
   // The reads ahead's counts (zero unless enabled).
   SampleFetcher::Counts read_ahead_counts() const;
+  // Tar shards and TFRecord files: their index as saved beside them
+  // (shard_index.h), and where it goes (a path, or an s3:// URL);
+  // FAILED_PRECONDITION for other datasets, which have no index.
+  absl::StatusOr<std::string> SerializeIndex() const;
+  const std::string& index_location() const { return index_location_; }
+
   // The local cache of its samples (--cache-dir), or null.
   const SampleCache* cache() const { return cache_.get(); }
 
@@ -215,17 +224,24 @@ class Dataset {
   static absl::StatusOr<Dataset> OpenObjects(const std::string& url, const DatasetLimits& limits);
   static absl::StatusOr<Dataset> OpenCoco(const std::string& json_path,
                                           const std::string& image_root);
+  // Local shards or records; `index_path`: where their index is saved.
   static absl::StatusOr<Dataset> OpenTarShards(const std::string& path,
-                                               std::vector<std::string> shard_paths);
+                                               std::vector<std::string> shard_paths,
+                                               const std::string& index_path,
+                                               const DatasetLimits& limits);
   static absl::StatusOr<Dataset> OpenTfRecords(const std::string& path,
                                                std::vector<std::string> file_paths,
-                                               const TfExampleKeys& keys);
+                                               const std::string& index_path,
+                                               const DatasetLimits& limits);
   // The samples `records` index; `path` names the dataset in messages.
+  // `index`: the bytes of a saved index of them, used when it matches.
   static absl::StatusOr<Dataset> FromTfRecords(const std::string& path, std::string root,
-                                               std::shared_ptr<const TfRecordFiles> records);
+                                               std::shared_ptr<const TfRecordFiles> records,
+                                               const std::optional<std::string>& index);
   // The samples `shards` index; `path` names the dataset in messages.
   static absl::StatusOr<Dataset> FromTarShards(const std::string& path, std::string root,
-                                               std::shared_ptr<const TarShards> shards);
+                                               std::shared_ptr<const TarShards> shards,
+                                               const std::optional<std::string>& index);
   // A segmentation dataset's class names (see the file's comment), read
   // from classes.txt beside `path` or from its masks.
   absl::StatusOr<std::vector<std::string>> MaskClassNames(const std::string& path) const;
@@ -267,6 +283,8 @@ class Dataset {
   std::shared_ptr<const UniqueFd> root_dir_;      // open on it (O_PATH)
   std::shared_ptr<const TarShards> shards_;       // null unless tar shards
   std::shared_ptr<const TfRecordFiles> records_;  // null unless TFRecord files
+  // Where the shards' or records' index is saved (empty for other forms).
+  std::string index_location_;
   // In object storage: the client, and the URL that relative sample paths
   // are below (root_ as a URL).
   std::shared_ptr<S3Client> s3_;

@@ -62,8 +62,8 @@ NativeSources::NativeSources(Dataset dataset, Pipeline default_pipeline, Pipelin
       default_source_(SourceOf(std::move(default_pipeline))) {
   if (dataset_.in_object_storage()) {
     // A GET waits a round trip (~20 ms to S3 in region) whatever its size:
-    // enough in flight that 64 of them cover ~3,000 samples/s at that
-    // latency, while the decode threads decode.
+    // 128 in flight cover ~6,000 samples/s at that latency, while the
+    // decode threads decode (docs/object_storage.md).
     dataset_.EnableReadAhead(kObjectReadsInFlight, kObjectReadAheadBytes);
   }
 }

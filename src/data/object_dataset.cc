@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "src/common/status_macros.h"
 #include "src/data/coco_instances.h"
 #include "src/data/dataset.h"
+#include "src/data/shard_index.h"
 #include "src/data/tar_shards.h"
 #include "src/data/tfrecord.h"
 #include "src/data/tfrecord_files.h"
@@ -58,6 +60,18 @@ absl::StatusOr<bool> IsTfRecordObject(S3Client& s3, const ObjectUrl& url, uint64
   return TfRecordLength(header).has_value();
 }
 
+// The saved index at `url` when the listing had it (one GET), unless the
+// limits say to index anyway.
+absl::StatusOr<std::optional<std::string>> ReadSavedIndex(S3Client& s3, const ObjectUrl& url,
+                                                          bool listed,
+                                                          const DatasetLimits& limits) {
+  if (!listed || limits.ignore_saved_index) {
+    return std::nullopt;
+  }
+  ASSIGN_OR_RETURN(std::string bytes, s3.GetAll(url, kMaxListBytes));
+  return bytes;
+}
+
 }  // namespace
 
 absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
@@ -80,15 +94,28 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
     ASSIGN_OR_RETURN(const bool tfrecord, extension == ".tar" || extension == ".json"
                                               ? false
                                               : IsTfRecordObject(*s3, url, exact->size));
+    // A saved index of one file is beside it, listed with it.
+    const ObjectUrl index_url{url.bucket, absl::StrCat(url.key, kShardIndexSuffix)};
+    const bool has_index = std::any_of(listed.begin(), listed.end(), [&](const ObjectInfo& object) {
+      return object.key == index_url.key;
+    });
     if (extension == ".tar") {
       std::shared_ptr<TarShards> shards = TarShards::OpenObjects(s3, {url}, {exact->size});
-      ASSIGN_OR_RETURN(dataset, FromTarShards(url_text, folder.ToString(), std::move(shards)));
+      ASSIGN_OR_RETURN(const std::optional<std::string> index,
+                       ReadSavedIndex(*s3, index_url, has_index, limits));
+      ASSIGN_OR_RETURN(dataset,
+                       FromTarShards(url_text, folder.ToString(), std::move(shards), index));
+      dataset.index_location_ = index_url.ToString();
     } else if (tfrecord) {
       std::vector<std::unique_ptr<ShardFile>> files;
       files.push_back(OpenObjectShardFile(s3, url, exact->size));
-      ASSIGN_OR_RETURN(dataset,
-                       FromTfRecords(url_text, folder.ToString(),
-                                     TfRecordFiles::FromFiles(std::move(files), limits.tfrecord)));
+      ASSIGN_OR_RETURN(const std::optional<std::string> index,
+                       ReadSavedIndex(*s3, index_url, has_index, limits));
+      ASSIGN_OR_RETURN(
+          dataset,
+          FromTfRecords(url_text, folder.ToString(),
+                        TfRecordFiles::FromFiles(std::move(files), limits.tfrecord), index));
+      dataset.index_location_ = index_url.ToString();
     } else {
       ASSIGN_OR_RETURN(const std::string text, s3->GetAll(url, kMaxListBytes));
       if (extension == ".json") {
@@ -147,10 +174,13 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
       top_folders.insert(top);
     } else if (Extension(relative) == ".tar") {
       top_shards.push_back(relative);
-    } else if (relative.front() != '.' && relative != "classes.txt") {
+    } else if (relative.front() != '.' && relative != "classes.txt" &&
+               !IsShardIndexName(relative)) {
       top_files.push_back(relative);
     }
   }
+  const ObjectUrl index_url = root.Child(std::string(kShardIndexName));
+  const bool has_index = folder.count(std::string(kShardIndexName)) > 0;
   bool tfrecords = false;
   if (top_folders.empty() && top_shards.empty() && !top_files.empty()) {
     ASSIGN_OR_RETURN(
@@ -163,9 +193,12 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
     for (const std::string& file : top_files) {
       files.push_back(OpenObjectShardFile(s3, root.Child(file), folder[file]));
     }
-    ASSIGN_OR_RETURN(dataset,
-                     FromTfRecords(url_text, root.ToString(),
-                                   TfRecordFiles::FromFiles(std::move(files), limits.tfrecord)));
+    ASSIGN_OR_RETURN(const std::optional<std::string> index,
+                     ReadSavedIndex(*s3, index_url, has_index, limits));
+    ASSIGN_OR_RETURN(
+        dataset, FromTfRecords(url_text, root.ToString(),
+                               TfRecordFiles::FromFiles(std::move(files), limits.tfrecord), index));
+    dataset.index_location_ = index_url.ToString();
   } else if (!top_shards.empty() && top_folders.empty()) {
     // std::map's order: the shards sorted by name, as on disk.
     std::vector<ObjectUrl> urls;
@@ -176,7 +209,10 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
     }
     std::shared_ptr<TarShards> shards =
         TarShards::OpenObjects(s3, std::move(urls), std::move(sizes));
-    ASSIGN_OR_RETURN(dataset, FromTarShards(url_text, root.ToString(), std::move(shards)));
+    ASSIGN_OR_RETURN(const std::optional<std::string> index,
+                     ReadSavedIndex(*s3, index_url, has_index, limits));
+    ASSIGN_OR_RETURN(dataset, FromTarShards(url_text, root.ToString(), std::move(shards), index));
+    dataset.index_location_ = index_url.ToString();
   } else if (top_folders == std::set<std::string>{"images", "masks"}) {
     std::map<std::string, std::string> masks;  // by stem
     for (const auto& [relative, size] : folder) {

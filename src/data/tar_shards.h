@@ -36,6 +36,8 @@ class TarShards {
   // image, an unreadable label, shards mixing labels and masks.
   absl::StatusOr<std::vector<Sample>> Index() const;
 
+  const std::vector<std::unique_ptr<ShardFile>>& files() const { return files_; }
+
   // `sample`'s image bytes, or its mask's (read at their offsets).
   absl::StatusOr<std::string> Read(const Sample& sample) const;
   absl::StatusOr<std::string> ReadMask(const Sample& sample) const;

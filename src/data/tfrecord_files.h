@@ -49,6 +49,7 @@ class TfRecordFiles {
   absl::StatusOr<std::string> ReadMask(const Sample& sample) const;
 
   const TfExampleKeys& keys() const { return keys_; }
+  const std::vector<std::unique_ptr<ShardFile>>& files() const { return files_; }
 
  private:
   TfRecordFiles(std::vector<std::unique_ptr<ShardFile>> files, TfExampleKeys keys)

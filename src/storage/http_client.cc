@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <mutex>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -63,8 +63,8 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     // "HTTP/1.1 416 Range Not Satisfiable"
     const std::vector<absl::string_view> words = absl::StrSplit(line, ' ');
     int status = 0;
-    transfer->error_status = words.size() < 2 || !absl::SimpleAtoi(words[1], &status) ||
-                             status < 200 || status >= 300;
+    transfer->error_status =
+        words.size() < 2 || !absl::SimpleAtoi(words[1], &status) || status < 200 || status >= 300;
     return bytes;
   }
   const size_t colon = line.find(':');

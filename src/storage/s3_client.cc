@@ -161,7 +161,9 @@ bool S3Client::Backoff(int attempt) {
 
 absl::StatusOr<HttpResponse> S3Client::Send(HttpRequest request, const std::string& what) {
   request.timeout = options_.request_timeout;
-  request.headers.push_back(absl::StrCat("x-amz-content-sha256: ", kEmptyBodySha256));
+  if (request.body.empty()) {
+    request.headers.push_back(absl::StrCat("x-amz-content-sha256: ", kEmptyBodySha256));
+  }
   const size_t fixed_headers = request.headers.size();
   absl::Status last;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
@@ -284,6 +286,16 @@ absl::StatusOr<uint64_t> S3Client::Size(const ObjectUrl& url) {
     return absl::InternalError(absl::StrCat("HEAD ", url.ToString(), ": no Content-Length"));
   }
   return size;
+}
+
+absl::Status S3Client::Put(const ObjectUrl& url, const std::string& body) {
+  HttpRequest request;
+  request.method = "PUT";
+  request.url = UrlOf(url, "");
+  request.body = body;
+  request.headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
+  request.headers.push_back("Content-Type: application/octet-stream");
+  return Send(request, absl::StrCat("PUT ", url.ToString())).status();
 }
 
 S3Client::Counts S3Client::counts() const {

@@ -88,6 +88,9 @@ class S3Client {
   absl::StatusOr<std::string> GetAll(const ObjectUrl& url, uint64_t max_bytes = uint64_t{1} << 30);
   // The object's size (HeadObject).
   absl::StatusOr<uint64_t> Size(const ObjectUrl& url);
+  // Writes `body` as the object `url` (PutObject), the payload unsigned
+  // (UNSIGNED-PAYLOAD: the signature covers the request, not the bytes).
+  absl::Status Put(const ObjectUrl& url, const std::string& body);
 
   // What it sent so far.
   struct Counts {

@@ -164,6 +164,51 @@ TEST(TfRecordTest, SegmentationRecordsCarryTheirMasks) {
   EXPECT_EQ(mask, "MASK");
 }
 
+TEST(TfRecordTest, ASavedIndexIsReadInsteadOfTheFilesWhileItMatchesThem) {
+  const std::filesystem::path dir = testing::MakeTempDir("tfrecords-index");
+  std::string records;
+  for (int i = 0; i < 6; ++i) {
+    records += TfRecordOf(Example(testing::MakeJpeg(32, 24, i), i % 3));
+  }
+  WriteFile(dir / "train-00000-of-00001", records);
+  ASSERT_OK_AND_ASSIGN(const Dataset indexed, Dataset::Open(dir.string()));
+  EXPECT_EQ(indexed.index_location(), (dir / "heterodl-index.pb").string());
+  ASSERT_OK_AND_ASSIGN(const std::string index, indexed.SerializeIndex());
+  WriteFile(dir / "heterodl-index.pb", index);
+  // The index is no TFRecord file of the folder, and gives the same samples.
+  ASSERT_OK_AND_ASSIGN(const Dataset from_index, Dataset::Open(dir.string()));
+  ASSERT_EQ(from_index.size(), indexed.size());
+  EXPECT_EQ(from_index.fingerprint(), indexed.fingerprint());
+  for (size_t i = 0; i < indexed.size(); ++i) {
+    EXPECT_EQ(from_index.sample(i).path, indexed.sample(i).path);
+    EXPECT_EQ(from_index.sample(i).label, indexed.sample(i).label);
+    EXPECT_EQ(from_index.sample(i).offset, indexed.sample(i).offset);
+    ASSERT_OK_AND_ASSIGN(const std::string bytes, from_index.ReadSample(i));
+    EXPECT_EQ(bytes, testing::MakeJpeg(32, 24, static_cast<int>(i)));
+  }
+  // The index, not the files, is what is read: a file of the same name and
+  // size whose records after the first are zeros still gives six samples.
+  const std::string first = TfRecordOf(Example(testing::MakeJpeg(32, 24, 0), 0));
+  WriteFile(dir / "train-00000-of-00001", first + std::string(records.size() - first.size(), '\0'));
+  ASSERT_OK_AND_ASSIGN(const Dataset blind, Dataset::Open(dir.string()));
+  EXPECT_EQ(blind.size(), 6u);
+  EXPECT_TRUE(absl::IsDataLoss(blind.ReadSample(1).status()));
+  DatasetLimits fresh;
+  fresh.ignore_saved_index = true;  // what `heterodl dataset index` does
+  ASSERT_OK_AND_ASSIGN(const Dataset reindexed, Dataset::Open(dir.string(), fresh));
+  EXPECT_EQ(reindexed.size(), 1u);  // the rest cannot be framed
+  // A file that changed (a record appended) is indexed again.
+  WriteFile(dir / "train-00000-of-00001", records + TfRecordOf(Example("x", 1)));
+  ASSERT_OK_AND_ASSIGN(const Dataset grown, Dataset::Open(dir.string()));
+  EXPECT_EQ(grown.size(), 7u);
+  // Other keys, another index: not used.
+  WriteFile(dir / "train-00000-of-00001", records);
+  DatasetLimits offset;
+  offset.tfrecord.label_offset = -10;
+  ASSERT_OK_AND_ASSIGN(const Dataset shifted, Dataset::Open(dir.string(), offset));
+  EXPECT_EQ(shifted.sample(0).label, 10);
+}
+
 TEST(TfRecordTest, WhatIsNoRecordFileIsNotTakenForOne) {
   const std::filesystem::path dir = testing::MakeTempDir("tfrecords-mixed");
   WriteFile(dir / "list.txt", "a.jpg\t0\n");

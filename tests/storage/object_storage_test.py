@@ -270,6 +270,30 @@ class ObjectStorageTest(unittest.TestCase):
                 self.assert_same_epochs(os.path.join(self.local, local), url,
                                         "--tfrecord-label-offset", "1", **crop)
 
+    def test_an_index_saved_beside_the_files_is_read_instead_of_them(self):
+        for url, extra in [("s3://data/shards/", []),
+                           ("s3://data/tfrecords/train-00002-of-00003",
+                            ["--tfrecord-label-offset", "1"])]:
+            with self.subTest(url):
+                unindexed = self.serve(url, *extra)
+                _, size, batches = epoch(unindexed.address, pipeline="resize(24x24)")
+                result = subprocess.run([HETERODL, "dataset", "index", url, *extra],
+                                        capture_output=True, text=True, timeout=120,
+                                        env=self.environment)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertIn(f"saved the index of {size} samples", result.stderr)
+                indexed = self.serve(url, *extra)
+                self.assertIn(f"{size} samples from its saved index", indexed.log())
+                _, indexed_size, indexed_batches = epoch(indexed.address, pipeline="resize(24x24)")
+                self.assertEqual(indexed_size, size)
+                for (fields, labels, _), (indexed_fields, indexed_labels, _) in zip(
+                        batches, indexed_batches):
+                    numpy.testing.assert_array_equal(indexed_labels, labels)
+                    numpy.testing.assert_array_equal(indexed_fields["images"], fields["images"])
+        # Other keys than the index was made with: the files are indexed.
+        other = self.serve("s3://data/tfrecords/train-00002-of-00003")
+        self.assertIn("its saved index is not used", other.log())
+
     def test_tfrecords_hold_the_image_folder_s_samples_pixel_for_pixel(self):
         # The same images and labels in the same order: the same batches,
         # whatever the files (the fingerprint names the files, so differs).
