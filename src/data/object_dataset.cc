@@ -190,6 +190,7 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
   if (tfrecords) {
     // Every file at the top, sorted by name (std::map's order), as on disk.
     std::vector<std::unique_ptr<ShardFile>> files;
+    files.reserve(top_files.size());
     for (const std::string& file : top_files) {
       files.push_back(OpenObjectShardFile(s3, root.Child(file), folder[file]));
     }

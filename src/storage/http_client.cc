@@ -34,7 +34,7 @@ struct Transfer {
   // The request's limit; an error document may always be this long (a
   // 416 answering a one-byte range still says why).
   uint64_t max_body_bytes = 0;
-  static constexpr uint64_t kMaxErrorBodyBytes = 64 * 1024;
+  static constexpr uint64_t kMaxErrorBodyBytes = uint64_t{64} << 10;
   bool error_status = false;
   bool too_large = false;
   const std::atomic<bool>* cancelled = nullptr;

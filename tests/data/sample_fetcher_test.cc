@@ -64,6 +64,7 @@ TEST(SampleFetcherTest, TakesWaitForTheReadInFlightFromManyThreads) {
   }
   fetcher.Prefetch(indices);
   std::vector<std::thread> decoders;
+  decoders.reserve(4);
   std::atomic<int> right{0};
   for (int t = 0; t < 4; ++t) {
     decoders.emplace_back([&, t] {

@@ -89,6 +89,7 @@ TEST(TfRecordTest, AnExampleGivesItsImageAndLabelLessTheOffset) {
 TEST(TfRecordTest, AFolderOfRecordFilesIsADatasetInFileAndRecordOrder) {
   const std::filesystem::path dir = testing::MakeTempDir("tfrecords");
   std::vector<std::string> jpegs;
+  jpegs.reserve(5);
   for (int i = 0; i < 5; ++i) {
     jpegs.push_back(testing::MakeJpeg(40 + i, 30, i));
   }

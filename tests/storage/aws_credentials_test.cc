@@ -21,7 +21,7 @@ namespace {
 using ::testing::HasSubstr;
 
 // An environment of the test's own: nothing of the machine's leaks in.
-EnvironmentLookup Variables(std::map<std::string, std::string> variables) {
+EnvironmentLookup Variables(const std::map<std::string, std::string>& variables) {
   return [variables](const std::string& name) -> std::optional<std::string> {
     const auto found = variables.find(name);
     if (found == variables.end()) {
@@ -35,7 +35,7 @@ EnvironmentLookup Variables(std::map<std::string, std::string> variables) {
 // names its endpoint).
 EnvironmentLookup Environment(std::map<std::string, std::string> variables) {
   variables.emplace("AWS_EC2_METADATA_DISABLED", "true");
-  return Variables(std::move(variables));
+  return Variables(variables);
 }
 
 std::filesystem::path Scratch(const std::string& name) {

@@ -20,7 +20,6 @@
 namespace heterodl {
 namespace {
 
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // "%2F" -> "/": what the client escaped.
@@ -158,10 +157,11 @@ S3Options Options(const std::string& endpoint) {
   options.first_backoff = absl::Milliseconds(1);
   options.max_backoff = absl::Milliseconds(5);
   options.credentials.environment = [](const std::string& name) -> std::optional<std::string> {
-    if (name == "AWS_ACCESS_KEY_ID") return "AKIDEXAMPLE";
-    if (name == "AWS_SECRET_ACCESS_KEY") return "SECRET";
-    if (name == "AWS_SESSION_TOKEN") return "SESSION";
-    return std::nullopt;
+    static const std::map<std::string, std::string> kKeys = {{"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+                                                             {"AWS_SECRET_ACCESS_KEY", "SECRET"},
+                                                             {"AWS_SESSION_TOKEN", "SESSION"}};
+    const auto found = kKeys.find(name);
+    return found == kKeys.end() ? std::nullopt : std::optional<std::string>(found->second);
   };
   return options;
 }
@@ -326,10 +326,12 @@ TEST(S3ClientTest, ABodyLargerThanAskedIsRefusedNotHeld) {
 
 TEST(S3ClientTest, OptionsComeFromTheEnvironment) {
   const auto environment = [](const std::string& name) -> std::optional<std::string> {
-    if (name == "AWS_ENDPOINT_URL") return "http://generic:9000";
-    if (name == "AWS_ENDPOINT_URL_S3") return "http://minio:9000";
-    if (name == "AWS_DEFAULT_REGION") return "us-west-2";
-    return std::nullopt;
+    static const std::map<std::string, std::string> kVariables = {
+        {"AWS_ENDPOINT_URL", "http://generic:9000"},
+        {"AWS_ENDPOINT_URL_S3", "http://minio:9000"},
+        {"AWS_DEFAULT_REGION", "us-west-2"}};
+    const auto found = kVariables.find(name);
+    return found == kVariables.end() ? std::nullopt : std::optional<std::string>(found->second);
   };
   const S3Options options = S3OptionsFromEnvironment(environment);
   EXPECT_EQ(options.endpoint, "http://minio:9000");

@@ -33,9 +33,15 @@ class FakeHttpServer::Impl {
     beast::error_code error;
     const tcp::endpoint loopback(asio::ip::make_address("127.0.0.1"), 0);
     acceptor_.open(loopback.protocol(), error);
-    if (!error) acceptor_.set_option(asio::socket_base::reuse_address(true), error);
-    if (!error) acceptor_.bind(loopback, error);
-    if (!error) acceptor_.listen(asio::socket_base::max_listen_connections, error);
+    if (!error) {
+      acceptor_.set_option(asio::socket_base::reuse_address(true), error);
+    }
+    if (!error) {
+      acceptor_.bind(loopback, error);
+    }
+    if (!error) {
+      acceptor_.listen(asio::socket_base::max_listen_connections, error);
+    }
     if (error) {
       return absl::UnavailableError(absl::StrCat("fake HTTP server: ", error.message()));
     }
