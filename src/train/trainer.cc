@@ -612,6 +612,9 @@ absl::Status TrainRank(const TrainerOptions& options) {
     }
     return set_up;
   }
+  if (options.training_began != nullptr) {
+    options.training_began->store(true);
+  }
   RETURN_IF_ERROR(trainer.Train());
   return trainer.WindDown();
 }

@@ -83,6 +83,11 @@ struct TrainerOptions {
   // at most 8 steps on (the host checks it when it waits for the device).
   // Before training began, it ends the wait for data servers.
   const std::atomic<bool>* stop_requested = nullptr;
+  // Set once the rank has joined the others and training begins: until
+  // then a stop may find it waiting in the rendezvous for a peer that
+  // stopped first, which no flag interrupts (heterodl-trainer ends such a
+  // rank itself).
+  std::atomic<bool>* training_began = nullptr;
 };
 
 // Runs one rank to the end. OK when training completed (or was stopped by
