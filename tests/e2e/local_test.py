@@ -362,11 +362,16 @@ class LocalRunTest(unittest.TestCase):
                     took.append(0)
                     server, address = start_server(HETERODL, self.dataset, port_file)
                     env = dict(os.environ)
+                    # A rendezvous port of its own: 29500 may be another
+                    # test's, whose store a rank would join and wait in.
+                    master_port = str(free_port())
                     if name == "train":
                         command = [HETERODL, "train", "--data-servers", address, "--ranks", "2",
-                                   "--epochs", "1000", "--batch-size", "4"]
+                                   "--epochs", "1000", "--batch-size", "4",
+                                   "--master-port", master_port]
                     else:
-                        env.update(HETERODL_ROLE="dnn", HETERODL_DATA_SERVERS=address)
+                        env.update(HETERODL_ROLE="dnn", HETERODL_DATA_SERVERS=address,
+                                   HETERODL_MASTER_PORT=master_port)
                         command = [HETERODL, "launch", "--", "--ranks", "2", "--epochs", "1000",
                                    "--batch-size", "4"]
                     code, seconds, log = self.signal_at(command, when, signal.SIGINT, True, env)

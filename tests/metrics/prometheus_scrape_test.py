@@ -200,7 +200,8 @@ class PrometheusScrapeTest(unittest.TestCase):
             trainer = self.start(
                 [HETERODL, "train", "--data-servers", address, "--ranks", "1", "--device",
                  "cpu", "--device-step-ms", "150", "--batch-size", "2", "--epochs", "4",
-                 "--metrics-file", metrics_file, "--metrics-port", str(train_port)],
+                 "--metrics-file", metrics_file, "--metrics-port", str(train_port),
+                 "--master-port", str(free_port())],
                 stderr=log)
             self.assertEqual(trainer.wait(timeout=240), 0, read_text(log_path))
         rows = [json.loads(line) for line in read_text(metrics_file).splitlines()]
