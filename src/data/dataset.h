@@ -27,8 +27,8 @@
 //     default). Indexed once, each record read at its offset, its checksum
 //     checked.
 // Each form can be in object storage instead: s3://BUCKET/KEY names an
-// object (a .tar shard, a COCO .json, a file list whose paths are keys
-// relative to its folder) or a prefix taken as a folder (listed once, every
+// object (a .tar shard, a TFRecord file, a COCO .json, a file list whose
+// paths are keys relative to its folder) or a prefix taken as a folder (listed once, every
 // page). The same files on disk and in a bucket make the same samples, in
 // the same order, with the same fingerprint.
 // Sample order is a pure function of the files present, so every data server
