@@ -169,13 +169,7 @@ int RunFeed() {
       return kExitUsage;
     }
     options.files.s3 = *std::move(s3);
-    options.serve_flags = {
-        absl::StrCat("--s3_endpoint=", absl::GetFlag(FLAGS_s3_endpoint)),
-        absl::StrCat("--s3_region=", absl::GetFlag(FLAGS_s3_region)),
-        absl::StrCat("--s3_addressing=", absl::GetFlag(FLAGS_s3_addressing)),
-        absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign) ? "true" : "false"),
-        absl::StrCat("--cache_dir=", absl::GetFlag(FLAGS_cache_dir)),
-        absl::StrCat("--cache_mb=", absl::GetFlag(FLAGS_cache_mb))};
+    options.serve_flags = ObjectStorageServeArguments();
   }
   // 256 unless asked: the batch of the yardsticks, not the trainer's default.
   if (ChangedFromDefault(FLAGS_batch_size)) {

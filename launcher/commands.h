@@ -70,6 +70,9 @@ absl::StatusOr<DataServerOptions> ServeOptionsFromFlags();
 // How the --s3-* flags (over the environment) say to read `dataset` when
 // it, or --image-root, is in object storage; nullopt when neither is.
 absl::StatusOr<std::optional<S3Options>> S3OptionsFromFlags(const std::string& dataset);
+// The object-storage flags given here (--s3-*, --cache-*), as arguments
+// for a `serve` this command starts.
+std::vector<std::string> ObjectStorageServeArguments();
 // How `dataset` is read, as serve's flags say (limits, object storage,
 // TFRecord keys, the cache).
 absl::StatusOr<DatasetLimits> DatasetLimitsFromFlags(const std::string& dataset);

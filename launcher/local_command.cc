@@ -182,13 +182,7 @@ absl::StatusOr<LocalRun> LocalRunFromFlags() {
     }
     // How a bucket is read matters only to a dataset in one.
     if (IsObjectUrl(dataset)) {
-      for (std::string argument :
-           {absl::StrCat("--s3_endpoint=", absl::GetFlag(FLAGS_s3_endpoint)),
-            absl::StrCat("--s3_region=", absl::GetFlag(FLAGS_s3_region)),
-            absl::StrCat("--s3_addressing=", absl::GetFlag(FLAGS_s3_addressing)),
-            absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign) ? "true" : "false"),
-            absl::StrCat("--cache_dir=", absl::GetFlag(FLAGS_cache_dir)),
-            absl::StrCat("--cache_mb=", absl::GetFlag(FLAGS_cache_mb))}) {
+      for (std::string& argument : ObjectStorageServeArguments()) {
         run.data_arguments.push_back(std::move(argument));
       }
     }

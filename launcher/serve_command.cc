@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -106,6 +108,15 @@ absl::StatusOr<std::optional<S3Options>> S3OptionsFromFlags(const std::string& d
   }
   s3.unsigned_requests = absl::GetFlag(FLAGS_s3_no_sign);
   return s3;
+}
+
+std::vector<std::string> ObjectStorageServeArguments() {
+  return {absl::StrCat("--s3_endpoint=", absl::GetFlag(FLAGS_s3_endpoint)),
+          absl::StrCat("--s3_region=", absl::GetFlag(FLAGS_s3_region)),
+          absl::StrCat("--s3_addressing=", absl::GetFlag(FLAGS_s3_addressing)),
+          absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign) ? "true" : "false"),
+          absl::StrCat("--cache_dir=", absl::GetFlag(FLAGS_cache_dir)),
+          absl::StrCat("--cache_mb=", absl::GetFlag(FLAGS_cache_mb))};
 }
 
 absl::StatusOr<DatasetLimits> DatasetLimitsFromFlags(const std::string& dataset) {

@@ -175,8 +175,6 @@ absl::StatusOr<std::unique_ptr<SourceBatch>> AssembledSource::Start(const BatchR
   ASSIGN_OR_RETURN(BatchLayout planned, PlannedLayout(static_cast<uint32_t>(request.indices.size()),
                                                       request.max_batch_bytes));
   ASSIGN_OR_RETURN(uint8_t* const data, payload.Allocate(planned));
-  // Every sample's read starts now, before its item reaches a decode thread.
-  dataset_.Prefetch(request.indices);
   return std::make_unique<Batch>(*this, request, std::move(planned), data, payload);
 }
 

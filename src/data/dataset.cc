@@ -607,7 +607,7 @@ void Dataset::EnableReadAhead(int threads, uint64_t max_bytes) {
 }
 
 void Dataset::Prefetch(absl::Span<const int64_t> indices) const {
-  if (read_ahead_ != nullptr && read_ahead_owner_ == this) {
+  if (reads_ahead()) {
     read_ahead_->Prefetch(indices);
   }
 }
@@ -617,7 +617,7 @@ SampleFetcher::Counts Dataset::read_ahead_counts() const {
 }
 
 absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
-  if (read_ahead_ != nullptr && read_ahead_owner_ == this && index < samples_.size()) {
+  if (reads_ahead() && index < samples_.size()) {
     return read_ahead_->Take(index);
   }
   return ReadSampleNow(index);

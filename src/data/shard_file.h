@@ -28,6 +28,9 @@ class ShardFile {
   virtual uint64_t size() const = 0;
   // Its path or URL, for messages.
   virtual const std::string& name() const = 0;
+  // The last component of name(): what samples and indexes call it, the
+  // same on disk and in a bucket.
+  std::string base_name() const { return name().substr(name().rfind('/') + 1); }
   // Bytes read at once while the shard is indexed: a request's worth.
   virtual uint64_t index_chunk_bytes() const = 0;
 };

@@ -6,12 +6,6 @@
 #include "heterodl/shard_index.pb.h"
 
 namespace heterodl {
-namespace {
-
-std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
-}  // namespace
-
 bool IsShardIndexName(absl::string_view name) {
   return name == kShardIndexName || absl::EndsWith(name, kShardIndexSuffix);
 }
@@ -29,7 +23,7 @@ std::string SerializeShardIndex(const std::string& kind, const TfExampleKeys* ke
   }
   for (const std::unique_ptr<ShardFile>& file : files) {
     v1::IndexedFile* indexed = index.add_files();
-    indexed->set_name(BaseName(file->name()));
+    indexed->set_name(file->base_name());
     indexed->set_size(file->size());
   }
   for (const Sample& sample : samples) {
@@ -70,7 +64,7 @@ absl::StatusOr<std::vector<Sample>> SamplesFromShardIndex(
   }
   for (size_t i = 0; i < files.size(); ++i) {
     const v1::IndexedFile& indexed = index.files(static_cast<int>(i));
-    if (indexed.name() != BaseName(files[i]->name()) || indexed.size() != files[i]->size()) {
+    if (indexed.name() != files[i]->base_name() || indexed.size() != files[i]->size()) {
       return absl::FailedPreconditionError(
           absl::StrCat("it indexes ", indexed.name(), " of ", indexed.size(), " bytes where ",
                        files[i]->name(), " has ", files[i]->size(), " (changed since?)"));

@@ -188,7 +188,7 @@ absl::Status TarShards::IndexShard(size_t shard, std::vector<Sample>& samples) c
         sample.has_label = true;
       }
     }
-    const std::string shard_name = path.substr(path.rfind('/') + 1);
+    const std::string shard_name = files_[shard]->base_name();
     for (const std::string& key : keys) {
       const PendingSample& sample = pending[key];
       if (!sample.has_image || !(sample.has_label || sample.has_mask)) {

@@ -41,8 +41,6 @@ class SequentialReader {
   std::string buffer_;
 };
 
-std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
 }  // namespace
 
 absl::StatusOr<bool> IsTfRecordFile(const std::string& path) {
@@ -80,7 +78,7 @@ absl::StatusOr<std::vector<Sample>> TfRecordFiles::Index() const {
 
 absl::Status TfRecordFiles::IndexFile(size_t file, std::vector<Sample>& samples) const {
   const ShardFile& shard = *files_[file];
-  const std::string name = BaseName(shard.name());
+  const std::string name = shard.base_name();
   SequentialReader reader(shard);
   int64_t records = 0;
   int64_t unusable = 0;
