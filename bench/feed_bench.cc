@@ -130,6 +130,7 @@ absl::StatusOr<v1::FeedRun> DriveLoader(const FeedBenchOptions& options, const s
   loader_options.batch_size = static_cast<uint32_t>(options.batch_size);
   loader_options.world_size = world_size;
   loader_options.drop_last = world_size > 1;
+  loader_options.shuffle_block_shards = options.shuffle_block_shards;
   loader_options.pipeline = options.pipeline;
   loader_options.prefetch_across_epochs = variant.prefetch_across_epochs;
   loader_options.same_host_pixels = variant.same_host_pixels;

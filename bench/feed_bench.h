@@ -38,6 +38,8 @@ struct FeedBenchOptions {
   int threads = 0;       // the server's (0: one per core)
   int worker_nice = 10;  // the server's decode threads' (serve --worker-nice)
   int batch_size = 256;
+  // The loader's block shuffle (RemoteLoaderOptions); 0: the default plan.
+  uint32_t shuffle_block_shards = 0;
   // > 0: the modelled accelerator's step between two batches.
   double device_step_ms = 0;
   // Each loader run lasts at least this long, and at least 3 epochs.

@@ -160,6 +160,7 @@ int RunFeed() {
   options.pipeline = absl::GetFlag(FLAGS_pipeline);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.worker_nice = absl::GetFlag(FLAGS_worker_nice);
+  options.shuffle_block_shards = absl::GetFlag(FLAGS_shuffle_block_shards);
   if (IsObjectUrl(options.dataset)) {
     // The bucket read as serve reads it: its server and the engine's
     // measurement alike.

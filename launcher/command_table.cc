@@ -28,6 +28,7 @@ constexpr const char* kTrainingFlags[] = {"model",
                                           "steps",
                                           "batch_size",
                                           "seed",
+                                          "shuffle_block_shards",
                                           "pipeline",
                                           "lr",
                                           "optimizer",
@@ -62,8 +63,9 @@ constexpr const char* kPythonDatasetFlags[] = {"python_dataset", "python_path", 
 
 // How s3:// datasets are read (serve, and the commands that start servers
 // or open datasets).
-constexpr const char* kObjectStorageFlags[] = {"s3_endpoint", "s3_region", "s3_addressing",
-                                               "s3_no_sign",  "cache_dir", "cache_mb"};
+constexpr const char* kObjectStorageFlags[] = {
+    "s3_endpoint", "s3_region", "s3_addressing",  "s3_no_sign",
+    "cache_dir",   "cache_mb",  "read_chunk_mb", "chunk_memory_mb"};
 
 // Which features of a TFRecord dataset's records make a sample.
 constexpr const char* kTfRecordFlags[] = {"tfrecord_image_key", "tfrecord_label_key",
@@ -135,6 +137,8 @@ const std::vector<CommandInfo>& Commands() {
         "s3_no_sign",
         "cache_dir",
         "cache_mb",
+        "read_chunk_mb",
+        "chunk_memory_mb",
         "tfrecord_image_key",
         "tfrecord_label_key",
         "tfrecord_label_offset",
@@ -193,7 +197,9 @@ const std::vector<CommandInfo>& Commands() {
         "data_instance",  "json",
         "s3_endpoint",    "s3_region",
         "s3_addressing",  "s3_no_sign",
-        "cache_dir",      "cache_mb"},
+        "cache_dir",      "cache_mb",
+        "read_chunk_mb",  "chunk_memory_mb",
+        "shuffle_block_shards"},
        "heterodl bench feed --dataset data/sample --threads 2",
        RunBenchCommand},
       {"plan",

@@ -45,6 +45,11 @@ ABSL_FLAG(bool, s3_no_sign, false,
 ABSL_FLAG(std::string, pipeline, "",
           "augmentation pipeline, e.g. 'random_resized_crop(224)|hflip(0.5)' (default)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the epoch plan and the augmentations");
+ABSL_FLAG(uint32_t, shuffle_block_shards, 0,
+          "> 0: shuffle in blocks, for tar shards or TFRecord files in object storage: shards "
+          "permuted, samples shuffled within windows of this many shards, so that servers read "
+          "whole chunks of few shards instead of a request per sample (0: every sample "
+          "shuffled at once)");
 ABSL_FLAG(int32_t, batch_size, 32, "samples per batch, per rank");
 
 ABSL_FLAG(std::string, address, "",
@@ -76,6 +81,12 @@ ABSL_FLAG(std::string, cache_dir, "",
           "epochs (and a server restarted on this host) do not fetch them again (default: none)");
 ABSL_FLAG(int64_t, cache_mb, 10240,
           "at most this many MiB in --cache-dir; the least recently used samples go first");
+ABSL_FLAG(int64_t, read_chunk_mb, 8,
+          "tar shards and TFRecord files in object storage, read for a block-shuffled plan "
+          "(--shuffle-block-shards): the chunks a shard is read in, one range GET each");
+ABSL_FLAG(int64_t, chunk_memory_mb, 1024,
+          "the memory that holds those chunks while batches take samples from them (the least "
+          "recently used go first): a window of shards, K x the shards' size, fits in it");
 ABSL_FLAG(std::string, tfrecord_image_key, "image/encoded",
           "serve: a TFRecord dataset's feature holding each record's encoded image");
 ABSL_FLAG(std::string, tfrecord_label_key, "image/class/label",
@@ -250,6 +261,7 @@ std::vector<std::string> TrainingFlagsAsArguments() {
           absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)),
           absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)),
           absl::StrCat("--seed=", absl::GetFlag(FLAGS_seed)),
+          absl::StrCat("--shuffle_block_shards=", absl::GetFlag(FLAGS_shuffle_block_shards)),
           absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr)),
           absl::StrCat("--optimizer=", absl::GetFlag(FLAGS_optimizer)),
           absl::StrCat("--momentum=", absl::GetFlag(FLAGS_momentum)),

@@ -22,6 +22,7 @@ ABSL_DECLARE_FLAG(std::string, python);
 ABSL_DECLARE_FLAG(absl::Duration, python_sample_timeout);
 ABSL_DECLARE_FLAG(std::string, pipeline);
 ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(uint32_t, shuffle_block_shards);
 ABSL_DECLARE_FLAG(int32_t, batch_size);
 // Server.
 ABSL_DECLARE_FLAG(std::string, address);
@@ -38,6 +39,8 @@ ABSL_DECLARE_FLAG(std::string, s3_addressing);
 ABSL_DECLARE_FLAG(bool, s3_no_sign);
 ABSL_DECLARE_FLAG(std::string, cache_dir);
 ABSL_DECLARE_FLAG(int64_t, cache_mb);
+ABSL_DECLARE_FLAG(int64_t, read_chunk_mb);
+ABSL_DECLARE_FLAG(int64_t, chunk_memory_mb);
 ABSL_DECLARE_FLAG(std::string, tfrecord_image_key);
 ABSL_DECLARE_FLAG(std::string, tfrecord_label_key);
 ABSL_DECLARE_FLAG(int64_t, tfrecord_label_offset);

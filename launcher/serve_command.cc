@@ -116,7 +116,9 @@ std::vector<std::string> ObjectStorageServeArguments() {
           absl::StrCat("--s3_addressing=", absl::GetFlag(FLAGS_s3_addressing)),
           absl::StrCat("--s3_no_sign=", absl::GetFlag(FLAGS_s3_no_sign) ? "true" : "false"),
           absl::StrCat("--cache_dir=", absl::GetFlag(FLAGS_cache_dir)),
-          absl::StrCat("--cache_mb=", absl::GetFlag(FLAGS_cache_mb))};
+          absl::StrCat("--cache_mb=", absl::GetFlag(FLAGS_cache_mb)),
+          absl::StrCat("--read_chunk_mb=", absl::GetFlag(FLAGS_read_chunk_mb)),
+          absl::StrCat("--chunk_memory_mb=", absl::GetFlag(FLAGS_chunk_memory_mb))};
 }
 
 absl::StatusOr<DatasetLimits> DatasetLimitsFromFlags(const std::string& dataset) {
@@ -131,6 +133,13 @@ absl::StatusOr<DatasetLimits> DatasetLimitsFromFlags(const std::string& dataset)
     return absl::InvalidArgumentError("--cache-mb must be at least 1");
   }
   files.cache_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_cache_mb)) << 20;
+  if (absl::GetFlag(FLAGS_read_chunk_mb) < 1 ||
+      absl::GetFlag(FLAGS_chunk_memory_mb) < 4 * absl::GetFlag(FLAGS_read_chunk_mb)) {
+    return absl::InvalidArgumentError(
+        "--read-chunk-mb must be at least 1, and --chunk-memory-mb at least 4 chunks");
+  }
+  files.read_chunk_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_read_chunk_mb)) << 20;
+  files.chunk_memory_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_chunk_memory_mb)) << 20;
   files.tfrecord.image = absl::GetFlag(FLAGS_tfrecord_image_key);
   files.tfrecord.label = absl::GetFlag(FLAGS_tfrecord_label_key);
   files.tfrecord.label_offset = absl::GetFlag(FLAGS_tfrecord_label_offset);

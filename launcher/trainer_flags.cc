@@ -29,6 +29,7 @@ absl::StatusOr<TrainerOptions> TrainerOptionsFromFlags() {
   data.servers.dns_name = absl::GetFlag(FLAGS_data_servers_dns);
   data.batch_size = static_cast<uint32_t>(absl::GetFlag(FLAGS_batch_size));
   data.seed = absl::GetFlag(FLAGS_seed);
+  data.shuffle_block_shards = absl::GetFlag(FLAGS_shuffle_block_shards);
   data.pipeline = absl::GetFlag(FLAGS_pipeline);
   data.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   ASSIGN_OR_RETURN(data.auth_token, AuthTokenFromFlags());

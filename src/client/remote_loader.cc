@@ -116,6 +116,14 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   params.batch_size = options.batch_size;
   params.drop_last = options.drop_last;
   params.shuffle = options.shuffle;
+  params.shuffle_block_shards = options.shuffle_block_shards;
+  if (params.shuffle_block_shards > 0) {
+    params.shard_sizes.assign(info.shard_sizes().begin(), info.shard_sizes().end());
+  }
+  if (absl::Status block = CheckBlockShuffle(params); !block.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the servers' dataset '", info.source(), "': ", block.message()));
+  }
   ASSIGN_OR_RETURN(const int64_t samples_per_rank, SamplesPerRank(params));
   ASSIGN_OR_RETURN(const int64_t batches_per_epoch, BatchesPerRank(params));
   // The default pipeline's shape until the first batch tells.

@@ -69,6 +69,12 @@ struct RemoteLoaderOptions {
   // for evaluation); the split across ranks is DistributedSampler's either
   // way.
   bool shuffle = true;
+  // > 0: the block-shuffled plan (src/plan/epoch_plan.h): shards permuted,
+  // samples shuffled within windows of this many shards, so that servers
+  // reading from object storage fetch whole chunks of few shards instead of
+  // a request per sample. The servers' dataset must be tar shards or
+  // TFRecord files (INVALID_ARGUMENT otherwise).
+  uint32_t shuffle_block_shards = 0;
   // Augmentation pipeline spec; empty: the servers' default.
   std::string pipeline;
   // Memory for batches requested or received ahead of the trainer: the

@@ -23,6 +23,10 @@ enum RngStream : uint32_t {
   kStreamAugment = 2,
   kStreamReplacement = 3,
   kStreamSampleDataset = 4,
+  // A block-shuffled epoch plan: its permutation of shards, and the shuffle
+  // within each window of them.
+  kStreamShardPermutation = 5,
+  kStreamShardWindowShuffle = 6,
   // View v of a multi-view pipeline draws from stream kStreamViewAugment + v
   // (a single-view pipeline from kStreamAugment), so every view of a sample
   // is distinct and each is the same on any server.

@@ -40,7 +40,9 @@ class AssembledSource final : public BatchSource {
   double ItemCost(uint32_t samples) const override;
   void Describe(v1::DatasetInfo& info) const override;
   bool reads_ahead() const override { return dataset_.reads_ahead(); }
-  void Prefetch(absl::Span<const int64_t> indices) const override { dataset_.Prefetch(indices); }
+  void Prefetch(absl::Span<const int64_t> indices, bool block_plan) const override {
+    dataset_.Prefetch(indices, /*whole_chunks=*/block_plan);
+  }
   absl::StatusOr<std::unique_ptr<SourceBatch>> Start(const BatchRequestSpec& request,
                                                      BatchPayload& payload) const override;
 

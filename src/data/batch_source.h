@@ -169,7 +169,9 @@ class BatchSource {
   // long before its turn on the decode threads.
   virtual bool reads_ahead() const { return false; }
   // Starts reading `indices` (a batch asked for) ahead; nothing by default.
-  virtual void Prefetch(absl::Span<const int64_t> /*indices*/) const {}
+  // `block_plan`: the batch is a block-shuffled plan's (src/plan/epoch_plan.h),
+  // whose next batches take the samples beside these in their shards.
+  virtual void Prefetch(absl::Span<const int64_t> /*indices*/, bool /*block_plan*/) const {}
   // Starts `request`'s batch, its payload from `payload` (which outlives
   // the returned batch). The request's indices must outlive it too.
   virtual absl::StatusOr<std::unique_ptr<SourceBatch>> Start(const BatchRequestSpec& request,
@@ -210,6 +212,9 @@ class DatasetSources {
   virtual size_t num_samples() const = 0;
   // Where it is read from (a path, a Python spec), for messages and stats.
   virtual const std::string& name() const = 0;
+  // The samples of each of its shards, in order (Dataset::shard_sizes);
+  // empty when it has none, and then no block-shuffled plan is made of it.
+  virtual std::vector<uint64_t> shard_sizes() const { return {}; }
   // Streams naming no pipeline get default_source(); default_pipeline() is
   // its spec, empty when a dataset's samples are its own code's.
   virtual std::string default_pipeline() const = 0;

@@ -107,9 +107,19 @@ Dataset::Dataset(std::string source, std::string root, std::vector<Sample> sampl
       root_(std::move(root)),
       samples_(std::move(samples)),
       class_names_(std::move(class_names)) {
+  bool shard_order = true;  // each sample in the shard of the last, or a later one
   for (const Sample& sample : samples_) {
     has_masks_ = has_masks_ || !sample.mask_path.empty();
     has_boxes_ = has_boxes_ || sample.detection;
+    if (sample.shard < 0 || static_cast<size_t>(sample.shard) + 1 < shard_sizes_.size()) {
+      shard_order = false;
+    } else if (shard_order) {
+      shard_sizes_.resize(static_cast<size_t>(sample.shard) + 1);
+      ++shard_sizes_.back();
+    }
+  }
+  if (!shard_order) {
+    shard_sizes_.clear();
   }
   fingerprint_ = ComputeFingerprint();
 }
@@ -603,12 +613,13 @@ absl::StatusOr<std::string> Dataset::SerializeIndex() const {
 void Dataset::EnableReadAhead(int threads, uint64_t max_bytes) {
   read_ahead_owner_ = this;
   read_ahead_ = std::make_shared<SampleFetcher>(
-      [this](size_t index) { return ReadSampleNow(index); }, threads, max_bytes);
+      [this](size_t index, bool whole_chunks) { return ReadSampleNow(index, whole_chunks); },
+      threads, max_bytes);
 }
 
-void Dataset::Prefetch(absl::Span<const int64_t> indices) const {
+void Dataset::Prefetch(absl::Span<const int64_t> indices, bool whole_chunks) const {
   if (reads_ahead()) {
-    read_ahead_->Prefetch(indices);
+    read_ahead_->Prefetch(indices, whole_chunks && chunks_ != nullptr);
   }
 }
 
@@ -623,8 +634,16 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
   return ReadSampleNow(index);
 }
 
-absl::StatusOr<std::string> Dataset::ReadSampleNow(size_t index) const {
-  return Cached(absl::StrCat(index), [&] { return ReadSampleFromStorage(index); });
+absl::StatusOr<std::string> Dataset::ReadSampleNow(size_t index, bool whole_chunks) const {
+  return Cached(absl::StrCat(index), [&] {
+    if (whole_chunks && index < samples_.size()) {
+      // A chunk that cannot be read leaves the sample to its own read
+      // below, with its retries, and its error if it fails too.
+      const Sample& sample = samples_[index];
+      (shards_ != nullptr ? shards_->Preload(sample) : records_->Preload(sample)).IgnoreError();
+    }
+    return ReadSampleFromStorage(index);
+  });
 }
 
 absl::StatusOr<std::string> Dataset::Cached(

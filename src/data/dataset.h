@@ -60,6 +60,7 @@
 #include "src/common/net/unique_fd.h"
 #include "src/common/read_file.h"
 #include "src/data/sample_fetcher.h"
+#include "src/data/shard_chunks.h"
 #include "src/data/tfrecord.h"
 #include "src/storage/object_url.h"
 #include "src/storage/s3_client.h"
@@ -125,6 +126,12 @@ struct DatasetLimits {
   // (SampleCache), up to `cache_bytes` (serve --cache-dir, --cache-mb).
   std::string cache_dir;
   uint64_t cache_bytes = uint64_t{10} << 30;
+  // Tar shards and TFRecord files in object storage, read for a
+  // block-shuffled plan: the chunks they are read in (one range GET each)
+  // and the memory that holds them (ShardChunks; serve --read-chunk-mb,
+  // --chunk-memory-mb).
+  uint64_t read_chunk_bytes = uint64_t{8} << 20;
+  uint64_t chunk_memory_bytes = uint64_t{1} << 30;
 };
 
 // A file list (or COCO file, or classes.txt) is read whole at start: 4 GiB
@@ -162,6 +169,9 @@ class Dataset {
   bool has_masks() const { return has_masks_; }
   // Whether samples are detection samples (Sample::boxes).
   bool has_boxes() const { return has_boxes_; }
+  // Tar shards and TFRecord files: the samples of each shard (file), in
+  // order; empty for every other form. What a block-shuffled plan permutes.
+  const std::vector<uint64_t>& shard_sizes() const { return shard_sizes_; }
 
   // The samples of a file list whose files do not exist (an image folder
   // and tar shards list only what exists): how many, and the first `keep`
@@ -191,8 +201,11 @@ class Dataset {
   // dataset where it will stay: a moved dataset reads as if never enabled.
   void EnableReadAhead(int threads, uint64_t max_bytes);
   bool reads_ahead() const { return read_ahead_ != nullptr && read_ahead_owner_ == this; }
-  // Starts reading `indices` ahead (nothing unless enabled).
-  void Prefetch(absl::Span<const int64_t> indices) const;
+  // Starts reading `indices` ahead (nothing unless enabled). `whole_chunks`
+  // (a block-shuffled plan's batches, whose neighbours in their shards are
+  // in batches soon after): shards in object storage are read in whole
+  // chunks, held in memory for the samples that follow (chunks()).
+  void Prefetch(absl::Span<const int64_t> indices, bool whole_chunks = false) const;
   // The reads ahead's counts (zero unless enabled).
   SampleFetcher::Counts read_ahead_counts() const;
   // Tar shards and TFRecord files: their index as saved beside them
@@ -203,6 +216,9 @@ class Dataset {
 
   // The local cache of its samples (--cache-dir), or null.
   const SampleCache* cache() const { return cache_.get(); }
+  // Shards in object storage: the chunks read for block-shuffled plans; null
+  // for other datasets.
+  const ShardChunks* chunks() const { return chunks_.get(); }
 
  private:
   Dataset(std::string source, std::string root, std::vector<Sample> samples,
@@ -257,12 +273,13 @@ class Dataset {
   bool synthetic_ = false;
   bool has_masks_ = false;
   bool has_boxes_ = false;
+  std::vector<uint64_t> shard_sizes_;
   // `path` (a sample's, as the dataset names it) relative to limits_.root;
   // PERMISSION_DENIED when it lies outside.
   absl::StatusOr<std::string> PathBeneathRoot(const std::string& path) const;
   // ReadSample without the reads ahead: from the cache, else from storage
-  // (and into the cache).
-  absl::StatusOr<std::string> ReadSampleNow(size_t index) const;
+  // (and into the cache); `whole_chunks` as Prefetch says.
+  absl::StatusOr<std::string> ReadSampleNow(size_t index, bool whole_chunks = false) const;
   absl::StatusOr<std::string> ReadSampleFromStorage(size_t index) const;
   absl::StatusOr<std::string> ReadMaskFromStorage(size_t index) const;
   // The cache's entry `name`, else what `read` gives (then kept there).
@@ -295,6 +312,8 @@ class Dataset {
   const Dataset* read_ahead_owner_ = nullptr;
   // Object storage's samples on local disk (--cache-dir); null without.
   std::shared_ptr<SampleCache> cache_;
+  // The chunks of shards in object storage (held by their files too).
+  std::shared_ptr<ShardChunks> chunks_;
 };
 
 }  // namespace heterodl

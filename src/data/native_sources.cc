@@ -80,10 +80,18 @@ NativeSources::~NativeSources() {
                              counts.misses, counts.entries, counts.bytes >> 20,
                              cache->folder().string());
   }
+  std::string chunks;
+  if (const ShardChunks* held = dataset_.chunks(); held != nullptr && held->counts().loaded > 0) {
+    const ShardChunks::Counts counts = held->counts();
+    chunks = absl::StrFormat("; block plans: %d chunks read (%d MiB), %d reads from memory, %d "
+                             "chunks let go for room",
+                             counts.loaded, counts.bytes_loaded >> 20, counts.hits,
+                             counts.evicted);
+  }
   LogInfo(
       "object storage: %d samples read ahead (%d taken, %d dropped unused), %d read when "
-      "asked; %s",
-      ahead.prefetched, ahead.taken, ahead.dropped, ahead.direct, cached);
+      "asked; %s%s",
+      ahead.prefetched, ahead.taken, ahead.dropped, ahead.direct, cached, chunks);
 }
 
 std::shared_ptr<const BatchSource> NativeSources::SourceOf(Pipeline pipeline) const {
@@ -112,6 +120,9 @@ void NativeSources::Describe(v1::DatasetInfo& info) const {
     info.add_class_names(name);
   }
   info.set_default_pipeline(default_spec_);
+  for (const uint64_t size : dataset_.shard_sizes()) {
+    info.add_shard_sizes(size);
+  }
 }
 
 }  // namespace heterodl

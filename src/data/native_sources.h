@@ -46,6 +46,7 @@ class NativeSources final : public DatasetSources {
   uint64_t fingerprint() const override { return dataset_.fingerprint(); }
   size_t num_samples() const override { return dataset_.size(); }
   const std::string& name() const override { return dataset_.source(); }
+  std::vector<uint64_t> shard_sizes() const override { return dataset_.shard_sizes(); }
   std::string default_pipeline() const override { return default_spec_; }
   std::shared_ptr<const BatchSource> default_source() const override { return default_source_; }
   absl::StatusOr<std::shared_ptr<const BatchSource>> Make(

@@ -81,6 +81,8 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
       std::shared_ptr<S3Client> s3,
       S3Client::Create(limits.s3 ? *limits.s3 : S3OptionsFromEnvironment(ProcessEnvironment())));
   ASSIGN_OR_RETURN(const std::vector<ObjectInfo> listed, s3->List(url));
+  // Shared by the shard files of tar shards and TFRecord files (one budget).
+  auto chunks = std::make_shared<ShardChunks>(limits.read_chunk_bytes, limits.chunk_memory_bytes);
   // An object of exactly this key: one file. Otherwise the key is a folder.
   const auto exact = std::find_if(listed.begin(), listed.end(),
                                   [&](const ObjectInfo& object) { return object.key == url.key; });
@@ -100,7 +102,7 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
       return object.key == index_url.key;
     });
     if (extension == ".tar") {
-      std::shared_ptr<TarShards> shards = TarShards::OpenObjects(s3, {url}, {exact->size});
+      std::shared_ptr<TarShards> shards = TarShards::OpenObjects(s3, {url}, {exact->size}, chunks);
       ASSIGN_OR_RETURN(const std::optional<std::string> index,
                        ReadSavedIndex(*s3, index_url, has_index, limits));
       ASSIGN_OR_RETURN(dataset,
@@ -108,7 +110,7 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
       dataset.index_location_ = index_url.ToString();
     } else if (tfrecord) {
       std::vector<std::unique_ptr<ShardFile>> files;
-      files.push_back(OpenObjectShardFile(s3, url, exact->size));
+      files.push_back(OpenObjectShardFile(s3, url, exact->size, chunks));
       ASSIGN_OR_RETURN(const std::optional<std::string> index,
                        ReadSavedIndex(*s3, index_url, has_index, limits));
       ASSIGN_OR_RETURN(
@@ -147,6 +149,9 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
       }
     }
     dataset.s3_ = std::move(s3);
+    if (dataset.shards_ != nullptr || dataset.records_ != nullptr) {
+      dataset.chunks_ = chunks;
+    }
     dataset.object_root_ = below;
     return dataset;
   }
@@ -192,7 +197,7 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
     std::vector<std::unique_ptr<ShardFile>> files;
     files.reserve(top_files.size());
     for (const std::string& file : top_files) {
-      files.push_back(OpenObjectShardFile(s3, root.Child(file), folder[file]));
+      files.push_back(OpenObjectShardFile(s3, root.Child(file), folder[file], chunks));
     }
     ASSIGN_OR_RETURN(const std::optional<std::string> index,
                      ReadSavedIndex(*s3, index_url, has_index, limits));
@@ -209,7 +214,7 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
       sizes.push_back(folder[shard]);
     }
     std::shared_ptr<TarShards> shards =
-        TarShards::OpenObjects(s3, std::move(urls), std::move(sizes));
+        TarShards::OpenObjects(s3, std::move(urls), std::move(sizes), chunks);
     ASSIGN_OR_RETURN(const std::optional<std::string> index,
                      ReadSavedIndex(*s3, index_url, has_index, limits));
     ASSIGN_OR_RETURN(dataset, FromTarShards(url_text, root.ToString(), std::move(shards), index));
@@ -265,6 +270,9 @@ absl::StatusOr<Dataset> Dataset::OpenObjects(const std::string& url_text,
     dataset = Dataset(url_text, root.ToString(), std::move(samples), std::move(class_names));
   }
   dataset.s3_ = std::move(s3);
+  if (dataset.shards_ != nullptr || dataset.records_ != nullptr) {
+    dataset.chunks_ = chunks;
+  }
   dataset.object_root_ = root;
   return dataset;
 }

@@ -21,7 +21,7 @@ SampleFetcher::~SampleFetcher() {
   }
 }
 
-void SampleFetcher::Prefetch(absl::Span<const int64_t> indices) {
+void SampleFetcher::Prefetch(absl::Span<const int64_t> indices, bool whole_chunks) {
   absl::MutexLock lock(&mu_);
   for (const int64_t index : indices) {
     if (index < 0 || entries_.contains(static_cast<size_t>(index))) {
@@ -34,7 +34,9 @@ void SampleFetcher::Prefetch(absl::Span<const int64_t> indices) {
         return;  // full: the rest are read as they are taken
       }
     }
-    entries_.emplace(static_cast<size_t>(index), Entry());
+    Entry entry;
+    entry.whole_chunks = whole_chunks;
+    entries_.emplace(static_cast<size_t>(index), std::move(entry));
     queue_.push_back(static_cast<size_t>(index));
   }
 }
@@ -69,12 +71,13 @@ absl::StatusOr<std::string> SampleFetcher::Take(size_t index) {
     }
     ++counts_.direct;
   }
-  return read_(index);
+  return read_(index, false);
 }
 
 void SampleFetcher::Run() {
   while (true) {
     size_t index = 0;
+    bool whole_chunks = false;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
@@ -91,9 +94,10 @@ void SampleFetcher::Run() {
         continue;  // taken (and read) by a decode thread meanwhile
       }
       found->second.state = State::kReading;
+      whole_chunks = found->second.whole_chunks;
       ++counts_.prefetched;
     }
-    absl::StatusOr<std::string> bytes = read_(index);
+    absl::StatusOr<std::string> bytes = read_(index, whole_chunks);
     absl::MutexLock lock(&mu_);
     auto found = entries_.find(index);
     if (found == entries_.end()) {

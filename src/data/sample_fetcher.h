@@ -4,7 +4,8 @@
 // batch starts, on I/O threads of their own; the decode threads take them
 // as they arrive instead of each waiting for its own GET in turn.
 //
-//   SampleFetcher fetcher([&](size_t i) { return dataset.ReadSample(i); }, 64, 256 << 20);
+//   SampleFetcher fetcher([&](size_t i, bool whole_chunks) { return dataset.ReadSample(i); },
+//                         64, 256 << 20);
 //   fetcher.Prefetch(batch_indices);             // returns at once
 //   ASSIGN_OR_RETURN(std::string bytes, fetcher.Take(batch_indices[0]));
 //
@@ -32,7 +33,9 @@ namespace heterodl {
 
 class SampleFetcher {
  public:
-  using Read = std::function<absl::StatusOr<std::string>(size_t index)>;
+  // `whole_chunks`: what Prefetch was told (false for a Take that reads
+  // itself).
+  using Read = std::function<absl::StatusOr<std::string>(size_t index, bool whole_chunks)>;
   // Samples asked for and not yet taken, at most.
   static constexpr size_t kMaxEntries = 8192;
 
@@ -44,7 +47,10 @@ class SampleFetcher {
   SampleFetcher& operator=(const SampleFetcher&) = delete;
 
   // Asks for `indices` (those not already asked for), in order.
-  void Prefetch(absl::Span<const int64_t> indices) ABSL_LOCKS_EXCLUDED(mu_);
+  // `whole_chunks`: read them through whole chunks of their shards (a
+  // block-shuffled plan's batches: Dataset::Prefetch).
+  void Prefetch(absl::Span<const int64_t> indices, bool whole_chunks = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Sample `index`: its fetched bytes (waiting while its read runs), or,
   // never asked for or not yet started, read on this thread.
   absl::StatusOr<std::string> Take(size_t index) ABSL_LOCKS_EXCLUDED(mu_);
@@ -61,6 +67,7 @@ class SampleFetcher {
   enum class State { kQueued, kReading, kDone };
   struct Entry {
     State state = State::kQueued;
+    bool whole_chunks = false;
     absl::StatusOr<std::string> bytes;
     // Takes waiting on it: never let go while one is.
     int waiters = 0;

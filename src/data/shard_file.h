@@ -11,8 +11,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/data/shard_chunks.h"
 #include "src/storage/object_url.h"
 #include "src/storage/s3_client.h"
 
@@ -33,6 +35,13 @@ class ShardFile {
   std::string base_name() const { return name().substr(name().rfind('/') + 1); }
   // Bytes read at once while the shard is indexed: a request's worth.
   virtual uint64_t index_chunk_bytes() const = 0;
+  // Reads of [offset, offset + size) will follow: a file that reads in
+  // chunks (ShardChunks) reads the chunks they lie in now, and later reads
+  // of them come from memory while they are held. Nothing for others. An
+  // error is the chunk read's; the reads that follow go to storage.
+  virtual absl::Status Preload(uint64_t /*offset*/, uint64_t /*size*/) const {
+    return absl::OkStatus();
+  }
 };
 
 // Opens `path` for positioned reads. NOT_FOUND when it cannot be opened,
@@ -41,9 +50,11 @@ class ShardFile {
 absl::StatusOr<std::unique_ptr<ShardFile>> OpenLocalShardFile(std::string path,
                                                               absl::string_view what);
 
-// The object `url` of `size` bytes (as listed), read with range GETs.
+// The object `url` of `size` bytes (as listed), read with range GETs; with
+// `chunks`, Preload reads whole chunks into it.
 std::unique_ptr<ShardFile> OpenObjectShardFile(std::shared_ptr<S3Client> s3, ObjectUrl url,
-                                               uint64_t size);
+                                               uint64_t size,
+                                               std::shared_ptr<ShardChunks> chunks = nullptr);
 
 }  // namespace heterodl
 

@@ -93,10 +93,11 @@ absl::StatusOr<std::shared_ptr<TarShards>> TarShards::Open(std::vector<std::stri
 
 std::shared_ptr<TarShards> TarShards::OpenObjects(const std::shared_ptr<S3Client>& s3,
                                                   std::vector<ObjectUrl> urls,
-                                                  std::vector<uint64_t> sizes) {
+                                                  std::vector<uint64_t> sizes,
+                                                  const std::shared_ptr<ShardChunks>& chunks) {
   std::vector<std::unique_ptr<ShardFile>> files;
   for (size_t i = 0; i < urls.size(); ++i) {
-    files.push_back(OpenObjectShardFile(s3, std::move(urls[i]), sizes[i]));
+    files.push_back(OpenObjectShardFile(s3, std::move(urls[i]), sizes[i], chunks));
   }
   return FromFiles(std::move(files));
 }
@@ -227,6 +228,16 @@ absl::StatusOr<std::string> TarShards::Read(const Sample& sample) const {
 
 absl::StatusOr<std::string> TarShards::ReadMask(const Sample& sample) const {
   return ReadRange(sample.shard, sample.mask_offset, sample.mask_size, sample.mask_path);
+}
+
+absl::Status TarShards::Preload(const Sample& sample) const {
+  if (sample.shard < 0 || static_cast<size_t>(sample.shard) >= files_.size()) {
+    return absl::InternalError("sample of no shard");
+  }
+  const ShardFile& file = *files_[static_cast<size_t>(sample.shard)];
+  RETURN_IF_ERROR(file.Preload(sample.offset, sample.size));
+  return sample.mask_size > 0 ? file.Preload(sample.mask_offset, sample.mask_size)
+                              : absl::OkStatus();
 }
 
 absl::StatusOr<std::string> TarShards::ReadRange(int shard, uint64_t offset, uint64_t size,

@@ -20,10 +20,12 @@ class TarShards {
  public:
   // Opens every shard; errors name the shard that cannot be opened.
   static absl::StatusOr<std::shared_ptr<TarShards>> Open(std::vector<std::string> paths);
-  // Shards in object storage, `sizes[i]` bytes each (as listed).
+  // Shards in object storage, `sizes[i]` bytes each (as listed), read in
+  // `chunks` once preloaded (OpenObjectShardFile).
   static std::shared_ptr<TarShards> OpenObjects(const std::shared_ptr<S3Client>& s3,
                                                 std::vector<ObjectUrl> urls,
-                                                std::vector<uint64_t> sizes);
+                                                std::vector<uint64_t> sizes,
+                                                const std::shared_ptr<ShardChunks>& chunks);
   // Shards already open.
   static std::shared_ptr<TarShards> FromFiles(std::vector<std::unique_ptr<ShardFile>> files);
   TarShards(const TarShards&) = delete;
@@ -41,6 +43,9 @@ class TarShards {
   // `sample`'s image bytes, or its mask's (read at their offsets).
   absl::StatusOr<std::string> Read(const Sample& sample) const;
   absl::StatusOr<std::string> ReadMask(const Sample& sample) const;
+  // `sample`'s members will be read: the chunks they lie in are read now
+  // (ShardFile::Preload).
+  absl::Status Preload(const Sample& sample) const;
 
  private:
   explicit TarShards(std::vector<std::unique_ptr<ShardFile>> files) : files_(std::move(files)) {}

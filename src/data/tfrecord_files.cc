@@ -174,6 +174,14 @@ absl::StatusOr<ExampleParts> TfRecordFiles::ReadRecord(const Sample& sample) con
   return ParseExample(data, keys_, absl::StrCat("TFRecord ", sample.path));
 }
 
+absl::Status TfRecordFiles::Preload(const Sample& sample) const {
+  if (sample.shard < 0 || static_cast<size_t>(sample.shard) >= files_.size()) {
+    return absl::InternalError("sample of no TFRecord file");
+  }
+  return files_[static_cast<size_t>(sample.shard)]->Preload(
+      sample.offset, kTfRecordHeaderBytes + sample.size + kTfRecordFooterBytes);
+}
+
 absl::StatusOr<std::string> TfRecordFiles::Read(const Sample& sample) const {
   ASSIGN_OR_RETURN(ExampleParts parts, ReadRecord(sample));
   return std::move(parts.image);

@@ -47,6 +47,9 @@ class TfRecordFiles {
   // record, INVALID_ARGUMENT for a missing key.
   absl::StatusOr<std::string> Read(const Sample& sample) const;
   absl::StatusOr<std::string> ReadMask(const Sample& sample) const;
+  // The record of `sample` will be read: its file's chunks are read now
+  // (ShardFile::Preload).
+  absl::Status Preload(const Sample& sample) const;
 
   const TfExampleKeys& keys() const { return keys_; }
   const std::vector<std::unique_ptr<ShardFile>>& files() const { return files_; }

@@ -1,6 +1,7 @@
 #include "src/plan/epoch_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <utility>
 
@@ -45,6 +46,82 @@ absl::StatusOr<int64_t> SamplesInBatch(const PlanParams& params, int64_t k) {
   return std::max<int64_t>(0, std::min<int64_t>(params.batch_size, per_rank - begin));
 }
 
+absl::Status CheckBlockShuffle(const PlanParams& params) {
+  if (params.shuffle_block_shards == 0) {
+    return absl::OkStatus();
+  }
+  if (!params.shuffle) {
+    return absl::InvalidArgumentError(
+        "a block shuffle is a shuffle: it cannot be asked for with shuffle off");
+  }
+  if (params.shuffle_block_shards > kMaxShuffleBlockShards) {
+    return absl::InvalidArgumentError(absl::StrCat("a block shuffle over ",
+                                                   params.shuffle_block_shards,
+                                                   " shards, more than ", kMaxShuffleBlockShards));
+  }
+  if (params.shard_sizes.empty()) {
+    return absl::InvalidArgumentError(
+        "a block shuffle needs a dataset of shards (tar shards or TFRecord files); this one has "
+        "none");
+  }
+  uint64_t total = 0;
+  for (const uint64_t size : params.shard_sizes) {
+    total += size;
+  }
+  if (total != params.num_samples) {
+    return absl::InvalidArgumentError(absl::StrCat("shard sizes sum to ", total,
+                                                   " samples, not the dataset's ",
+                                                   params.num_samples));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Fisher-Yates over `order`, driven by the counter-based stream `counter`.
+void Shuffle(std::vector<int64_t>& order, uint64_t seed, std::array<uint32_t, 3> counter) {
+  CounterRng rng(seed, counter);
+  for (int64_t i = static_cast<int64_t>(order.size()) - 1; i > 0; --i) {
+    std::swap(order[i], order[rng.Below(static_cast<uint64_t>(i) + 1)]);
+  }
+}
+
+// The block shuffle's order (see the header): shards permuted, then the
+// samples of each window of params.shuffle_block_shards shards shuffled
+// among themselves. REQUIRES: CheckBlockShuffle(params) is OK.
+std::vector<int64_t> BlockShuffledOrder(const PlanParams& params, uint32_t epoch) {
+  const size_t shards = params.shard_sizes.size();
+  std::vector<int64_t> first(shards);  // each shard's first sample
+  int64_t next = 0;
+  for (size_t i = 0; i < shards; ++i) {
+    first[i] = next;
+    next += static_cast<int64_t>(params.shard_sizes[i]);
+  }
+  std::vector<int64_t> shard_order(shards);
+  std::iota(shard_order.begin(), shard_order.end(), 0);
+  Shuffle(shard_order, params.seed, {kStreamShardPermutation, epoch, 0});
+
+  std::vector<int64_t> order;
+  order.reserve(params.num_samples);
+  std::vector<int64_t> window;
+  const size_t window_shards = params.shuffle_block_shards;
+  for (size_t begin = 0; begin < shards; begin += window_shards) {
+    window.clear();
+    for (size_t i = begin; i < std::min(shards, begin + window_shards); ++i) {
+      const int64_t shard = shard_order[i];
+      for (uint64_t j = 0; j < params.shard_sizes[shard]; ++j) {
+        window.push_back(first[shard] + static_cast<int64_t>(j));
+      }
+    }
+    Shuffle(window, params.seed,
+            {kStreamShardWindowShuffle, epoch, static_cast<uint32_t>(begin / window_shards)});
+    order.insert(order.end(), window.begin(), window.end());
+  }
+  return order;
+}
+
+}  // namespace
+
 absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanParams& params, uint32_t epoch) {
   EpochPlan plan;
   plan.params_ = params;
@@ -52,14 +129,17 @@ absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanParams& params, uint32_t e
   ASSIGN_OR_RETURN(plan.samples_per_rank_, SamplesPerRank(params));
   ASSIGN_OR_RETURN(plan.batches_per_rank_, BatchesPerRank(params));
 
+  RETURN_IF_ERROR(CheckBlockShuffle(params));
+
   const int64_t n = static_cast<int64_t>(params.num_samples);
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  if (params.shuffle) {
-    // Fisher-Yates driven by the epoch's own counter-based stream.
-    CounterRng rng(params.seed, {kStreamEpochPermutation, epoch, 0});
-    for (int64_t i = n - 1; i > 0; --i) {
-      std::swap(order[i], order[rng.Below(static_cast<uint64_t>(i) + 1)]);
+  std::vector<int64_t> order;
+  if (params.shuffle_block_shards > 0) {
+    order = BlockShuffledOrder(params, epoch);
+  } else {
+    order.resize(n);
+    std::iota(order.begin(), order.end(), 0);
+    if (params.shuffle) {
+      Shuffle(order, params.seed, {kStreamEpochPermutation, epoch, 0});
     }
   }
   const int64_t total = plan.samples_per_rank_ * params.world_size;

@@ -7,6 +7,15 @@
 // head so every rank gets the same count; with drop_last the tail is cut),
 // then cut into batches the way DataLoader does.
 //
+// The permutation is either over all samples (the default) or, for
+// datasets of shards read from object storage, block-shuffled: the shards
+// are permuted, and samples are shuffled within windows of K consecutive
+// shards of that permutation (MosaicML Streaming's py1b), so that the
+// batches of a stretch of the epoch need the samples of K shards only and a
+// server can read those shards in large chunks (docs/object_storage.md has
+// the model of requests, bytes and memory). Still a pure function, and each
+// sample once per epoch.
+//
 //   ASSIGN_OR_RETURN(EpochPlan plan, EpochPlan::Create(params, /*epoch=*/3));
 //   for (int64_t k = 0; k < plan.batches_per_rank(); ++k)
 //     std::vector<int64_t> indices = plan.BatchIndices(rank, k);
@@ -16,6 +25,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace heterodl {
@@ -32,7 +42,22 @@ struct PlanParams {
   bool drop_last = false;
   // Whether the order is permuted; false keeps dataset order (evaluation).
   bool shuffle = true;
+  // > 0: the block shuffle, over windows of this many shards (a shuffle:
+  // `shuffle` must be true). 0: every sample permuted at once.
+  uint32_t shuffle_block_shards = 0;
+  // With a block shuffle: the samples of each shard, in dataset order
+  // (shard i's samples follow shard i-1's); they sum to num_samples.
+  std::vector<uint64_t> shard_sizes;
 };
+
+// The shards a window of a block shuffle may span, at most.
+inline constexpr uint32_t kMaxShuffleBlockShards = 1 << 16;
+
+// OK unless `params` ask for a block shuffle that cannot be made: without
+// shards (a dataset that is no tar shards or TFRecord files), shard sizes
+// that do not sum to the dataset, a window of more than
+// kMaxShuffleBlockShards, or a sequential plan. INVALID_ARGUMENT saying which.
+absl::Status CheckBlockShuffle(const PlanParams& params);
 
 // Samples each rank gets per epoch (DistributedSampler's num_samples: the
 // dataset padded up, or with drop_last cut down, to a multiple of the world).

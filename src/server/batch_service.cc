@@ -167,8 +167,15 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
                                                    " outside [1, ", limits_.max_world_size, "]"));
   }
   auto stream = std::make_shared<StreamPlan>();
-  stream->params = FromPlanConfig(config, sources_->num_samples());
+  stream->params = FromPlanConfig(config, sources_->num_samples(),
+                                  config.shuffle_block_shards() > 0
+                                      ? sources_->shard_sizes()
+                                      : std::vector<uint64_t>());
   RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
+  if (absl::Status block = CheckBlockShuffle(stream->params); !block.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset '", sources_->name(), "': ", block.message()));
+  }
 
   ASSIGN_OR_RETURN(stream->source, SourceFor(config.pipeline()));
   const absl::StatusOr<BatchLayout> layout =
@@ -233,8 +240,9 @@ absl::Status BatchService::ValidateBatchId(const StreamPlan& stream, const v1::B
 
 absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const PlanParams& params,
                                                                        uint32_t epoch) {
-  const PlanKey key{params.seed,      params.world_size, params.batch_size,
-                    params.drop_last, params.shuffle,    epoch};
+  const PlanKey key{params.seed,    params.world_size, params.batch_size,
+                    params.drop_last, params.shuffle,  params.shuffle_block_shards,
+                    epoch};
   {
     absl::MutexLock lock(&mu_);
     auto it = plans_.find(key);
@@ -269,7 +277,8 @@ void BatchService::BuildAsync(std::shared_ptr<const StreamPlan> stream, const v1
     // of batches ahead of its turn on the decode threads.
     if (absl::StatusOr<std::shared_ptr<const EpochPlan>> plan = PlanFor(stream->params, id.epoch());
         plan.ok()) {
-      stream->source->Prefetch((*plan)->BatchIndices(id.rank(), id.index()));
+      stream->source->Prefetch((*plan)->BatchIndices(id.rank(), id.index()),
+                               stream->params.shuffle_block_shards > 0);
     }
   }
   auto job = std::make_shared<BatchJob>(*this, std::move(stream), id, std::move(done));

@@ -24,6 +24,7 @@ TEST(DatasetTest, ImageFolderSortsClassesAndFiles) {
   EXPECT_EQ(dataset->class_names(), (std::vector<std::string>{"class0", "class1", "class2"}));
   EXPECT_EQ(dataset->sample(0).path, "class0/img0.jpg");
   EXPECT_EQ(dataset->sample(11).label, 2);
+  EXPECT_TRUE(dataset->shard_sizes().empty());  // no shards: no block-shuffled plan
   absl::StatusOr<std::string> bytes = dataset->ReadSample(5);
   ASSERT_TRUE(bytes.ok());
   EXPECT_GT(bytes->size(), 100u);

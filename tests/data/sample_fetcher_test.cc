@@ -20,7 +20,7 @@ struct SlowStorage {
   absl::Notification released;
 
   SampleFetcher::Read Reader() {
-    return [this](size_t index) -> absl::StatusOr<std::string> {
+    return [this](size_t index, bool /*whole_chunks*/) -> absl::StatusOr<std::string> {
       released.WaitForNotification();
       ++reads;
       if (index == 13) {

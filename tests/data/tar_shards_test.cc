@@ -65,6 +65,8 @@ TEST_F(TarShardsTest, FolderOfShardsInShardAndMemberOrder) {
   EXPECT_EQ(dataset->sample(3).path, "train-000001.tar:s3.jpg");
   EXPECT_EQ(dataset->sample(4).label, 0);
   EXPECT_EQ(dataset->class_names().size(), 4u);
+  // What a block-shuffled plan permutes.
+  EXPECT_EQ(dataset->shard_sizes(), (std::vector<uint64_t>{3, 2}));
   EXPECT_EQ(*dataset->ReadSample(0), Jpeg(0));
   EXPECT_EQ(*dataset->ReadSample(1), "not decoded here");
   EXPECT_EQ(*dataset->ReadSample(4), Jpeg(4));

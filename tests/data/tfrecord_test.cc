@@ -105,6 +105,7 @@ TEST(TfRecordTest, AFolderOfRecordFilesIsADatasetInFileAndRecordOrder) {
   EXPECT_EQ(dataset.class_names(), (std::vector<std::string>{"0", "1", "2"}));
   EXPECT_EQ(dataset.sample(0).path, "train-00000-of-00002:0");
   EXPECT_EQ(dataset.sample(3).path, "train-00001-of-00002:0");
+  EXPECT_EQ(dataset.shard_sizes(), (std::vector<uint64_t>{3, 2}));
   const std::vector<int64_t> labels = {1, 1, 0, 2, 0};
   const std::vector<int> order = {0, 1, 2, 3, 4};
   for (size_t i = 0; i < dataset.size(); ++i) {

@@ -107,5 +107,143 @@ TEST(EpochPlanTest, RejectsBadParameters) {
   EXPECT_FALSE(EpochPlan::Create(Params(3, 4, 1, true), 0).ok());
 }
 
+// 10 shards of 7..16 samples, in windows of 3.
+PlanParams BlockParams(uint32_t world, uint32_t batch, bool drop_last) {
+  PlanParams params = Params(0, world, batch, drop_last);
+  for (uint64_t shard = 0; shard < 10; ++shard) {
+    params.shard_sizes.push_back(7 + shard);
+    params.num_samples += 7 + shard;
+  }
+  params.shuffle_block_shards = 3;
+  return params;
+}
+
+// The shard of each sample of BlockParams().
+std::vector<int> ShardOfSample(const PlanParams& params) {
+  std::vector<int> shard_of;
+  for (size_t shard = 0; shard < params.shard_sizes.size(); ++shard) {
+    shard_of.insert(shard_of.end(), params.shard_sizes[shard], static_cast<int>(shard));
+  }
+  return shard_of;
+}
+
+TEST(EpochPlanTest, BlockShuffleReadsEachSampleOnceAcrossRanks) {
+  const PlanParams params = BlockParams(3, 4, false);
+  absl::StatusOr<EpochPlan> plan = EpochPlan::Create(params, 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::map<int64_t, int> counts;
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    for (const int64_t index : plan->RankIndices(rank)) {
+      ++counts[index];
+    }
+  }
+  // 115 samples over 3 ranks: padded to 117 as DistributedSampler pads.
+  ASSERT_EQ(counts.size(), params.num_samples);
+  int repeated = 0;
+  for (const auto& [index, count] : counts) {
+    repeated += count - 1;
+  }
+  EXPECT_EQ(repeated, 2);
+}
+
+TEST(EpochPlanTest, BlockShuffleDrawsEachStretchFromAWindowOfShards) {
+  const PlanParams params = BlockParams(1, 1, false);
+  absl::StatusOr<EpochPlan> plan = EpochPlan::Create(params, 5);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::vector<int64_t> order = plan->RankIndices(0);
+  const std::vector<int> shard_of = ShardOfSample(params);
+  // Walk the order window by window: each window's samples are exactly
+  // those of 3 shards (1 in the last), whole, and shuffled among them.
+  size_t position = 0;
+  std::set<int> shards_seen;
+  int windows = 0;
+  bool shuffled_within = false;
+  while (position < order.size()) {
+    std::set<int> window_shards;
+    size_t window_samples = 0;
+    // A window's shards are found from its samples; their sizes bound it.
+    window_shards.insert(shard_of[order[position]]);
+    size_t expected = 0;
+    while (true) {
+      expected = 0;
+      for (const int shard : window_shards) {
+        expected += params.shard_sizes[shard];
+      }
+      while (window_samples < expected) {
+        window_shards.insert(shard_of[order[position + window_samples]]);
+        ++window_samples;
+      }
+      size_t now = 0;
+      for (const int shard : window_shards) {
+        now += params.shard_sizes[shard];
+      }
+      if (now == expected) {
+        break;
+      }
+    }
+    EXPECT_EQ(window_shards.size(), windows < 3 ? 3u : 1u) << "window " << windows;
+    for (const int shard : window_shards) {
+      EXPECT_TRUE(shards_seen.insert(shard).second) << "shard " << shard << " in two windows";
+    }
+    if (!std::is_sorted(order.begin() + position, order.begin() + position + window_samples)) {
+      shuffled_within = true;
+    }
+    position += window_samples;
+    ++windows;
+  }
+  EXPECT_EQ(windows, 4);
+  EXPECT_EQ(shards_seen.size(), 10u);
+  EXPECT_TRUE(shuffled_within);
+}
+
+TEST(EpochPlanTest, BlockShufflePureFunctionOfSeedAndEpoch) {
+  const PlanParams params = BlockParams(2, 8, true);
+  PlanParams other_seed = params;
+  other_seed.seed = 8;
+  EXPECT_EQ(EpochPlan::Create(params, 1)->RankIndices(1),
+            EpochPlan::Create(params, 1)->RankIndices(1));
+  EXPECT_NE(EpochPlan::Create(params, 1)->RankIndices(1),
+            EpochPlan::Create(params, 2)->RankIndices(1));
+  EXPECT_NE(EpochPlan::Create(params, 1)->RankIndices(1),
+            EpochPlan::Create(other_seed, 1)->RankIndices(1));
+  // A window of every shard is a shuffle of the whole epoch, another than
+  // the default plan's (its own streams).
+  PlanParams whole = params;
+  whole.shuffle_block_shards = 10;
+  PlanParams plain = params;
+  plain.shuffle_block_shards = 0;
+  EXPECT_NE(EpochPlan::Create(whole, 1)->RankIndices(0),
+            EpochPlan::Create(plain, 1)->RankIndices(0));
+}
+
+TEST(EpochPlanTest, TheDefaultPlanStaysAsItWas) {
+  // Checkpoints name batches by number: a change of the default permutation
+  // would make a resumed run read other samples. Values from the plan as
+  // first written.
+  absl::StatusOr<EpochPlan> plan = EpochPlan::Create(Params(1000, 2, 4, false), 3);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->BatchIndices(1, 0), (std::vector<int64_t>{440, 731, 647, 215}));
+}
+
+TEST(EpochPlanTest, RefusesABlockShuffleItCannotMake) {
+  PlanParams no_shards = Params(100, 1, 4, false);
+  no_shards.shuffle_block_shards = 2;
+  EXPECT_EQ(EpochPlan::Create(no_shards, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(CheckBlockShuffle(no_shards).message().find("shards"), std::string::npos);
+
+  PlanParams wrong_total = BlockParams(1, 4, false);
+  wrong_total.num_samples += 1;
+  EXPECT_FALSE(CheckBlockShuffle(wrong_total).ok());
+
+  PlanParams sequential = BlockParams(1, 4, false);
+  sequential.shuffle = false;
+  EXPECT_FALSE(CheckBlockShuffle(sequential).ok());
+
+  PlanParams huge = BlockParams(1, 4, false);
+  huge.shuffle_block_shards = kMaxShuffleBlockShards + 1;
+  EXPECT_FALSE(CheckBlockShuffle(huge).ok());
+  EXPECT_TRUE(CheckBlockShuffle(BlockParams(1, 4, false)).ok());
+}
+
 }  // namespace
 }  // namespace heterodl

@@ -444,7 +444,9 @@ _STATE_VERSION = 1
 # What a state's position is a position in: a state that differs from the
 # loader in any of these names other samples with its batch numbers.
 _PLAN_KEYS = ("fingerprint", "num_samples", "seed", "world_size", "batch_size", "drop_last",
-              "shuffle")
+              "shuffle", "shuffle_block_shards")
+# What a state written before a key existed meant by its absence.
+_PLAN_DEFAULTS = {"shuffle_block_shards": 0}
 
 
 def _check_state(state: Any, mine: Dict[str, Any]) -> None:
@@ -458,8 +460,11 @@ def _check_state(state: Any, mine: Dict[str, Any]) -> None:
     if missing or state["version"] != _STATE_VERSION:
         raise ValueError("not a RemoteDataLoader state_dict() (missing "
                          f"{', '.join(missing) or 'a known version'})")
-    differs = [f"{key} {state[key]!r} (this loader: {mine[key]!r})"
-               for key in _PLAN_KEYS if key in state and state[key] != mine[key]]
+    def theirs(key):
+        return state[key] if key in state else _PLAN_DEFAULTS.get(key, mine[key])
+
+    differs = [f"{key} {theirs(key)!r} (this loader: {mine[key]!r})"
+               for key in _PLAN_KEYS if theirs(key) != mine[key]]
     if differs:
         raise ValueError("the state is a position in another epoch plan: " + ", ".join(differs))
 
@@ -529,6 +534,12 @@ class RemoteDataLoader:
             rank's share (and, as DistributedSampler's drop_last does, the
             tail that does not divide evenly across ranks).
         shuffle: False reads every epoch in dataset order (evaluation).
+        shuffle_block_shards: > 0 shuffles in blocks, for a dataset of tar
+            shards or TFRecord files read from object storage: the shards
+            are permuted and samples shuffled within windows of this many
+            shards, so that servers fetch whole chunks of few shards instead
+            of a request per sample (docs/object_storage.md). Each sample
+            still once per epoch; a dataset of no shards is refused.
         max_buffered_mb: memory for batches fetched ahead of the trainer.
         connections_per_server: TCP connections to each server.
         connect_timeout: seconds to wait for servers that are not up yet
@@ -619,7 +630,7 @@ class RemoteDataLoader:
                  servers_file: str = "", servers_dns: str = "",
                  views: Optional[Sequence[Tuple[int, str]]] = None,
                  metrics_port: Optional[int] = None, max_failed_fraction: float = 0.05,
-                 epochs: Optional[int] = None):
+                 epochs: Optional[int] = None, shuffle_block_shards: int = 0):
         servers_file = os.fspath(servers_file)
         servers_file = _string("servers_file", servers_file)
         servers_dns = _string("servers_dns", servers_dns)
@@ -662,6 +673,8 @@ class RemoteDataLoader:
         self.seed = _integer("seed", seed, 0, (1 << 64) - 1)
         self.drop_last = bool(drop_last)
         self.shuffle = bool(shuffle)
+        self.shuffle_block_shards = _integer("shuffle_block_shards", shuffle_block_shards, 0,
+                                             1 << 16)
         self.rank = rank
         self.world_size = world_size
         self.pin_memory = bool(pin_memory)
@@ -686,7 +699,7 @@ class RemoteDataLoader:
         self.last_batch: Optional[Batch] = None
         self._loader = self._connect(
             batch_size=self.batch_size, rank=rank, world_size=world_size, shuffle=self.shuffle,
-            drop_last=self.drop_last,
+            shuffle_block_shards=self.shuffle_block_shards, drop_last=self.drop_last,
             max_buffered_mb=_positive("max_buffered_mb", max_buffered_mb, "MB"),
             connections_per_server=_integer("connections_per_server", connections_per_server, 1,
                                             16),
@@ -769,13 +782,14 @@ class RemoteDataLoader:
                 "batches_per_epoch": len(self), "num_samples": self.num_samples,
                 "fingerprint": self._loader.fingerprint(), "seed": self.seed,
                 "world_size": self.world_size, "batch_size": self.batch_size,
-                "drop_last": self.drop_last, "shuffle": self.shuffle}
+                "drop_last": self.drop_last, "shuffle": self.shuffle,
+                "shuffle_block_shards": self.shuffle_block_shards}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resumes from a state_dict(): the next iteration starts where that
         one stood (see resume()). ValueError when the state comes from
-        another plan (dataset, seed, world size, batch size, drop_last or
-        shuffle differ): its batch numbers would name other samples."""
+        another plan (dataset, seed, world size, batch size, drop_last,
+        shuffle or shuffle_block_shards differ): its batch numbers would name other samples."""
         _check_state(state, self.state_dict())
         self.resume(state["epoch"], state["next_batch"])
 
