@@ -11,10 +11,16 @@ per sample built (what reading fetches beyond what it decodes).
     python3 bench/object_storage/feed_from_bucket.py --heterodl build/heterodl \\
         --dataset data/sample-2k --threads 2 --latency-ms 20
 
+With --shards N the folder is first written as WebDataset tar shards of N
+samples (local and bucket alike), and --shuffle-block-shards K runs both
+with the block-shuffled plan, whose server reads whole chunks of the shards
+(--read-chunk-mb) instead of a request per sample.
+
 Needs nginx-light and libnginx-mod-http-lua (apt-get). Standard library only.
 """
 
 import argparse
+import io
 import json
 import os
 import re
@@ -23,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from xml.sax.saxutils import escape
@@ -122,12 +129,33 @@ def access_log_since(path, offset):
             "bytes": sum(int(g[2]) for g in gets)}
 
 
+def write_shards(folder, shards_root, per_shard):
+    """The image folder's samples as WebDataset shards (KEY.EXT + KEY.cls),
+    in the folder's order: classes sorted by name, files within a class."""
+    classes = sorted(name for name in os.listdir(folder)
+                     if os.path.isdir(os.path.join(folder, name)))
+    samples = [(os.path.join(folder, name, file), label)
+               for label, name in enumerate(classes)
+               for file in sorted(os.listdir(os.path.join(folder, name)))]
+    os.makedirs(shards_root)
+    for first in range(0, len(samples), per_shard):
+        path = os.path.join(shards_root, f"train-{first // per_shard:05d}.tar")
+        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+            for i, (image, label) in enumerate(samples[first:first + per_shard], start=first):
+                tar.add(image, arcname=f"s{i:07d}{os.path.splitext(image)[1]}")
+                info = tarfile.TarInfo(f"s{i:07d}.cls")
+                text = str(label).encode()
+                info.size = len(text)
+                tar.addfile(info, io.BytesIO(text))
+    return len(samples)
+
+
 def feed(args, dataset, extra, log_path):
     """`heterodl bench feed` of `dataset`: its JSON report, and the samples
     its data server built (from the server's last line)."""
     command = [args.heterodl, "bench", "feed", "--dataset", dataset, "--threads",
                str(args.threads), "--seconds", str(args.seconds), "--rounds", str(args.rounds),
-               "--json", *extra]
+               "--shuffle-block-shards", str(args.shuffle_block_shards), "--json", *extra]
     started = time.monotonic()
     with open(log_path, "w") as log:
         result = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True,
@@ -155,8 +183,21 @@ def main():
     parser.add_argument("--cache-mb", type=int, default=0,
                         help="> 0: the server keeps what it fetches in a local cache this large "
                              "(serve --cache-dir), so later epochs fetch nothing")
+    parser.add_argument("--shards", type=int, default=0,
+                        help="> 0: serve the folder as tar shards of this many samples")
+    parser.add_argument("--shuffle-block-shards", type=int, default=0,
+                        help="> 0 (with --shards): the block-shuffled plan over windows of this "
+                             "many shards, both runs")
+    parser.add_argument("--read-chunk-mb", type=int, default=8,
+                        help="the chunks a block plan's server reads shards in")
+    parser.add_argument("--chunk-memory-mb", type=int, default=1024,
+                        help="the memory that holds them (below the dataset's size, a later "
+                             "epoch reads its chunks again, as a dataset larger than memory "
+                             "does)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.shuffle_block_shards > 0 and args.shards <= 0:
+        sys.exit("--shuffle-block-shards needs --shards: a block plan permutes shards")
     if not os.path.exists(f"{MODULES}/ngx_http_lua_module.so") or not shutil.which("nginx"):
         sys.exit("needs nginx with its Lua module: apt-get install nginx-light "
                  "libnginx-mod-http-lua")
@@ -166,9 +207,15 @@ def main():
     try:
         os.makedirs(f"{root}/tmp")
         os.makedirs(f"{root}/bucket")
+        sample_count = None
+        if args.shards > 0:
+            sample_count = write_shards(dataset, f"{root}/shards", args.shards)
+            dataset = f"{root}/shards"
+            os.chmod(dataset, 0o755)
         prefix = os.path.basename(dataset.rstrip("/")) + "/"
         os.symlink(dataset, f"{root}/bucket/{prefix.rstrip('/')}")
         text, keys = listing(dataset, prefix)
+        sample_count = sample_count or len(keys)
         with open(f"{root}/listing.xml", "w") as f:
             f.write(text)
         port = free_port()
@@ -192,7 +239,9 @@ def main():
                      if args.cache_mb > 0 else [])
             bucket, bucket_served, wall, storage = feed(
                 args, f"s3://bench/{prefix}",
-                ["--s3-endpoint", f"http://127.0.0.1:{port}", "--s3-no-sign", *cache],
+                ["--s3-endpoint", f"http://127.0.0.1:{port}", "--s3-no-sign",
+                 "--read-chunk-mb", str(args.read_chunk_mb),
+                 "--chunk-memory-mb", str(args.chunk_memory_mb), *cache],
                 f"{root}/bucket.log")
             nginx_cpu = cpu_seconds(nginx.pid) - cpu_before
             fetched = access_log_since(f"{root}/access.log", offset)
@@ -203,7 +252,11 @@ def main():
         shutil.rmtree(root, ignore_errors=True)
     # The engine's measurements read their files too (min(1024, N) per
     # measurement, rounds + 1 of them), besides the samples the server built.
-    engine_reads = (args.rounds + 1) * min(1024, len(keys))
+    # A sample's bytes on average (with shards: the shards' bytes spread
+    # over their samples, labels and tar's headers included).
+    sample_bytes = sum(size for _, size in keys) / max(1, sample_count)
+    engine_reads = (args.rounds + 1) * min(1024, sample_count)
+    fetched_for_batches = fetched["bytes"] - engine_reads * sample_bytes
     local_rate = local["long_epochs"]["images_per_sec"]
     bucket_rate = bucket["long_epochs"]["images_per_sec"]
     report = {
@@ -218,12 +271,21 @@ def main():
         "samples_built": bucket_served,
         "gets_per_sample_built": (fetched["gets"] - engine_reads) / bucket_served
         if bucket_served else 0,
+        "bytes_fetched_per_byte_built": fetched_for_batches / (bucket_served * sample_bytes)
+        if bucket_served else 0,
+        "shards": args.shards, "shuffle_block_shards": args.shuffle_block_shards,
         "server": storage,
     }
     if args.json:
         print(json.dumps(report))
         return
-    print(f"feed from a bucket: {len(keys)} files of {args.dataset}, {args.threads} server "
+    form = (f"{len(keys)} tar shards of {args.shards} samples of {args.dataset}" if args.shards
+            else f"{len(keys)} files of {args.dataset}")
+    plan = (f"block-shuffled plan over {args.shuffle_block_shards} shards, "
+            f"{args.read_chunk_mb} MiB chunks in {args.chunk_memory_mb} MiB"
+            if args.shuffle_block_shards
+            else "the default plan (every sample shuffled)")
+    print(f"feed from a bucket: {form}, {plan}, {args.threads} server "
           f"threads, nginx path-style with {args.latency_ms:g} ms a request"
           + (f", {100 * args.slow_down:g}% answered 503 SlowDown" if args.slow_down else "")
           + (f", a {args.cache_mb} MiB local cache" if args.cache_mb else ""))
@@ -235,7 +297,8 @@ def main():
           f"{report['mb_per_sec']:.1f} MB/s, nginx {report['nginx_cpu_percent']:.0f}% of a core, "
           f"{fetched['status_503']} answered 503")
     print(f"  GETs per sample built {report['gets_per_sample_built']:8.3f} "
-          f"({bucket_served} samples built, the engine's {engine_reads} reads aside)")
+          f"({bucket_served} samples built, the engine's {engine_reads} reads aside); bytes "
+          f"fetched per byte built {report['bytes_fetched_per_byte_built']:.2f}")
     print(f"  the data server       {storage}")
 
 

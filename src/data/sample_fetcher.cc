@@ -1,5 +1,6 @@
 #include "src/data/sample_fetcher.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace heterodl {
@@ -24,7 +25,13 @@ SampleFetcher::~SampleFetcher() {
 void SampleFetcher::Prefetch(absl::Span<const int64_t> indices, bool whole_chunks) {
   absl::MutexLock lock(&mu_);
   for (const int64_t index : indices) {
-    if (index < 0 || entries_.contains(static_cast<size_t>(index))) {
+    if (index < 0) {
+      continue;
+    }
+    if (const auto found = entries_.find(static_cast<size_t>(index)); found != entries_.end()) {
+      // Asked for again (the next epoch's batch, a batch holding it twice)
+      // before it was taken: read once, kept for each Take.
+      ++found->second.wanted;
       continue;
     }
     if (entries_.size() >= kMaxEntries || held_bytes_ >= max_bytes_) {
@@ -51,23 +58,27 @@ absl::StatusOr<std::string> SampleFetcher::Take(size_t index) {
       mu_.Await(absl::Condition(
           +[](Entry* waited) { return waited->state == State::kDone; }, entry));
       --entry->waiters;
-      found = entries_.find(index);
-      if (entry->waiters > 0) {
-        // Another Take of the same sample (a batch holding it twice) waits
-        // too: each gets the bytes.
-        ++counts_.taken;
+      entry->wanted = std::max(0, entry->wanted - 1);
+      ++counts_.taken;
+      if (entry->waiters > 0 || entry->wanted > 0) {
+        // Another Take waits on it, or a later batch asked for it too:
+        // each gets the bytes.
         return entry->bytes;
       }
       absl::StatusOr<std::string> bytes = std::move(entry->bytes);
       if (bytes.ok()) {
         held_bytes_ -= bytes->size();
       }
-      entries_.erase(found);
-      ++counts_.taken;
+      entries_.erase(index);
       return bytes;
     }
     if (found != entries_.end()) {
-      entries_.erase(found);  // still queued: read here, the queue skips it
+      // Still queued: read here. The queue skips it, unless a later batch
+      // asked for it too.
+      found->second.wanted = std::max(0, found->second.wanted - 1);
+      if (found->second.wanted == 0) {
+        entries_.erase(found);
+      }
     }
     ++counts_.direct;
   }

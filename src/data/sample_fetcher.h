@@ -46,7 +46,8 @@ class SampleFetcher {
   SampleFetcher(const SampleFetcher&) = delete;
   SampleFetcher& operator=(const SampleFetcher&) = delete;
 
-  // Asks for `indices` (those not already asked for), in order.
+  // Asks for `indices`, in order. One asked for again before it was taken
+  // (by the next epoch's batch, say) is read once and kept for both Takes.
   // `whole_chunks`: read them through whole chunks of their shards (a
   // block-shuffled plan's batches: Dataset::Prefetch).
   void Prefetch(absl::Span<const int64_t> indices, bool whole_chunks = false)
@@ -71,6 +72,8 @@ class SampleFetcher {
     absl::StatusOr<std::string> bytes;
     // Takes waiting on it: never let go while one is.
     int waiters = 0;
+    // Prefetches of it not yet taken: kept after a Take while another is.
+    int wanted = 1;
   };
 
   void Run() ABSL_LOCKS_EXCLUDED(mu_);

@@ -55,6 +55,31 @@ TEST(SampleFetcherTest, PrefetchedSamplesAreReadOnceAndTaken) {
   EXPECT_EQ(storage.reads.load(), 6);  // each sample once
 }
 
+TEST(SampleFetcherTest, ASampleTwoBatchesAskForIsReadOnceForBoth) {
+  // The next epoch's first batches are asked for before this epoch's last
+  // are built: a sample in both is read once, and neither batch's Take
+  // reads it again on a decode thread.
+  SlowStorage storage;
+  SampleFetcher fetcher(storage.Reader(), 4, 1 << 20);
+  const std::vector<int64_t> this_epoch = {1, 2, 3};
+  const std::vector<int64_t> next_epoch = {3, 4, 1};
+  fetcher.Prefetch(this_epoch);
+  fetcher.Prefetch(next_epoch);
+  storage.released.Notify();
+  for (const std::vector<int64_t>* batch : {&this_epoch, &next_epoch}) {
+    for (const int64_t index : *batch) {
+      ASSERT_OK_AND_ASSIGN(const std::string bytes, fetcher.Take(static_cast<size_t>(index)));
+      EXPECT_EQ(bytes, absl::StrCat("bytes of ", index));
+    }
+  }
+  EXPECT_EQ(storage.reads.load(), 4);
+  EXPECT_EQ(fetcher.counts().direct, 0);
+  EXPECT_EQ(fetcher.counts().taken, 6);
+  // Taken by both: let go. A third Take reads for itself.
+  ASSERT_OK(fetcher.Take(3).status());
+  EXPECT_EQ(fetcher.counts().direct, 1);
+}
+
 TEST(SampleFetcherTest, TakesWaitForTheReadInFlightFromManyThreads) {
   SlowStorage storage;
   SampleFetcher fetcher(storage.Reader(), 8, 1 << 20);

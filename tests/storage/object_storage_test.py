@@ -270,6 +270,36 @@ class ObjectStorageTest(unittest.TestCase):
                 self.assert_same_epochs(os.path.join(self.local, local), url,
                                         "--tfrecord-label-offset", "1", **crop)
 
+    def test_a_block_shuffled_plan_reads_whole_chunks_each_sample_once(self):
+        crop = dict(pipeline="random_resized_crop(48)|hflip(0.5)", shuffle_block_shards=2)
+        chunked = ("--read-chunk-mb", "1", "--chunk-memory-mb", "64")
+        # The same batches from the bucket, read in chunks, as from disk.
+        for url, local, extra in [("s3://data/shards/", "shards", chunked),
+                                  ("s3://data/tfrecords/", "tfrecords",
+                                   chunked + ("--tfrecord-label-offset", "1"))]:
+            with self.subTest(url):
+                server = self.assert_same_epochs(os.path.join(self.local, local), url, *extra,
+                                                 **crop)
+                server.stop()
+                # Three shards of under 1 MiB, each read once, whole: one
+                # GET each instead of one per sample.
+                read = re.search(r"block plans: (\d+) chunks read", server.log())
+                self.assertIsNotNone(read, server.log())
+                self.assertLessEqual(int(read.group(1)), 3, server.log())
+        # Two ranks of a block-shuffled plan: each sample of the epoch once,
+        # each rank's batches from the same windows of shards.
+        server = self.serve("s3://data/shards/", *chunked)
+        seen = []
+        for rank in range(2):
+            _, size, batches = epoch(server.address, rank=rank, world_size=2, **crop)
+            seen += [int(index) for _, _, indices in batches for index in indices]
+        self.assertEqual(sorted(seen), list(range(size)))
+        # A dataset of no shards has nothing to permute in blocks: refused,
+        # saying why.
+        folder = self.serve("s3://data/folder/")
+        with self.assertRaisesRegex(ValueError, "block shuffle needs a dataset of shards"):
+            epoch(folder.address, **crop)
+
     def test_an_index_saved_beside_the_files_is_read_instead_of_them(self):
         for url, extra in [("s3://data/shards/", []),
                            ("s3://data/tfrecords/train-00002-of-00003",
