@@ -84,7 +84,7 @@ ABSL_FLAG(int64_t, cache_mb, 10240,
 ABSL_FLAG(int64_t, read_chunk_mb, 8,
           "tar shards and TFRecord files in object storage, read for a block-shuffled plan "
           "(--shuffle-block-shards): the chunks a shard is read in, one range GET each");
-ABSL_FLAG(int64_t, chunk_memory_mb, 1024,
+ABSL_FLAG(int64_t, chunk_memory_mb, 2048,
           "the memory that holds those chunks while batches take samples from them (the least "
           "recently used go first): a window of shards, K x the shards' size, fits in it");
 ABSL_FLAG(std::string, tfrecord_image_key, "image/encoded",

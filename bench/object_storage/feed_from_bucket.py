@@ -53,7 +53,11 @@ def listing(dataset, prefix):
             path = os.path.join(folder, name)
             keys.append((prefix + os.path.relpath(path, dataset), os.path.getsize(path)))
     keys.sort()
-    contents = "".join(f"<Contents><Key>{escape(key)}</Key><Size>{size}</Size></Contents>"
+    # The fields S3 gives every key (some clients, s3torchconnector's, insist).
+    contents = "".join(f"<Contents><Key>{escape(key)}</Key>"
+                       f"<LastModified>2026-01-01T00:00:00.000Z</LastModified>"
+                       f"<ETag>&quot;0&quot;</ETag><Size>{size}</Size>"
+                       f"<StorageClass>STANDARD</StorageClass></Contents>"
                        for key, size in keys)
     return (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>bench</Name>'
             f"<Prefix>{escape(prefix)}</Prefix><KeyCount>{len(keys)}</KeyCount>{contents}"
@@ -83,7 +87,7 @@ http {{
   client_body_temp_path {root}/tmp;
   server {{
     listen 127.0.0.1:{port};
-    location = /bench/ {{
+    location ~ ^/bench/?$ {{
       access_by_lua_block {{ {lua} }}
       default_type application/xml;
       root {root};
@@ -170,6 +174,57 @@ def feed(args, dataset, extra, log_path):
     return json.loads(result.stdout), sum(served), wall, storage[-1] if storage else ""
 
 
+# One loader reading `epochs` epochs of batches of 256 with the plan asked
+# for, as a trainer would (run with the venv's Python, heterodl importable).
+STEADY_LOADER = """
+import sys, time, heterodl
+address, block, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+loader = heterodl.RemoteDataLoader(servers=address, batch_size=256, format="numpy",
+                                   shuffle_block_shards=block)
+samples, started = 0, time.monotonic()
+for epoch in range(epochs):
+    loader.set_epoch(epoch)
+    for batch in loader:
+        samples += len(batch.labels)
+print(samples, time.monotonic() - started)
+"""
+
+
+def steady(args, url, extra, root, access_log):
+    """One server on the bucket and one loader over whole epochs, nothing
+    else (bench feed's runs include epochs of one batch, whose batches span
+    the whole plan): the requests/s and bytes/s the server makes, and the
+    samples it built, over that time."""
+    port_file = f"{root}/steady-port"
+    log_path = f"{root}/steady.log"
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(
+            [args.heterodl, "serve", "--dataset", url, "--address", "127.0.0.1:0",
+             "--port-file", port_file, "--threads", str(args.threads), *extra], stderr=log)
+    try:
+        deadline = time.time() + 600
+        while not os.path.exists(port_file):
+            if server.poll() is not None or time.time() > deadline:
+                sys.exit(f"serve {url} did not start:\n{open(log_path).read()[-3000:]}")
+            time.sleep(0.1)
+        with open(port_file) as f:
+            address = f"127.0.0.1:{int(f.read())}"
+        offset = os.path.getsize(access_log)
+        environment = dict(os.environ, PYTHONPATH=os.path.join(
+            os.path.dirname(os.path.abspath(args.heterodl)), "python"))
+        result = subprocess.run(
+            [args.python, "-c", STEADY_LOADER, address, str(args.shuffle_block_shards),
+             str(args.steady_epochs)],
+            stdout=subprocess.PIPE, text=True, env=environment, timeout=3600, check=True)
+        samples, seconds = result.stdout.split()
+        fetched = access_log_since(access_log, offset)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    storage = re.findall(r"object storage: .*", open(log_path).read())
+    return int(samples), float(seconds), fetched, storage[-1] if storage else ""
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--heterodl", default="build/heterodl")
@@ -190,10 +245,15 @@ def main():
                              "many shards, both runs")
     parser.add_argument("--read-chunk-mb", type=int, default=8,
                         help="the chunks a block plan's server reads shards in")
-    parser.add_argument("--chunk-memory-mb", type=int, default=1024,
+    parser.add_argument("--chunk-memory-mb", type=int, default=2048,
                         help="the memory that holds them (below the dataset's size, a later "
                              "epoch reads its chunks again, as a dataset larger than memory "
                              "does)")
+    parser.add_argument("--steady-epochs", type=int, default=2,
+                        help="epochs of the steady run (one server, one loader): the "
+                             "requests/s and bytes/s of a trainer's epochs")
+    parser.add_argument("--python", default=".venv/bin/python",
+                        help="a Python with numpy, for the steady run's loader")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.shuffle_block_shards > 0 and args.shards <= 0:
@@ -208,6 +268,9 @@ def main():
         os.makedirs(f"{root}/tmp")
         os.makedirs(f"{root}/bucket")
         sample_count = None
+        image_bytes = sum(os.path.getsize(os.path.join(folder, name))
+                          for folder, _, names in os.walk(dataset) for name in names
+                          if not name.startswith("."))
         if args.shards > 0:
             sample_count = write_shards(dataset, f"{root}/shards", args.shards)
             dataset = f"{root}/shards"
@@ -245,6 +308,12 @@ def main():
                 f"{root}/bucket.log")
             nginx_cpu = cpu_seconds(nginx.pid) - cpu_before
             fetched = access_log_since(f"{root}/access.log", offset)
+            steady_samples, steady_seconds, steady_fetched, steady_storage = steady(
+                args, f"s3://bench/{prefix}",
+                ["--s3-endpoint", f"http://127.0.0.1:{port}", "--s3-no-sign",
+                 "--read-chunk-mb", str(args.read_chunk_mb),
+                 "--chunk-memory-mb", str(args.chunk_memory_mb)],
+                root, f"{root}/access.log")
         finally:
             nginx.send_signal(signal.SIGQUIT)
             nginx.wait(timeout=30)
@@ -252,9 +321,9 @@ def main():
         shutil.rmtree(root, ignore_errors=True)
     # The engine's measurements read their files too (min(1024, N) per
     # measurement, rounds + 1 of them), besides the samples the server built.
-    # A sample's bytes on average (with shards: the shards' bytes spread
-    # over their samples, labels and tar's headers included).
-    sample_bytes = sum(size for _, size in keys) / max(1, sample_count)
+    # A sample's bytes on average: its image file's (a tar member's, a
+    # record's image, less their headers).
+    sample_bytes = image_bytes / max(1, sample_count)
     engine_reads = (args.rounds + 1) * min(1024, sample_count)
     fetched_for_batches = fetched["bytes"] - engine_reads * sample_bytes
     local_rate = local["long_epochs"]["images_per_sec"]
@@ -274,6 +343,13 @@ def main():
         "bytes_fetched_per_byte_built": fetched_for_batches / (bucket_served * sample_bytes)
         if bucket_served else 0,
         "shards": args.shards, "shuffle_block_shards": args.shuffle_block_shards,
+        "steady_images_per_sec": steady_samples / steady_seconds,
+        "steady_requests_per_sec": steady_fetched["requests"] / steady_seconds,
+        "steady_mb_per_sec": steady_fetched["bytes"] / steady_seconds / 1e6,
+        "steady_gets_per_sample": steady_fetched["gets"] / steady_samples,
+        "steady_bytes_fetched_per_byte_built":
+            steady_fetched["bytes"] / (steady_samples * sample_bytes),
+        "steady_server": steady_storage,
         "server": storage,
     }
     if args.json:
@@ -300,6 +376,14 @@ def main():
           f"({bucket_served} samples built, the engine's {engine_reads} reads aside); bytes "
           f"fetched per byte built {report['bytes_fetched_per_byte_built']:.2f}")
     print(f"  the data server       {storage}")
+    print(f"  steady: one server, one loader, {args.steady_epochs} epochs of batches of 256: "
+          f"{report['steady_images_per_sec']:.0f} images/s, "
+          f"{report['steady_requests_per_sec']:.0f} requests/s, "
+          f"{report['steady_mb_per_sec']:.1f} MB/s; "
+          f"{report['steady_gets_per_sample']:.3f} GETs and "
+          f"{report['steady_bytes_fetched_per_byte_built']:.2f} bytes fetched per sample "
+          f"(byte) built")
+    print(f"  steady's server       {steady_storage}")
 
 
 if __name__ == "__main__":

@@ -636,7 +636,7 @@ absl::StatusOr<std::string> Dataset::ReadSample(size_t index) const {
 
 absl::StatusOr<std::string> Dataset::ReadSampleNow(size_t index, bool whole_chunks) const {
   return Cached(absl::StrCat(index), [&] {
-    if (whole_chunks && index < samples_.size()) {
+    if (whole_chunks && chunks_ != nullptr && index < samples_.size()) {
       // A chunk that cannot be read leaves the sample to its own read
       // below, with its retries, and its error if it fails too.
       const Sample& sample = samples_[index];

@@ -131,7 +131,7 @@ struct DatasetLimits {
   // and the memory that holds them (ShardChunks; serve --read-chunk-mb,
   // --chunk-memory-mb).
   uint64_t read_chunk_bytes = uint64_t{8} << 20;
-  uint64_t chunk_memory_bytes = uint64_t{1} << 30;
+  uint64_t chunk_memory_bytes = uint64_t{2} << 30;
 };
 
 // A file list (or COCO file, or classes.txt) is read whole at start: 4 GiB
