@@ -99,7 +99,7 @@ GrpcRemoteLoader::GrpcRemoteLoader(RemoteLoaderOptions options, ServerChannels c
       settings_(std::move(settings)),
       discovery_(std::move(discovery)),
       dataset_(std::move(dataset)),
-      params_(params),
+      params_(std::move(params)),
       samples_per_rank_(samples_per_rank),
       batches_per_epoch_(batches_per_epoch),
       schedule_(batches_per_epoch, static_cast<int>(connections.size()), FeedOptionsFor(options_)),

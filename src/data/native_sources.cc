@@ -83,10 +83,10 @@ NativeSources::~NativeSources() {
   std::string chunks;
   if (const ShardChunks* held = dataset_.chunks(); held != nullptr && held->counts().loaded > 0) {
     const ShardChunks::Counts counts = held->counts();
-    chunks = absl::StrFormat("; block plans: %d chunks read (%d MiB), %d reads from memory, %d "
-                             "chunks let go for room",
-                             counts.loaded, counts.bytes_loaded >> 20, counts.hits,
-                             counts.evicted);
+    chunks = absl::StrFormat(
+        "; block plans: %d chunks read (%d MiB), %d reads from memory, %d "
+        "chunks let go for room",
+        counts.loaded, counts.bytes_loaded >> 20, counts.hits, counts.evicted);
   }
   LogInfo(
       "object storage: %d samples read ahead (%d taken, %d dropped unused), %d read when "

@@ -14,9 +14,7 @@ uint64_t ShardChunks::NewFile() {
   return next_file_++;
 }
 
-void ShardChunks::Touch(Entry& entry) {
-  lru_.splice(lru_.begin(), lru_, entry.recent);
-}
+void ShardChunks::Touch(Entry& entry) { lru_.splice(lru_.begin(), lru_, entry.recent); }
 
 ShardChunks::Chunk ShardChunks::Find(uint64_t file, uint64_t chunk) {
   absl::MutexLock lock(&mu_);

@@ -56,11 +56,11 @@ class ShardChunks {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   struct Counts {
-    int64_t loaded = 0;        // chunks read
+    int64_t loaded = 0;  // chunks read
     uint64_t bytes_loaded = 0;
-    int64_t hits = 0;          // Finds and Loads served from memory
-    int64_t evicted = 0;       // let go to make room
-    uint64_t held_bytes = 0;   // now
+    int64_t hits = 0;         // Finds and Loads served from memory
+    int64_t evicted = 0;      // let go to make room
+    uint64_t held_bytes = 0;  // now
   };
   Counts counts() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -68,9 +68,9 @@ class ShardChunks {
   using Key = std::pair<uint64_t, uint64_t>;  // (file, chunk)
   struct Entry {
     bool loading = true;
-    Chunk bytes;            // once loaded
-    absl::Status failed;    // once its read failed, for the Loads waiting on it
-    int waiters = 0;        // Loads waiting on its read
+    Chunk bytes;          // once loaded
+    absl::Status failed;  // once its read failed, for the Loads waiting on it
+    int waiters = 0;      // Loads waiting on its read
     // Its place in lru_ once loaded.
     std::list<Key>::iterator recent;
   };

@@ -82,10 +82,11 @@ class ObjectShardFile : public ShardFile {
     const uint64_t last = (std::min(offset + size, size_) - 1) / chunk_bytes;
     for (uint64_t chunk = offset / chunk_bytes; chunk <= last; ++chunk) {
       const uint64_t begin = chunk * chunk_bytes;
-      RETURN_IF_ERROR(chunks_
-                          ->Load(chunk_file_, chunk,
-                                 [&] { return ReadRange(begin, std::min(chunk_bytes, size_ - begin)); })
-                          .status());
+      RETURN_IF_ERROR(
+          chunks_
+              ->Load(chunk_file_, chunk,
+                     [&] { return ReadRange(begin, std::min(chunk_bytes, size_ - begin)); })
+              .status());
     }
     return absl::OkStatus();
   }
@@ -159,8 +160,7 @@ absl::StatusOr<std::unique_ptr<ShardFile>> OpenLocalShardFile(std::string path,
 
 std::unique_ptr<ShardFile> OpenObjectShardFile(std::shared_ptr<S3Client> s3, ObjectUrl url,
                                                uint64_t size, std::shared_ptr<ShardChunks> chunks) {
-  return std::make_unique<ObjectShardFile>(std::move(s3), std::move(url), size,
-                                           std::move(chunks));
+  return std::make_unique<ObjectShardFile>(std::move(s3), std::move(url), size, std::move(chunks));
 }
 
 }  // namespace heterodl

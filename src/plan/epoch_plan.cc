@@ -69,9 +69,8 @@ absl::Status CheckBlockShuffle(const PlanParams& params) {
     total += size;
   }
   if (total != params.num_samples) {
-    return absl::InvalidArgumentError(absl::StrCat("shard sizes sum to ", total,
-                                                   " samples, not the dataset's ",
-                                                   params.num_samples));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard sizes sum to ", total, " samples, not the dataset's ", params.num_samples));
   }
   return absl::OkStatus();
 }

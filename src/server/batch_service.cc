@@ -167,10 +167,9 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
                                                    " outside [1, ", limits_.max_world_size, "]"));
   }
   auto stream = std::make_shared<StreamPlan>();
-  stream->params = FromPlanConfig(config, sources_->num_samples(),
-                                  config.shuffle_block_shards() > 0
-                                      ? sources_->shard_sizes()
-                                      : std::vector<uint64_t>());
+  stream->params = FromPlanConfig(
+      config, sources_->num_samples(),
+      config.shuffle_block_shards() > 0 ? sources_->shard_sizes() : std::vector<uint64_t>());
   RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
   if (absl::Status block = CheckBlockShuffle(stream->params); !block.ok()) {
     return absl::InvalidArgumentError(
@@ -240,8 +239,12 @@ absl::Status BatchService::ValidateBatchId(const StreamPlan& stream, const v1::B
 
 absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const PlanParams& params,
                                                                        uint32_t epoch) {
-  const PlanKey key{params.seed,    params.world_size, params.batch_size,
-                    params.drop_last, params.shuffle,  params.shuffle_block_shards,
+  const PlanKey key{params.seed,
+                    params.world_size,
+                    params.batch_size,
+                    params.drop_last,
+                    params.shuffle,
+                    params.shuffle_block_shards,
                     epoch};
   {
     absl::MutexLock lock(&mu_);

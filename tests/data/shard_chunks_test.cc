@@ -19,6 +19,7 @@ TEST(ShardChunksTest, ReadsAChunkOnceForEveryoneAskingAtOnce) {
   absl::Notification release;
   std::vector<std::thread> threads;
   std::atomic<int> same{0};
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
       absl::StatusOr<ShardChunks::Chunk> chunk = chunks.Load(file, 3, [&] {
