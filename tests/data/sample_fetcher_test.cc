@@ -38,6 +38,11 @@ TEST(SampleFetcherTest, PrefetchedSamplesAreReadOnceAndTaken) {
   fetcher.Prefetch(batch);
   fetcher.Prefetch(batch);  // asked twice: read once
   storage.released.Notify();
+  // Every read started: a Take of one still queued reads it itself (and,
+  // asked for twice, leaves it queued for the second ask).
+  while (fetcher.counts().prefetched < 5) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   for (const int64_t index : batch) {
     const absl::StatusOr<std::string> bytes = fetcher.Take(static_cast<size_t>(index));
     if (index == 13) {
@@ -65,6 +70,10 @@ TEST(SampleFetcherTest, ASampleTwoBatchesAskForIsReadOnceForBoth) {
   const std::vector<int64_t> next_epoch = {3, 4, 1};
   fetcher.Prefetch(this_epoch);
   fetcher.Prefetch(next_epoch);
+  // Every read started (a Take of one still queued would read it itself).
+  while (fetcher.counts().prefetched < 4) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   storage.released.Notify();
   for (const std::vector<int64_t>* batch : {&this_epoch, &next_epoch}) {
     for (const int64_t index : *batch) {

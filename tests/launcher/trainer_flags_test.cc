@@ -146,7 +146,8 @@ TEST(LocalRunTest, HowABucketIsReadGoesToEachServerOfABucketsDataset) {
               testing::ElementsAre("--dataset=s3://bucket/train/",
                                    "--pipeline=", "--s3_endpoint=http://127.0.0.1:9000",
                                    "--s3_region=", "--s3_addressing=path", "--s3_no_sign=true",
-                                   "--cache_dir=", "--cache_mb=10240"));
+                                   "--cache_dir=", "--cache_mb=10240", "--read_chunk_mb=8",
+                                   "--chunk_memory_mb=2048"));
 }
 
 TEST(LocalRunTest, APythonDatasetAndItsSettingsGoToEachServer) {

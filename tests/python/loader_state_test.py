@@ -12,7 +12,7 @@ from heterodl import loader
 
 MINE = {"version": 1, "epoch": 2, "next_batch": 5, "batches_per_epoch": 16,
         "num_samples": 128, "fingerprint": "00ff00ff00ff00ff", "seed": 5, "world_size": 1,
-        "batch_size": 8, "drop_last": True, "shuffle": True}
+        "batch_size": 8, "drop_last": True, "shuffle": True, "shuffle_block_shards": 0}
 
 
 class CheckStateTest(unittest.TestCase):
@@ -23,12 +23,20 @@ class CheckStateTest(unittest.TestCase):
     def test_each_key_of_another_plan_is_named_with_both_values(self):
         for key, value in (("seed", 6), ("batch_size", 4), ("world_size", 2),
                            ("fingerprint", "0123456789abcdef"), ("num_samples", 129),
-                           ("drop_last", False), ("shuffle", False)):
+                           ("drop_last", False), ("shuffle", False),
+                           ("shuffle_block_shards", 4)):
             with self.subTest(key=key):
                 with self.assertRaisesRegex(
                         ValueError, f"another epoch plan: {key} {value!r} "
                                     rf"\(this loader: {MINE[key]!r}\)"):
                     loader._check_state({**MINE, key: value}, MINE)
+
+    def test_a_state_from_before_block_plans_is_one_of_the_default_plan(self):
+        # States written before shuffle_block_shards existed had none: 0.
+        old = {key: value for key, value in MINE.items() if key != "shuffle_block_shards"}
+        loader._check_state(old, MINE)
+        with self.assertRaisesRegex(ValueError, r"shuffle_block_shards 0 \(this loader: 4\)"):
+            loader._check_state(old, {**MINE, "shuffle_block_shards": 4})
 
     def test_every_differing_key_is_named_at_once(self):
         with self.assertRaisesRegex(ValueError, "seed 6 .*, batch_size 4"):
