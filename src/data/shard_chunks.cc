@@ -52,10 +52,15 @@ absl::StatusOr<ShardChunks::Chunk> ShardChunks::Load(uint64_t file, uint64_t chu
       }
       return failed;
     }
-    if (!inserted) {
+    if (!inserted && entry->bytes != nullptr) {
       Touch(*entry);
       ++counts_.hits;
       return entry->bytes;
+    }
+    if (!inserted) {
+      // A failed read whose waiters are still waking: read it again, here.
+      entry->loading = true;
+      entry->failed = absl::OkStatus();
     }
   }
   absl::StatusOr<std::string> bytes = read();
