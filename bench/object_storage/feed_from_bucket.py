@@ -102,6 +102,29 @@ http {{
 """
 
 
+def start_bucket(root, dataset, prefix, latency_ms, slow_down):
+    """nginx serving `dataset` (a folder already linked at
+    ROOT/bucket/PREFIX) as bucket "bench" on a free loopback port, once it
+    answers: (its process, its port, the listed (key, size) pairs)."""
+    text, keys = listing(dataset, prefix)
+    with open(f"{root}/listing.xml", "w") as f:
+        f.write(text)
+    port = free_port()
+    with open(f"{root}/nginx.conf", "w") as f:
+        f.write(nginx_config(root, port, latency_ms, slow_down))
+    nginx = subprocess.Popen(["nginx", "-c", f"{root}/nginx.conf", "-p", root])
+    deadline = time.time() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return nginx, port, keys
+        except OSError:
+            if time.time() > deadline or nginx.poll() is not None:
+                nginx.kill()
+                sys.exit("nginx did not start (nginx -t -c CONFIG says why)")
+            time.sleep(0.1)
+
+
 def cpu_seconds(pid):
     """User + system CPU of process `pid` and its children so far."""
     total = 0.0
@@ -277,23 +300,8 @@ def main():
             os.chmod(dataset, 0o755)
         prefix = os.path.basename(dataset.rstrip("/")) + "/"
         os.symlink(dataset, f"{root}/bucket/{prefix.rstrip('/')}")
-        text, keys = listing(dataset, prefix)
+        nginx, port, keys = start_bucket(root, dataset, prefix, args.latency_ms, args.slow_down)
         sample_count = sample_count or len(keys)
-        with open(f"{root}/listing.xml", "w") as f:
-            f.write(text)
-        port = free_port()
-        with open(f"{root}/nginx.conf", "w") as f:
-            f.write(nginx_config(root, port, args.latency_ms, args.slow_down))
-        nginx = subprocess.Popen(["nginx", "-c", f"{root}/nginx.conf", "-p", root])
-        deadline = time.time() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.time() > deadline or nginx.poll() is not None:
-                    sys.exit("nginx did not start (nginx -t -c CONFIG says why)")
-                time.sleep(0.1)
         try:
             local, local_served, _, _ = feed(args, dataset, [], f"{root}/local.log")
             offset = os.path.getsize(f"{root}/access.log")

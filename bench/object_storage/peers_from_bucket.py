@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -228,24 +227,9 @@ def main():
         if "streaming" in args.peers:
             write_mds(args.peers_python, dataset, f"{root}/bucket/mds")
             os.chmod(f"{root}/bucket/mds", 0o755)
-        text, _ = bucket.listing(dataset, prefix)
-        with open(f"{root}/listing.xml", "w") as f:
-            f.write(text)
-        port = bucket.free_port()
-        with open(f"{root}/nginx.conf", "w") as f:
-            f.write(bucket.nginx_config(root, port, args.latency_ms, 0))
-        nginx = subprocess.Popen(["nginx", "-c", f"{root}/nginx.conf", "-p", root])
+        nginx, port, _ = bucket.start_bucket(root, dataset, prefix, args.latency_ms, 0)
         endpoint = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.time() + 10
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.time() > deadline or nginx.poll() is not None:
-                        sys.exit("nginx did not start")
-                    time.sleep(0.1)
             rate, version = run_heterodl(args, endpoint, prefix, root)
             report["heterodl_images_per_sec"] = rate
             report["heterodl_version"] = version
