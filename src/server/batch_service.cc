@@ -167,9 +167,7 @@ absl::StatusOr<std::shared_ptr<const StreamPlan>> BatchService::OpenStream(
                                                    " outside [1, ", limits_.max_world_size, "]"));
   }
   auto stream = std::make_shared<StreamPlan>();
-  stream->params = FromPlanConfig(
-      config, sources_->num_samples(),
-      config.shuffle_block_shards() > 0 ? sources_->shard_sizes() : std::vector<uint64_t>());
+  stream->params = FromPlanConfig(config, sources_->num_samples(), sources_->shard_sizes());
   RETURN_IF_ERROR(BatchesPerRank(stream->params).status());
   if (absl::Status block = CheckBlockShuffle(stream->params); !block.ok()) {
     return absl::InvalidArgumentError(
