@@ -117,6 +117,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   params.drop_last = options.drop_last;
   params.shuffle = options.shuffle;
   params.shuffle_block_shards = options.shuffle_block_shards;
+  params.epoch_offset = options.epoch_offset;
   if (params.shuffle_block_shards > 0) {
     params.shard_sizes.assign(info.shard_sizes().begin(), info.shard_sizes().end());
   }

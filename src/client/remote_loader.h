@@ -75,6 +75,11 @@ struct RemoteLoaderOptions {
   // a request per sample. The servers' dataset must be tar shards or
   // TFRecord files (INVALID_ARGUMENT otherwise).
   uint32_t shuffle_block_shards = 0;
+  // > 0: every epoch is the rest of one that a run at another world size or
+  // batch size began, the first `epoch_offset` samples of its permutation
+  // left out (PlanParams::epoch_offset, SamplesConsumed: a resume). Below
+  // the dataset's size (INVALID_ARGUMENT otherwise).
+  uint64_t epoch_offset = 0;
   // Augmentation pipeline spec; empty: the servers' default.
   std::string pipeline;
   // Memory for batches requested or received ahead of the trainer: the

@@ -22,7 +22,12 @@ absl::StatusOr<int64_t> SamplesPerRank(const PlanParams& params) {
   if (params.batch_size == 0) {
     return absl::InvalidArgumentError("batch_size must be > 0");
   }
-  const uint64_t n = params.num_samples;
+  if (params.epoch_offset >= params.num_samples) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an epoch offset of ", params.epoch_offset, " leaves nothing of the ",
+                     params.num_samples, " samples"));
+  }
+  const uint64_t n = params.num_samples - params.epoch_offset;
   const uint64_t world = params.world_size;
   if (params.drop_last) {
     if (n < world) {
@@ -44,6 +49,21 @@ absl::StatusOr<int64_t> SamplesInBatch(const PlanParams& params, int64_t k) {
   ASSIGN_OR_RETURN(int64_t per_rank, SamplesPerRank(params));
   const int64_t begin = k * params.batch_size;
   return std::max<int64_t>(0, std::min<int64_t>(params.batch_size, per_rank - begin));
+}
+
+absl::StatusOr<uint64_t> SamplesConsumed(const PlanParams& params, int64_t next_batch) {
+  ASSIGN_OR_RETURN(const int64_t batches, BatchesPerRank(params));
+  if (next_batch < 0 || next_batch > batches) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch ", next_batch, " outside the epoch's ", batches, " batches"));
+  }
+  if (next_batch == batches) {
+    return params.num_samples;
+  }
+  // Only a rank's last batch is short: before it, every rank's batches are
+  // whole, and rank r's j-th sample is entry r + j * world_size.
+  const uint64_t read = static_cast<uint64_t>(next_batch) * params.batch_size * params.world_size;
+  return std::min(params.num_samples, params.epoch_offset + read);
 }
 
 absl::Status CheckBlockShuffle(const PlanParams& params) {
@@ -130,17 +150,20 @@ absl::StatusOr<EpochPlan> EpochPlan::Create(const PlanParams& params, uint32_t e
 
   RETURN_IF_ERROR(CheckBlockShuffle(params));
 
-  const int64_t n = static_cast<int64_t>(params.num_samples);
   std::vector<int64_t> order;
   if (params.shuffle_block_shards > 0) {
     order = BlockShuffledOrder(params, epoch);
   } else {
-    order.resize(n);
+    order.resize(params.num_samples);
     std::iota(order.begin(), order.end(), 0);
     if (params.shuffle) {
       Shuffle(order, params.seed, {kStreamEpochPermutation, epoch, 0});
     }
   }
+  if (params.epoch_offset > 0) {
+    order.erase(order.begin(), order.begin() + static_cast<int64_t>(params.epoch_offset));
+  }
+  const auto n = static_cast<int64_t>(order.size());
   const int64_t total = plan.samples_per_rank_ * params.world_size;
   if (total <= n) {
     order.resize(total);

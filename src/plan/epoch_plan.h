@@ -1,7 +1,7 @@
 // EpochPlan: which dataset samples form batch k of rank r in an epoch.
 //
 // A pure function of (fingerprint, seed, epoch, world_size, batch_size,
-// drop_last): a seeded permutation of the dataset, split across ranks the way
+// drop_last, epoch_offset): a seeded permutation of the dataset, split across ranks the way
 // PyTorch's DistributedSampler does (rank r takes every world_size-th index
 // starting at r; without drop_last the permutation is padded by repeating its
 // head so every rank gets the same count; with drop_last the tail is cut),
@@ -48,7 +48,22 @@ struct PlanParams {
   // With a block shuffle: the samples of each shard, in dataset order
   // (shard i's samples follow shard i-1's); they sum to num_samples.
   std::vector<uint64_t> shard_sizes;
+  // > 0: every epoch of this plan is the rest of one that a run at another
+  // world size or batch size began (a resume): the first `epoch_offset`
+  // entries of the epoch's permutation were read already and are left out,
+  // and the rest is split over this plan's ranks as a whole epoch would be
+  // (padded by repeating its own head, or cut with drop_last). Must be below
+  // num_samples.
+  uint64_t epoch_offset = 0;
 };
+
+// The entries of an epoch's permutation that batches [0, next_batch) of
+// every rank of `params` hold: where the rest of the epoch starts for a
+// plan at another world size or batch size (its epoch_offset). All of them
+// (num_samples) once next_batch reaches the epoch's end, or once the
+// padding that repeats the head is reached.
+// InvalidArgument when `params` make no plan or next_batch is past the end.
+absl::StatusOr<uint64_t> SamplesConsumed(const PlanParams& params, int64_t next_batch);
 
 // The shards a window of a block shuffle may span, at most.
 inline constexpr uint32_t kMaxShuffleBlockShards = 1 << 16;

@@ -123,6 +123,7 @@ constexpr LoaderOption kLoaderOptions[] = {
     {"drop_last", [](PyObject* v, LoaderSettings& s) { return ToBool(v, s.options.drop_last); }},
     {"shuffle", [](PyObject* v, LoaderSettings& s) { return ToBool(v, s.options.shuffle); }},
     {"shuffle_block_shards", [](PyObject* v, LoaderSettings& s) { return ToInteger(v, s.options.shuffle_block_shards); }},
+    {"epoch_offset", [](PyObject* v, LoaderSettings& s) { return ToInteger(v, s.options.epoch_offset); }},
     {"max_buffered_mb", [](PyObject* v, LoaderSettings& s) {
        double mb = 0;
        s.options.max_buffered_bytes = ToDouble(v, mb) ? static_cast<uint64_t>(mb * (1 << 20)) : 0;

@@ -243,6 +243,7 @@ absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const Pla
                     params.drop_last,
                     params.shuffle,
                     params.shuffle_block_shards,
+                    params.epoch_offset,
                     epoch};
   {
     absl::MutexLock lock(&mu_);

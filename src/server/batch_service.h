@@ -147,8 +147,9 @@ class BatchService {
 
  private:
   // (seed, world_size, batch_size, drop_last, shuffle, shuffle_block_shards,
-  // epoch); the shards' sizes are the dataset's.
-  using PlanKey = std::tuple<uint64_t, uint32_t, uint32_t, bool, bool, uint32_t, uint32_t>;
+  // epoch_offset, epoch); the shards' sizes are the dataset's.
+  using PlanKey =
+      std::tuple<uint64_t, uint32_t, uint32_t, bool, bool, uint32_t, uint64_t, uint32_t>;
 
   // A batch on its way through the pool (and the payload its source fills).
   class BatchJob;

@@ -14,6 +14,7 @@ v1::PlanConfig ToPlanConfig(const PlanParams& params, uint64_t dataset_fingerpri
   config.set_drop_last(params.drop_last);
   config.set_sequential(!params.shuffle);
   config.set_shuffle_block_shards(params.shuffle_block_shards);
+  config.set_epoch_offset(params.epoch_offset);
   config.set_pipeline(pipeline);
   return config;
 }
@@ -28,6 +29,7 @@ PlanParams FromPlanConfig(const v1::PlanConfig& config, uint64_t num_samples,
   params.drop_last = config.drop_last();
   params.shuffle = !config.sequential();
   params.shuffle_block_shards = config.shuffle_block_shards();
+  params.epoch_offset = config.epoch_offset();
   if (params.shuffle_block_shards > 0) {
     params.shard_sizes = std::move(shard_sizes);
   }

@@ -245,5 +245,113 @@ TEST(EpochPlanTest, RefusesABlockShuffleItCannotMake) {
   EXPECT_TRUE(CheckBlockShuffle(BlockParams(1, 4, false)).ok());
 }
 
+// Indices that ranks [0, world) read from batch `from` of `plan` to its
+// epoch's end.
+std::multiset<int64_t> ReadFrom(const EpochPlan& plan, int64_t from) {
+  std::multiset<int64_t> read;
+  for (uint32_t rank = 0; rank < plan.params().world_size; ++rank) {
+    for (int64_t k = from; k < plan.batches_per_rank(); ++k) {
+      std::vector<int64_t> batch = plan.BatchIndices(rank, k);
+      read.insert(batch.begin(), batch.end());
+    }
+  }
+  return read;
+}
+
+// A run of `before` stopped after `next_batch` batches per rank and resumed
+// as `after` (another world size or batch size): every sample of the epoch
+// read exactly once, but for the padding each plan adds (DistributedSampler's
+// repeats of its head), and the resumed plan's batches from one offset.
+void ExpectResumedOnce(PlanParams before, int64_t next_batch, PlanParams after) {
+  SCOPED_TRACE(::testing::Message() << "world " << before.world_size << "x" << before.batch_size
+                                    << " batch " << next_batch << " -> world " << after.world_size
+                                    << "x" << after.batch_size);
+  absl::StatusOr<EpochPlan> first = EpochPlan::Create(before, 5);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<uint64_t> consumed = SamplesConsumed(before, next_batch);
+  ASSERT_TRUE(consumed.ok()) << consumed.status();
+  std::multiset<int64_t> read;
+  for (uint32_t rank = 0; rank < before.world_size; ++rank) {
+    for (int64_t k = 0; k < next_batch; ++k) {
+      std::vector<int64_t> batch = first->BatchIndices(rank, k);
+      read.insert(batch.begin(), batch.end());
+    }
+  }
+  // Entries past the dataset's size are the first plan's padding.
+  int64_t padding = std::max<int64_t>(0, static_cast<int64_t>(read.size() - before.num_samples));
+  if (*consumed < before.num_samples) {
+    after.epoch_offset = *consumed;
+    absl::StatusOr<EpochPlan> rest = EpochPlan::Create(after, 5);
+    ASSERT_TRUE(rest.ok()) << rest.status();
+    std::multiset<int64_t> more = ReadFrom(*rest, 0);
+    read.insert(more.begin(), more.end());
+    padding += rest->samples_per_rank() * after.world_size -
+               static_cast<int64_t>(before.num_samples - *consumed);
+  }
+  std::set<int64_t> distinct(read.begin(), read.end());
+  EXPECT_EQ(distinct.size(), before.num_samples);
+  EXPECT_EQ(static_cast<int64_t>(read.size() - distinct.size()), padding);
+}
+
+TEST(EpochPlanTest, AResumeAtAnotherWorldSizeReadsTheRestOnce) {
+  for (const uint32_t new_world : {3u, 4u, 6u, 1u}) {
+    // The same per-rank batch, and the same global batch where it divides.
+    ExpectResumedOnce(Params(960, 4, 8, false), 7, Params(960, new_world, 8, false));
+    ExpectResumedOnce(Params(960, 4, 8, false), 7, Params(960, new_world, 32 / new_world, false));
+    // A dataset that pads under both world sizes, stopped at batch 0 and at
+    // the last batch (whose samples are partly padding).
+    ExpectResumedOnce(Params(1001, 4, 8, false), 0, Params(1001, new_world, 8, false));
+    ExpectResumedOnce(Params(1001, 4, 8, false), 31, Params(1001, new_world, 8, false));
+    ExpectResumedOnce(Params(1001, 4, 8, false), 32, Params(1001, new_world, 8, false));
+  }
+}
+
+TEST(EpochPlanTest, AResumedPlanIsTheSamePermutationFromItsOffset) {
+  PlanParams before = Params(1000, 4, 8, false);
+  absl::StatusOr<EpochPlan> whole = EpochPlan::Create(before, 2);
+  ASSERT_TRUE(whole.ok());
+  PlanParams after = Params(1000, 1, 10, false);
+  after.epoch_offset = 800;  // batches [0, 25) of 4 ranks of 8
+  absl::StatusOr<EpochPlan> rest = EpochPlan::Create(after, 2);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->samples_per_rank(), 200);
+  // One rank reads the permutation in order: the 4 ranks' batch 25 first.
+  std::vector<int64_t> expected;
+  for (int64_t j = 200; j < 203; ++j) {
+    for (uint32_t rank = 0; rank < 4; ++rank) {
+      expected.push_back(whole->RankIndices(rank)[j]);
+    }
+  }
+  std::vector<int64_t> first = rest->BatchIndices(0, 0);
+  std::vector<int64_t> second = rest->BatchIndices(0, 1);
+  first.insert(first.end(), second.begin(), second.begin() + 2);
+  EXPECT_EQ(first, expected);
+  EXPECT_EQ(*SamplesConsumed(before, 25), 800u);
+  // A state saved inside the resumed epoch composes: its offset plus what
+  // its own batches read.
+  EXPECT_EQ(*SamplesConsumed(after, 3), 830u);
+  EXPECT_EQ(*SamplesConsumed(after, 20), 1000u);
+}
+
+TEST(EpochPlanTest, AResumeWithDropLastDropsOnlyWhatTheNewWorldCannotSplit) {
+  PlanParams after = Params(1000, 3, 8, true);
+  after.epoch_offset = 500;
+  absl::StatusOr<EpochPlan> rest = EpochPlan::Create(after, 0);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->samples_per_rank(), 166);  // 500 over 3, 2 left out
+  EXPECT_EQ(rest->batches_per_rank(), 20);   // 166 / 8, the short batch dropped
+  std::multiset<int64_t> read = ReadFrom(*rest, 0);
+  EXPECT_EQ(std::set<int64_t>(read.begin(), read.end()).size(), read.size());
+}
+
+TEST(EpochPlanTest, RefusesAnOffsetPastTheEpoch) {
+  PlanParams params = Params(100, 2, 4, false);
+  params.epoch_offset = 100;
+  EXPECT_EQ(EpochPlan::Create(params, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(SamplesPerRank(params).ok());
+  EXPECT_FALSE(SamplesConsumed(Params(100, 2, 4, false), 14).ok());
+  EXPECT_EQ(*SamplesConsumed(Params(100, 2, 4, false), 13), 100u);
+}
+
 }  // namespace
 }  // namespace heterodl

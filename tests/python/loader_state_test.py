@@ -12,7 +12,8 @@ from heterodl import loader
 
 MINE = {"version": 1, "epoch": 2, "next_batch": 5, "batches_per_epoch": 16,
         "num_samples": 128, "fingerprint": "00ff00ff00ff00ff", "seed": 5, "world_size": 1,
-        "batch_size": 8, "drop_last": True, "shuffle": True, "shuffle_block_shards": 0}
+        "batch_size": 8, "drop_last": True, "shuffle": True, "shuffle_block_shards": 0,
+        "epoch_offset": 0, "first_batch": 0, "samples_consumed": 40}
 
 
 class CheckStateTest(unittest.TestCase):
@@ -21,8 +22,8 @@ class CheckStateTest(unittest.TestCase):
             loader._check_state({**MINE, "epoch": epoch, "next_batch": next_batch}, MINE)
 
     def test_each_key_of_another_plan_is_named_with_both_values(self):
-        for key, value in (("seed", 6), ("batch_size", 4), ("world_size", 2),
-                           ("fingerprint", "0123456789abcdef"), ("num_samples", 129),
+        for key, value in (("seed", 6), ("fingerprint", "0123456789abcdef"),
+                           ("num_samples", 129),
                            ("drop_last", False), ("shuffle", False),
                            ("shuffle_block_shards", 4)):
             with self.subTest(key=key):
@@ -39,8 +40,30 @@ class CheckStateTest(unittest.TestCase):
             loader._check_state(old, {**MINE, "shuffle_block_shards": 4})
 
     def test_every_differing_key_is_named_at_once(self):
-        with self.assertRaisesRegex(ValueError, "seed 6 .*, batch_size 4"):
-            loader._check_state({**MINE, "seed": 6, "batch_size": 4}, MINE)
+        with self.assertRaisesRegex(ValueError, "seed 6 .*, shuffle False"):
+            loader._check_state({**MINE, "seed": 6, "shuffle": False}, MINE)
+
+    def test_a_state_of_another_world_size_or_batch_size_is_taken(self):
+        # Its epoch's rest is re-split over this loader's ranks.
+        state = {**MINE, "world_size": 4, "batch_size": 2, "next_batch": 3}
+        self.assertEqual(loader._check_state(state, MINE), state)
+        self.assertEqual(loader._samples_consumed(loader._check_state(state, MINE)), 24)
+        self.assertEqual(loader._samples_consumed(
+            loader._check_state({**state, "epoch_offset": 100, "next_batch": 2}, MINE)), 116)
+        # Inside a rest its batches are counted from its first one.
+        self.assertEqual(loader._samples_consumed(loader._check_state(
+            {**state, "epoch_offset": 100, "first_batch": 7, "next_batch": 9}, MINE)), 116)
+        self.assertEqual(loader._samples_consumed(
+            loader._check_state({**state, "epoch_offset": 100, "next_batch": 4}, MINE)), 128)
+        self.assertEqual(loader._samples_consumed(
+            loader._check_state({**state, "next_batch": 16}, MINE)), 128)
+
+    def test_a_position_that_is_none_is_refused(self):
+        for key, value in (("next_batch", 17), ("world_size", 0), ("batch_size", "8"),
+                           ("epoch_offset", 128), ("epoch", -1), ("first_batch", 6)):
+            with self.subTest(key=key):
+                with self.assertRaisesRegex(ValueError, f"the state's {key}|outside"):
+                    loader._check_state({**MINE, key: value}, MINE)
 
     def test_a_state_without_plan_keys_is_taken_as_its_position(self):
         # What state_dict() gives is checked as far as it goes: a hand-made

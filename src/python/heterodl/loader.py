@@ -316,16 +316,19 @@ class _EpochIterator:
     call goes on where that one stopped. `start` runs at the first next(),
     not at iter(): frameworks call iter() only to check that a loader is
     iterable (Lightning does, before it restores a checkpoint), and that
-    must not use up a resume position."""
+    must not use up a resume position. `start` returns the C++ loader to
+    read (the epoch's plan is known only then: a checkpoint restored after
+    iter() may be from another world size)."""
 
     def __init__(self, loader, importer: Callable[[Any], Any],
                  copy_guard: Optional[_PinnedCopyGuard],
-                 start: Optional[Callable[[], None]] = None,
+                 start: Optional[Callable[[], Any]] = None,
                  on_batch: Optional[Callable[[Batch], None]] = None):
         self._loader = loader
         self._import = importer
         self._copy_guard = copy_guard
         self._start = start
+        self._first_index = 0  # what the loader's batch numbers start at
         self._on_batch = on_batch
         structure = loader.sample_structure()
         self._structure = None if structure is None else json.loads(structure)
@@ -336,7 +339,7 @@ class _EpochIterator:
     def __next__(self) -> Batch:
         if self._start is not None:
             start, self._start = self._start, None
-            start()
+            self._loader, self._first_index = start()
         guard = self._copy_guard
         if guard is not None:
             guard.next_requested()
@@ -350,7 +353,8 @@ class _EpochIterator:
         lengths = received["lengths"]
         batch = Batch(fields.get("images"), self._import(received["labels"]),
                       self._import(received["indices"]), received["failed"], received["epoch"],
-                      received["index"], received["decoded_with_warnings"], fields, lengths,
+                      self._first_index + received["index"], received["decoded_with_warnings"],
+                      fields, lengths,
                       self._import(received["sources"]), self._import(received["status"]),
                       received["failures"])
         if self._on_batch is not None:
@@ -442,31 +446,71 @@ def _distributed_defaults() -> Tuple[int, int]:
 # The version of RemoteDataLoader.state_dict()'s dict.
 _STATE_VERSION = 1
 # What a state's position is a position in: a state that differs from the
-# loader in any of these names other samples with its batch numbers.
-_PLAN_KEYS = ("fingerprint", "num_samples", "seed", "world_size", "batch_size", "drop_last",
-              "shuffle", "shuffle_block_shards")
+# loader in any of these has another epoch permutation. (Its world size and
+# batch size may differ: the rest of its epoch is re-split.)
+_PLAN_KEYS = ("fingerprint", "num_samples", "seed", "drop_last", "shuffle",
+              "shuffle_block_shards")
 # What a state written before a key existed meant by its absence.
-_PLAN_DEFAULTS = {"shuffle_block_shards": 0}
+_PLAN_DEFAULTS = {"shuffle_block_shards": 0, "epoch_offset": 0, "first_batch": 0}
 
 
-def _check_state(state: Any, mine: Dict[str, Any]) -> None:
-    """Raises unless `state` (given to load_state_dict) is a state_dict()
-    of the epoch plan `mine` (the loader's own state_dict()) describes:
+def _samples_consumed(state: Dict[str, Any]) -> int:
+    """Entries of the epoch's permutation that every rank of `state`'s plan
+    had read at its position: src/plan/epoch_plan.h's SamplesConsumed. Only a
+    rank's last batch is short, so before it each of world_size ranks read
+    whole batches; past the dataset's size they read the padding. A rest's
+    batches (see _EpochRest) are counted from its first_batch."""
+    if state["next_batch"] >= state["batches_per_epoch"]:
+        return state["num_samples"]
+    read = (state["next_batch"] - state["first_batch"]) * state["batch_size"] * state["world_size"]
+    return min(state["num_samples"], state["epoch_offset"] + read)
+
+
+@dataclasses.dataclass
+class _EpochRest:
+    """The rest of an epoch that a checkpoint of another world size or batch
+    size left unread, as this loader's ranks split it: a C++ Loader whose
+    plan leaves out the `offset` samples of the epoch's permutation read
+    before. Its batches are numbered on from `first` (the batches the
+    trainer had counted in the epoch), so that a trainer's own step count
+    within the epoch (Lightning's, Hugging Face's) runs on to len(loader)."""
+
+    epoch: int
+    offset: int
+    first: int
+    loader: Any
+
+
+def _check_state(state: Any, mine: Dict[str, Any]) -> Dict[str, Any]:
+    """`state` (given to load_state_dict), a state_dict() of the epoch
+    permutation `mine` (the loader's own state_dict()) describes, with what
+    it leaves out taken as `mine`'s (a hand-made position); raises
     TypeError for what is not a dict, ValueError naming each key that
-    differs."""
+    differs and each value that is no position."""
     if not isinstance(state, dict):
         raise TypeError(f"state must be a dict from state_dict(), not {type(state).__name__}")
     missing = [key for key in ("version", "epoch", "next_batch") if key not in state]
     if missing or state["version"] != _STATE_VERSION:
         raise ValueError("not a RemoteDataLoader state_dict() (missing "
                          f"{', '.join(missing) or 'a known version'})")
-    def theirs(key):
-        return state[key] if key in state else _PLAN_DEFAULTS.get(key, mine[key])
-
-    differs = [f"{key} {theirs(key)!r} (this loader: {mine[key]!r})"
-               for key in _PLAN_KEYS if theirs(key) != mine[key]]
+    full = {**mine, **_PLAN_DEFAULTS, **state}
+    differs = [f"{key} {full[key]!r} (this loader: {mine[key]!r})"
+               for key in _PLAN_KEYS if full[key] != mine[key]]
     if differs:
         raise ValueError("the state is a position in another epoch plan: " + ", ".join(differs))
+    for key, low in (("epoch", 0), ("world_size", 1), ("batch_size", 1),
+                     ("batches_per_epoch", 0), ("next_batch", 0), ("epoch_offset", 0),
+                     ("first_batch", 0)):
+        value = full[key]
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ValueError(f"the state's {key} {value!r} is not an integer >= {low}")
+    if not full["first_batch"] <= full["next_batch"] <= full["batches_per_epoch"]:
+        raise ValueError(f"the state's next_batch {full['next_batch']} is outside its epoch's "
+                         f"batches [{full['first_batch']}, {full['batches_per_epoch']}]")
+    if full["epoch_offset"] >= full["num_samples"]:
+        raise ValueError(f"the state's epoch_offset {full['epoch_offset']} is past the "
+                         "dataset's end")
+    return full
 
 
 class RemoteDataLoader:
@@ -694,19 +738,26 @@ class RemoteDataLoader:
             tls_cert=self._tls[1], tls_key=self._tls[2], tls_server_name=self._tls[3],
             max_failed_fraction=float(max_failed_fraction))
         self._epoch = 0
-        # A resume position no iteration has started from yet.
+        # A resume position no iteration has started from yet: a batch of
+        # the plan of the loader that runs its epoch (see _loader_of).
         self._pending: Optional[Tuple[int, int]] = None
+        # The epoch a checkpoint of another world size or batch size left
+        # unfinished (load_state_dict) runs from its own C++ Loader.
+        self._rest: Optional[_EpochRest] = None
         self.last_batch: Optional[Batch] = None
-        self._loader = self._connect(
+        # The plan and feed of this loader's C++ Loader (a rest's too).
+        self._plan_options = dict(
             batch_size=self.batch_size, rank=rank, world_size=world_size, shuffle=self.shuffle,
             shuffle_block_shards=self.shuffle_block_shards, drop_last=self.drop_last,
             max_buffered_mb=_positive("max_buffered_mb", max_buffered_mb, "MB"),
             connections_per_server=_integer("connections_per_server", connections_per_server, 1,
                                             16),
             pin_memory=self.pin_memory, pin_device=pin_device,
+            epochs=0 if epochs is None else _integer("epochs", epochs, 1, 1 << 20))
+        self._loader = self._connect(
             metrics_port=-1 if metrics_port is None else _integer("metrics_port", metrics_port,
                                                                   0, 65535),
-            epochs=0 if epochs is None else _integer("epochs", epochs, 1, 1 << 20))
+            **self._plan_options)
         self._sample_loader = None  # dataset[i]'s, made on first use
         self.dataset = _RemoteDataset(self, self._loader.num_samples(),
                                       self._loader.class_names())
@@ -726,6 +777,14 @@ class RemoteDataLoader:
                                                 max_failed_fraction=1.0)
         self._sample_loader.set_epoch(0, index)
         return next(_EpochIterator(self._sample_loader, self._import, None))
+
+    def _plan_of(self, epoch: int) -> Tuple[Any, int]:
+        """(the C++ Loader whose plan `epoch` runs, the number of its first
+        batch): the rest's for the epoch a checkpoint of another world size
+        left unfinished, else (this loader's, 0)."""
+        if self._rest is not None and self._rest.epoch == epoch:
+            return self._rest.loader, self._rest.first
+        return self._loader, 0
 
     @property
     def epoch(self) -> int:
@@ -750,8 +809,25 @@ class RemoteDataLoader:
                     f"batch {next_batch}) that no iteration has used: epoch {epoch} starts "
                     "from its first batch", RuntimeWarning, stacklevel=2)
             self._pending = None
+        if self._rest is not None and self._rest.epoch != epoch:
+            self._leave_rest()
         self._epoch = epoch
-        self._loader.set_epoch(epoch, 0)
+        self._plan_of(epoch)[0].set_epoch(epoch, 0)
+
+    def _leave_rest(self) -> None:
+        """Back to this loader's own plan; warns when the rest's epoch was
+        left before its end (a trainer that counted fewer batches in it than
+        it has: see heterodl.lightning.EpochLength)."""
+        rest, self._rest = self._rest, None
+        epoch, next_batch = rest.loader.position()
+        left = len(rest.loader) - next_batch
+        if epoch == rest.epoch and 0 < next_batch and left > 0:
+            warnings.warn(
+                f"epoch {rest.epoch}, resumed from a checkpoint of another world size, was left "
+                f"with {left} of its batches not read: their samples miss that epoch. A trainer "
+                "that measured the epoch's length before loading the checkpoint stops early "
+                "(Lightning: add heterodl.lightning.EpochLength() to the Trainer's callbacks)",
+                RuntimeWarning, stacklevel=3)
 
     def resume(self, epoch: int, next_batch: int) -> None:
         """The next iteration starts at batch `next_batch` of `epoch` (a
@@ -759,6 +835,7 @@ class RemoteDataLoader:
         next_batch == len(loader) means the epoch is done: iterating it
         gives nothing more, and the next set_epoch moves on."""
         epoch = _integer("epoch", epoch, 0, (1 << 32) - 1)
+        self._rest = None  # a batch number of this loader's own plan
         next_batch = _integer("next_batch", next_batch, 0, len(self))
         self._loader.set_epoch(epoch, next_batch)
         self._epoch = epoch
@@ -770,28 +847,70 @@ class RemoteDataLoader:
         delivered; after it, (epoch, len(loader))."""
         if self._pending is not None:
             return self._pending
-        return self._loader.position()
+        loader, first = self._plan_of(self._epoch)
+        epoch, next_batch = loader.position()
+        return epoch, first + next_batch
 
     def state_dict(self) -> Dict[str, Any]:
         """The loader's position, and what it is a position in, as a dict of
         plain values (torch.save and JSON take it): torchdata's
         StatefulDataLoader protocol. Every rank of a step has the same
-        position, so rank 0's state resumes every rank."""
+        position, so rank 0's state resumes every rank, at this world size
+        and batch size or another (load_state_dict).
+
+        `samples_consumed` is how far the epoch's permutation has been read
+        by all ranks together; `epoch_offset` is where this epoch's plan
+        began in it (0 unless the epoch is the rest of one begun at another
+        world size)."""
         epoch, next_batch = self.position()
-        return {"version": _STATE_VERSION, "epoch": epoch, "next_batch": next_batch,
-                "batches_per_epoch": len(self), "num_samples": self.num_samples,
-                "fingerprint": self._loader.fingerprint(), "seed": self.seed,
-                "world_size": self.world_size, "batch_size": self.batch_size,
-                "drop_last": self.drop_last, "shuffle": self.shuffle,
-                "shuffle_block_shards": self.shuffle_block_shards}
+        state = {"version": _STATE_VERSION, "epoch": epoch, "next_batch": next_batch,
+                 "batches_per_epoch": len(self), "num_samples": self.num_samples,
+                 "fingerprint": self._loader.fingerprint(), "seed": self.seed,
+                 "world_size": self.world_size, "batch_size": self.batch_size,
+                 "drop_last": self.drop_last, "shuffle": self.shuffle,
+                 "shuffle_block_shards": self.shuffle_block_shards,
+                 "epoch_offset": 0, "first_batch": 0}
+        if self._rest is not None and self._rest.epoch == epoch:
+            state.update(epoch_offset=self._rest.offset, first_batch=self._rest.first)
+        state["samples_consumed"] = _samples_consumed(state)
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resumes from a state_dict(): the next iteration starts where that
-        one stood (see resume()). ValueError when the state comes from
-        another plan (dataset, seed, world size, batch size, drop_last,
-        shuffle or shuffle_block_shards differ): its batch numbers would name other samples."""
-        _check_state(state, self.state_dict())
-        self.resume(state["epoch"], state["next_batch"])
+        one stood (see resume()).
+
+        The state may come from another world size or batch size (a job
+        resumed on more or fewer GPUs): the samples of its epoch that its
+        ranks had not read yet are split over this loader's ranks as
+        DistributedSampler splits an epoch (padded by repeating their head to
+        divide evenly, or cut with drop_last) and reach them exactly once, in
+        batches of this loader's batch_size; the next epochs are this
+        loader's own plan. Keep the global batch (batch_size x world_size)
+        or the per-rank one, as the training recipe wants; every rank must
+        load the same state.
+
+        ValueError when the state is from another epoch permutation (dataset,
+        seed, drop_last, shuffle or shuffle_block_shards differ), naming
+        what differs."""
+        state = _check_state(state, self.state_dict())
+        epoch, next_batch = state["epoch"], state["next_batch"]
+        if (state["world_size"] == self.world_size and state["batch_size"] == self.batch_size
+                and state["epoch_offset"] == 0):
+            self.resume(epoch, next_batch)
+            return
+        consumed = _samples_consumed(state)
+        self._rest = None
+        if consumed == 0 or consumed >= self.num_samples:
+            self.resume(epoch, 0 if consumed == 0 else len(self))
+            return
+        epoch = _integer("epoch", epoch, 0, (1 << 32) - 1)
+        rest = self._connect(metrics_port=-1,
+                             **{**self._plan_options, "epoch_offset": consumed,
+                                "epochs": epoch + 1})
+        rest.set_epoch(epoch, 0)
+        self._rest = _EpochRest(epoch, consumed, next_batch, rest)
+        self._epoch = epoch
+        self._pending = (epoch, next_batch)
 
     def stats(self) -> Dict[str, object]:
         """What the loader did so far, as a dict:
@@ -856,8 +975,10 @@ class RemoteDataLoader:
         return len(self.dataset)
 
     def __len__(self) -> int:
-        """Batches in this rank's share of an epoch."""
-        return len(self._loader)
+        """Batches in this rank's share of an epoch (of the epoch set now:
+        the rest of an epoch resumed from another world size has its own)."""
+        loader, first = self._plan_of(self._epoch)
+        return first + len(loader)
 
     def __iter__(self) -> Iterator[Batch]:
         """The epoch set by set_epoch() from its start, or from the position
@@ -871,10 +992,12 @@ class RemoteDataLoader:
     def _took(self, batch: Batch) -> None:
         self.last_batch = batch
 
-    def _begin_iteration(self) -> None:
+    def _begin_iteration(self):
         start = self._pending if self._pending is not None else (self._epoch, 0)
         self._pending = None
-        self._loader.set_epoch(*start)
+        loader, first = self._plan_of(start[0])
+        loader.set_epoch(start[0], start[1] - first)
+        return loader, first
 
     def __repr__(self) -> str:
         return (f"RemoteDataLoader(servers={self.servers!r}, {len(self)} batches per epoch, "
