@@ -12,8 +12,10 @@ PYTHONPATH=BUILD_DIR/python). Skips, saying so, when lightning is missing
 """
 
 import glob
+import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -116,6 +118,72 @@ class LightningTest(unittest.TestCase):
             indices = sorted(i for e, _, _, batch in trained if e == epoch for i in batch)
             self.assertEqual(indices, list(range(SAMPLES)), f"epoch {epoch}")
         self.assertEqual([s[1] for s in second], list(range(3, 12)))  # batch_idx goes on
+
+
+@unittest.skipIf(lightning is None, "lightning is not installed (scripts/setup.sh installs it)")
+class LightningResizeTest(unittest.TestCase):
+    """DDP on 2 CPU devices under torchrun, stopped after a checkpoint at
+    step 5 (batch 5 of 8 of epoch 0), resumed by Lightning on 3 devices with
+    the same per-device batch: the rest of epoch 0 is 2 batches per device
+    on top of the 5 counted, longer than the 3-device epoch of 6 that
+    Lightning measured before loading the checkpoint."""
+
+    SAMPLES, BATCH = 96, 6
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dataset = sample_dataset(HETERODL, cls.SAMPLES, "heterodl-lightning-resize-")
+        cls.tmp = os.path.dirname(cls.dataset)
+        cls.server, cls.address = start_server(HETERODL, cls.dataset,
+                                               os.path.join(cls.tmp, "port"))
+        cls.first = os.path.join(cls.tmp, "two")
+        cls.fit_on(2, cls.first, "--max-steps", "6")
+        cls.checkpoint = os.path.join(cls.first, "checkpoints", "epoch=0-step=5.ckpt")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.send_signal(signal.SIGTERM)
+        cls.server.wait(timeout=30)
+
+    @classmethod
+    def fit_on(cls, devices, root, *extra):
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc-per-node", str(devices),
+                   os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "lightning_resize_worker.py"),
+                   cls.address, root, "--batch-size", str(cls.BATCH), *extra]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        if result.returncode != 0:
+            raise AssertionError(f"Lightning on {devices} devices failed:\n"
+                                 f"{result.stderr[-4000:]}")
+        return result.stderr
+
+    def records(self, root):
+        records = []
+        for path in glob.glob(os.path.join(root, "records", "rank*.jsonl")):
+            with open(path) as f:
+                records.extend(json.loads(line) for line in f)
+        return records
+
+    def test_resumed_on_three_devices_every_sample_once(self):
+        root = os.path.join(self.tmp, "three")
+        self.fit_on(3, root, "--ckpt-path", self.checkpoint, "--epoch-length")
+        before = [r for r in self.records(self.first) if r["step"] < 5]
+        after = self.records(root)
+        for epoch in (0, 1):
+            read = [i for r in before + after if r["epoch"] == epoch for i in r["indices"]]
+            self.assertEqual(sorted(read), list(range(self.SAMPLES)), f"epoch {epoch}")
+        rest = [r for r in after if r["epoch"] == 0]
+        self.assertEqual(sorted({r["batch_idx"] for r in rest}), [5, 6])  # counted on
+        self.assertEqual(sorted({r["batch_idx"] for r in after if r["epoch"] == 1}),
+                         list(range(6)))  # then the 3-device epoch
+
+    def test_without_the_callback_the_loader_says_what_was_missed(self):
+        stderr = self.fit_on(3, os.path.join(self.tmp, "three-bare"), "--ckpt-path",
+                          self.checkpoint, "--max-steps", "7")
+        self.assertIn("1 of its batches not read", stderr)
+        self.assertIn("heterodl.lightning.EpochLength()", stderr)
 
 
 if __name__ == "__main__":
