@@ -43,6 +43,15 @@ absl::Status SaveCheckpoint(const std::string& dir, Model& model,
     archive.write("state", torch::tensor({state.step, static_cast<int64_t>(state.epoch),
                                           state.next_batch, static_cast<int64_t>(parameters.size()),
                                           static_cast<int64_t>(buffers.size())}));
+    // 64-bit values travel as int64, bit for bit.
+    archive.write("plan", torch::tensor({static_cast<int64_t>(state.world_size),
+                                         static_cast<int64_t>(state.batch_size),
+                                         static_cast<int64_t>(state.epoch_offset),
+                                         state.first_batch,
+                                         static_cast<int64_t>(state.dataset_fingerprint),
+                                         static_cast<int64_t>(state.seed),
+                                         static_cast<int64_t>(state.drop_last),
+                                         static_cast<int64_t>(state.shuffle)}));
     archive.save_to(partial.string());
     std::filesystem::rename(partial, path);
   } catch (const std::exception& error) {
@@ -104,6 +113,17 @@ absl::StatusOr<std::optional<TrainingState>> LoadCheckpoint(const std::string& d
     loaded.step = state[0].item<int64_t>();
     loaded.epoch = static_cast<uint32_t>(state[1].item<int64_t>());
     loaded.next_batch = state[2].item<int64_t>();
+    torch::Tensor plan;
+    if (archive.try_read("plan", plan) && plan.numel() == 8) {
+      loaded.world_size = static_cast<uint32_t>(plan[0].item<int64_t>());
+      loaded.batch_size = static_cast<uint32_t>(plan[1].item<int64_t>());
+      loaded.epoch_offset = static_cast<uint64_t>(plan[2].item<int64_t>());
+      loaded.first_batch = plan[3].item<int64_t>();
+      loaded.dataset_fingerprint = static_cast<uint64_t>(plan[4].item<int64_t>());
+      loaded.seed = static_cast<uint64_t>(plan[5].item<int64_t>());
+      loaded.drop_last = plan[6].item<int64_t>() != 0;
+      loaded.shuffle = plan[7].item<int64_t>() != 0;
+    }
     return std::optional<TrainingState>(loaded);
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError(

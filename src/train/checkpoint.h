@@ -24,6 +24,22 @@ struct TrainingState {
   int64_t step = 0;        // steps completed
   uint32_t epoch = 0;      // epoch of the next batch
   int64_t next_batch = 0;  // within `epoch`
+  // The plan `next_batch` is a batch of, so that a run at another world size
+  // or batch size can tell which samples of `epoch` were trained on
+  // (SamplesConsumed): its ranks and per-rank batch (0 in a checkpoint
+  // written before they were saved: this run's), and, when `epoch` is the
+  // rest of one begun at another world size, the entries of the epoch's
+  // permutation it leaves out and the number of its first batch.
+  uint32_t world_size = 0;
+  uint32_t batch_size = 0;
+  uint64_t epoch_offset = 0;
+  int64_t first_batch = 0;
+  // What the epochs' permutations are made of: a run of another one cannot
+  // take the position (saved with world_size).
+  uint64_t dataset_fingerprint = 0;
+  uint64_t seed = 0;
+  bool drop_last = false;
+  bool shuffle = true;
 };
 
 // Writes DIR/checkpoint.pt (through a temporary file and a rename, so a

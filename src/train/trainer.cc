@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -17,10 +19,12 @@
 #include "absl/time/clock.h"
 #include "src/client/data_group_watch.h"
 #include "src/client/remote_loader.h"
+#include "src/common/fingerprint.h"
 #include "src/common/log.h"
 #include "src/common/status_macros.h"
 #include "src/metrics/feed_metrics.h"
 #include "src/metrics/metrics_endpoint.h"
+#include "src/plan/epoch_plan.h"
 #include "src/train/checkpoint.h"
 #include "src/train/communicator.h"
 #include "src/train/device_feed.h"
@@ -54,12 +58,13 @@ class SampleLog {
     }
     return absl::OkStatus();
   }
-  void Record(const Batch& batch) {
+  // `first_batch`: the number of the loader's batch 0 in its epoch (a rest's).
+  void Record(const Batch& batch, int64_t first_batch) {
     if (!file_.is_open()) {
       return;
     }
     for (int64_t index : batch.indices) {
-      file_ << batch.epoch << ' ' << batch.index << ' ' << index << '\n';
+      file_ << batch.epoch << ' ' << first_batch + batch.index << ' ' << index << '\n';
     }
     file_.flush();
   }
@@ -132,11 +137,14 @@ absl::Status SynchronizeModel(Model& model, Communicator& communicator) {
 absl::Status AgreeOnStart(const TrainingState& mine, Communicator& communicator,
                           const torch::Device& device) {
   torch::Tensor state =
-      torch::tensor({mine.step, static_cast<int64_t>(mine.epoch), mine.next_batch}).to(device);
+      torch::tensor({mine.step, static_cast<int64_t>(mine.epoch), mine.next_batch,
+                     static_cast<int64_t>(mine.epoch_offset)})
+          .to(device);
   RETURN_IF_ERROR(communicator.Broadcast(state));
   state = state.cpu();
   if (state[0].item<int64_t>() != mine.step || state[1].item<int64_t>() != mine.epoch ||
-      state[2].item<int64_t>() != mine.next_batch) {
+      state[2].item<int64_t>() != mine.next_batch ||
+      state[3].item<int64_t>() != static_cast<int64_t>(mine.epoch_offset)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", communicator.rank(), " would start at step ", mine.step, " but rank 0 at step ",
         state[0].item<int64_t>(), ": every dnn host must see the same --checkpoint-dir"));
@@ -173,9 +181,13 @@ class ProgressLine {
 };
 
 // The loader of one rank: its share of every epoch, pinned buffers on CUDA.
+// With an `epoch_offset`, of the rest of an epoch a run at another world
+// size began (PlanParams::epoch_offset).
 absl::StatusOr<std::unique_ptr<RemoteLoader>> ConnectLoader(const TrainerOptions& options,
-                                                            const torch::Device& device) {
+                                                            const torch::Device& device,
+                                                            uint64_t epoch_offset = 0) {
   RemoteLoaderOptions loader_options = options.data;
+  loader_options.epoch_offset = epoch_offset;
   loader_options.rank = static_cast<uint32_t>(options.rendezvous.rank);
   loader_options.world_size = static_cast<uint32_t>(options.rendezvous.world_size);
   if (device.is_cuda()) {
@@ -208,7 +220,17 @@ class RankTrainer {
 
  private:
   // A checkpoint was asked for (--resume): where it says training stands.
+  // One written by another world size or batch size leaves the rest of its
+  // epoch to rest_.
   absl::Status Resume();
+  // INVALID_ARGUMENT, naming what differs, when `loaded` is a position in
+  // another dataset's epochs or another shuffle (seed, drop_last, shuffle).
+  absl::Status CheckSamePermutation(const TrainingState& loaded) const;
+  // The rest of `loaded`'s epoch, as this run's ranks split it.
+  absl::Status ResumeResized(const TrainingState& loaded);
+  // A position in this run's plans: `next_batch` of `epoch` (numbered on from
+  // the rest's first batch in the rest's epoch).
+  TrainingState At(int64_t step, uint32_t epoch, int64_t next_batch) const;
   // --metrics-port: the endpoint, serving from its first scrape.
   absl::Status ServeMetrics();
   // Steps per epoch, epochs and steps of the run, and where the loader
@@ -238,6 +260,16 @@ class RankTrainer {
   // The model's layout, which its input takes too (--memory-format).
   torch::MemoryFormat input_format_ = torch::MemoryFormat::Contiguous;
   std::unique_ptr<RemoteLoader> loader_;
+  // The epoch a checkpoint of another world size or batch size left
+  // unfinished: its rest, on its own loader, its batches numbered on from
+  // `first` (the batches the checkpoint had counted in it).
+  struct EpochRest {
+    uint32_t epoch = 0;
+    uint64_t offset = 0;  // entries of the epoch's permutation read before
+    int64_t first = 0;
+    std::unique_ptr<RemoteLoader> loader;
+  };
+  std::optional<EpochRest> rest_;
   std::unique_ptr<Communicator> communicator_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
@@ -370,13 +402,105 @@ absl::Status RankTrainer::Resume() {
         LogInfo("resuming from %s/checkpoint.pt at step %d (epoch %d, batch %d)",
                 options_.checkpoint_dir, start_.step, start_.epoch, start_.next_batch);
       }
+      RETURN_IF_ERROR(CheckSamePermutation(*loaded));
+      const bool same_plan =
+          (loaded->world_size == 0 ||
+           (loaded->world_size == static_cast<uint32_t>(options_.rendezvous.world_size) &&
+            loaded->batch_size == options_.data.batch_size)) &&
+          loaded->epoch_offset == 0;
+      if (!same_plan) {
+        RETURN_IF_ERROR(ResumeResized(*loaded));
+      }
     }
   }
+  start_ = At(start_.step, start_.epoch, start_.next_batch);
   RETURN_IF_ERROR(AgreeOnStart(start_, *communicator_, device_));
   position_ = start_;
   step_ = start_.step;
   last_saved_step_ = start_.step;
   return absl::OkStatus();
+}
+
+absl::Status RankTrainer::CheckSamePermutation(const TrainingState& loaded) const {
+  if (loaded.world_size == 0) {
+    return absl::OkStatus();  // written before the plan was saved: taken as it was
+  }
+  const TrainingState mine = At(0, 0, 0);
+  std::vector<std::string> differs;
+  if (loaded.dataset_fingerprint != mine.dataset_fingerprint) {
+    differs.push_back(absl::StrCat("the dataset (fingerprint ",
+                                   FingerprintToHex(loaded.dataset_fingerprint), ", the servers' ",
+                                   FingerprintToHex(mine.dataset_fingerprint), ")"));
+  }
+  if (loaded.seed != mine.seed) {
+    differs.push_back(absl::StrCat("--seed ", loaded.seed, " (this run: ", mine.seed, ")"));
+  }
+  if (loaded.drop_last != mine.drop_last) {
+    differs.push_back(absl::StrCat("--drop-last ", loaded.drop_last ? "on" : "off"));
+  }
+  if (loaded.shuffle != mine.shuffle) {
+    differs.push_back(absl::StrCat("shuffle ", loaded.shuffle ? "on" : "off"));
+  }
+  if (differs.empty()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(options_.checkpoint_dir, "/checkpoint.pt is a position in other epochs: ",
+                   absl::StrJoin(differs, ", "),
+                   ". Resume with what it was written with, or start a new --checkpoint-dir"));
+}
+
+absl::Status RankTrainer::ResumeResized(const TrainingState& loaded) {
+  PlanParams written;
+  written.num_samples = loader_->dataset().num_samples;
+  written.world_size = loaded.world_size;
+  written.batch_size = loaded.batch_size;
+  written.drop_last = options_.data.drop_last;
+  written.shuffle = options_.data.shuffle;
+  written.epoch_offset = loaded.epoch_offset;
+  const absl::StatusOr<uint64_t> consumed =
+      SamplesConsumed(written, loaded.next_batch - loaded.first_batch);
+  if (!consumed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options_.checkpoint_dir, "/checkpoint.pt: its position is no batch of its own plan (",
+        loaded.world_size, " ranks, batch ", loaded.batch_size, "): ",
+        consumed.status().message()));
+  }
+  if (*consumed == 0 || *consumed >= written.num_samples) {
+    // Nothing of the epoch read, or all of it: where this run's plan says.
+    start_.next_batch = *consumed == 0 ? 0 : loader_->size();
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<RemoteLoader> loader,
+                   ConnectLoader(options_, device_, *consumed));
+  RETURN_IF_ERROR(loader->SetEnd(loaded.epoch, loader->size()));
+  if (options_.rendezvous.rank == 0) {
+    LogInfo(
+        "the checkpoint was written by %d rank(s) of batch %d: the %d samples of epoch %d they "
+        "had not trained on are split over these %d rank(s), %d step(s) of batch %d",
+        loaded.world_size, loaded.batch_size, written.num_samples - *consumed, loaded.epoch,
+        options_.rendezvous.world_size, loader->size(), options_.data.batch_size);
+  }
+  rest_ = EpochRest{loaded.epoch, *consumed, loaded.next_batch, std::move(loader)};
+  return absl::OkStatus();
+}
+
+TrainingState RankTrainer::At(int64_t step, uint32_t epoch, int64_t next_batch) const {
+  TrainingState state;
+  state.step = step;
+  state.epoch = epoch;
+  state.next_batch = next_batch;
+  state.world_size = static_cast<uint32_t>(options_.rendezvous.world_size);
+  state.batch_size = options_.data.batch_size;
+  state.dataset_fingerprint = loader_->dataset().fingerprint;
+  state.seed = options_.data.seed;
+  state.drop_last = options_.data.drop_last;
+  state.shuffle = options_.data.shuffle;
+  if (rest_ && rest_->epoch == epoch) {
+    state.epoch_offset = rest_->offset;
+    state.first_batch = rest_->first;
+  }
+  return state;
 }
 
 absl::Status RankTrainer::PlanSteps() {
@@ -392,12 +516,24 @@ absl::Status RankTrainer::PlanSteps() {
     epochs_ = static_cast<int>((options_.steps + steps_per_epoch_ - 1) / steps_per_epoch_);
   }
   total_steps_ = options_.steps > 0 ? options_.steps : steps_per_epoch_ * epochs_;
+  // Where the main loader's batches begin, as a count of this plan's
+  // batches, and the steps before them: a rest runs its epoch's steps first.
+  int64_t main_begin = static_cast<int64_t>(start_.epoch) * steps_per_epoch_ + start_.next_batch;
+  int64_t steps_before_main = start_.step;
+  if (rest_) {
+    main_begin = static_cast<int64_t>(rest_->epoch + 1) * steps_per_epoch_;
+    steps_before_main += rest_->loader->size();
+    if (options_.steps <= 0) {
+      // The resumed epoch has the rest's steps, not this plan's.
+      total_steps_ = steps_before_main + (epochs_ - static_cast<int64_t>(rest_->epoch) - 1) *
+                                             steps_per_epoch_;
+    }
+  }
   // The loader fetches up to the run's last batch and not past it: a short
   // run's last steps, or its last epoch, leave no batch built for nothing.
   int64_t end = static_cast<int64_t>(epochs_) * steps_per_epoch_;
   if (options_.steps > 0) {
-    end = std::min(end, static_cast<int64_t>(start_.epoch) * steps_per_epoch_ + start_.next_batch +
-                            (options_.steps - start_.step));
+    end = std::min(end, main_begin + (options_.steps - steps_before_main));
   }
   end = std::max<int64_t>(end, 1);
   return loader_->SetEnd(static_cast<uint32_t>((end - 1) / steps_per_epoch_),
@@ -413,21 +549,30 @@ absl::Status RankTrainer::Train() {
     if (options_.steps > 0 && step_ >= options_.steps) {
       break;
     }
-    RETURN_IF_ERROR(TrainEpoch(epoch, feeder, progress));
+    if (rest_ && rest_->epoch == epoch) {
+      BatchFeeder rest_feeder(*rest_->loader, device_, options_.device_step_ms <= 0,
+                              input_format_);
+      RETURN_IF_ERROR(TrainEpoch(epoch, rest_feeder, progress));
+    } else {
+      RETURN_IF_ERROR(TrainEpoch(epoch, feeder, progress));
+    }
   }
   FlushSteps(progress);
   return absl::OkStatus();
 }
 
 absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder, ProgressLine& progress) {
-  RETURN_IF_ERROR(feeder.StartEpoch(epoch, epoch == start_.epoch ? start_.next_batch : 0));
+  // A rest's loader numbers its batches from 0; the epoch counts them on.
+  const int64_t first = rest_ && rest_->epoch == epoch ? rest_->first : 0;
+  RETURN_IF_ERROR(
+      feeder.StartEpoch(epoch, epoch == start_.epoch ? start_.next_batch - first : 0));
   absl::Time step_start = absl::Now();
   ASSIGN_OR_RETURN(std::optional<DeviceBatch> current, feeder.Next());
   double wait_ms = feeder.last_wait_ms();
   while (current) {
     const double lr = schedule_->At(step_);
     ASSIGN_OR_RETURN(const torch::Tensor loss, Step(*current, lr));
-    position_ = {step_ + 1, current->host.epoch, current->host.index + 1};
+    position_ = At(step_ + 1, current->host.epoch, first + current->host.index + 1);
     // On CUDA the step is still running: fetch and queue the next batch now.
     const bool last = options_.steps > 0 && step_ + 1 >= options_.steps;
     std::optional<DeviceBatch> next;
@@ -435,7 +580,7 @@ absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder, Progre
       ASSIGN_OR_RETURN(next, feeder.Next());
       wait_ms += feeder.last_wait_ms();
     }
-    sample_log_.Record(current->host);
+    sample_log_.Record(current->host, first);
     const absl::Time now = absl::Now();
     Record(epoch, std::move(current->host), lr, loss.detach(), step_start, now, wait_ms);
     ++step_;

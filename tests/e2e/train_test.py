@@ -6,6 +6,7 @@ Python (torch and torchvision make the TorchScript model).
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,9 +33,9 @@ class TrainerTest(unittest.TestCase):
         subprocess.run([HETERODL, "dataset", "sample", cls.dataset, "--images", "96",
                         "--seed", "5"], check=True, timeout=120)
 
-    def local_arguments(self, *extra):
+    def local_arguments(self, *extra, ranks=2):
         return [HETERODL, "local", "--dataset", self.dataset, "--servers", "1",
-                "--ranks", "2", "--batch-size", "4", *extra]
+                "--ranks", str(ranks), "--batch-size", "4", *extra]
 
     def test_an_interrupted_run_resumes_at_the_exact_next_batch(self):
         # ResNet-18 on 64x64 crops: slow enough to be stopped mid-run, and
@@ -81,6 +82,57 @@ class TrainerTest(unittest.TestCase):
         for want, got in zip(expected, actual):
             self.assertAlmostEqual(want["loss"], got["loss"], places=4, msg=f"step {want['step']}")
             self.assertAlmostEqual(want["learning_rate"], got["learning_rate"], places=12)
+
+    def test_a_run_resumes_on_another_number_of_ranks(self):
+        # 2 ranks stopped mid-epoch, resumed on 3: the rest of the epoch is
+        # split over the 3 and each sample is trained on once (but for the
+        # padding that divides the rest evenly), then the 3 ranks' epochs.
+        root = os.path.join(self.tmp, "resized")
+        common = ["--model", "resnet18", "--epochs", "3", "--pipeline",
+                  "random_resized_crop(64)", "--sample-log-dir", os.path.join(root, "samples"),
+                  "--checkpoint-dir", os.path.join(root, "checkpoints"),
+                  "--metrics-file", os.path.join(root, "metrics.jsonl")]
+        first = subprocess.Popen(self.local_arguments(*common), stderr=subprocess.PIPE, text=True)
+        read_until(first, "step 3/")
+        first.send_signal(signal.SIGTERM)
+        self.assertIn("checkpoint at step", first.communicate(timeout=120)[1])
+        second = subprocess.run(self.local_arguments(*common, "--resume", ranks=3),
+                                capture_output=True, text=True, timeout=600)
+        self.assertEqual(second.returncode, 0, second.stderr[-4000:])
+        resumed = re.search(r"resuming from .* at step (\d+) \(epoch (\d+), batch (\d+)\)",
+                            second.stderr)
+        step, epoch, batch = map(int, resumed.groups())
+        self.assertTrue(0 < batch < 12 and step == epoch * 12 + batch, resumed.group(0))
+        self.assertIn("the checkpoint was written by 2 rank(s) of batch 4", second.stderr)
+        lines = []
+        for rank in (0, 1, 2):
+            with open(os.path.join(root, "samples", f"rank{rank}.samples")) as f:
+                lines.extend(tuple(map(int, line.split())) for line in f)
+        for e in range(3):
+            samples = [sample for line_epoch, _, sample in lines if line_epoch == e]
+            self.assertEqual(set(samples), set(range(96)), f"epoch {e}")
+            # 2 ranks' epochs and 3 ranks' divide evenly; the rest pads.
+            repeated = len(samples) - 96
+            self.assertLess(repeated, 3, f"epoch {e}")
+            if e != epoch:
+                self.assertEqual(repeated, 0, f"epoch {e}")
+        # The rest's batches are numbered on from the checkpoint's.
+        self.assertEqual(min(b for e, b, _ in lines if e == epoch and b >= batch), batch)
+        steps = [row["step"] for row in read_metrics(os.path.join(root, "metrics.jsonl"))]
+        self.assertEqual(steps, list(range(1, len(steps) + 1)))
+
+    def test_a_checkpoint_of_another_seed_is_refused(self):
+        root = os.path.join(self.tmp, "seeded")
+        common = ["--pipeline", "random_resized_crop(32)",
+                  "--checkpoint-dir", os.path.join(root, "checkpoints")]
+        first = subprocess.run(self.local_arguments(*common, "--steps", "2"),
+                               capture_output=True, text=True, timeout=300)
+        self.assertEqual(first.returncode, 0, first.stderr[-4000:])
+        second = subprocess.run(self.local_arguments(*common, "--steps", "4", "--resume",
+                                                     "--seed", "9"),
+                                capture_output=True, text=True, timeout=300)
+        self.assertNotEqual(second.returncode, 0)
+        self.assertIn("is a position in other epochs: --seed 0 (this run: 9)", second.stderr)
 
     def test_a_torchscript_model_from_python_trains(self):
         path = os.path.join(self.tmp, "scripted_resnet18.pt")
