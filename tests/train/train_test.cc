@@ -225,7 +225,16 @@ TEST(CheckpointTest, RestoresModelOptimizerAndPosition) {
                                        torch::tensor({0, 1, 2, 3}))
       .backward();
   optimizer.step();
-  ASSERT_TRUE(SaveCheckpoint(dir, *model, optimizer, {17, 2, 5}).ok());
+  TrainingState saved{17, 2, 5};
+  saved.world_size = 3;
+  saved.batch_size = 8;
+  saved.epoch_offset = 120;
+  saved.first_batch = 4;
+  saved.dataset_fingerprint = 0xfedcba9876543210;  // over int64's range: kept bit for bit
+  saved.seed = 42;
+  saved.drop_last = true;
+  saved.shuffle = false;
+  ASSERT_TRUE(SaveCheckpoint(dir, *model, optimizer, saved).ok());
 
   torch::manual_seed(4);  // different initial weights
   std::unique_ptr<Model> restored = *CreateModel("small_cnn", 4);
@@ -238,6 +247,14 @@ TEST(CheckpointTest, RestoresModelOptimizerAndPosition) {
   EXPECT_EQ((*state)->step, 17);
   EXPECT_EQ((*state)->epoch, 2u);
   EXPECT_EQ((*state)->next_batch, 5);
+  EXPECT_EQ((*state)->world_size, 3u);
+  EXPECT_EQ((*state)->batch_size, 8u);
+  EXPECT_EQ((*state)->epoch_offset, 120u);
+  EXPECT_EQ((*state)->first_batch, 4);
+  EXPECT_EQ((*state)->dataset_fingerprint, 0xfedcba9876543210);
+  EXPECT_EQ((*state)->seed, 42u);
+  EXPECT_TRUE((*state)->drop_last);
+  EXPECT_FALSE((*state)->shuffle);
   for (size_t i = 0; i < model->Parameters().size(); ++i) {
     EXPECT_TRUE(torch::equal(model->Parameters()[i], restored->Parameters()[i]));
   }
