@@ -63,16 +63,17 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def install_built_wheel(root, venv):
+def install_built_wheel(root, venv, folder=".venv-wheel"):
     """Installs the repaired wheel in `root`/dist (scripts/build_wheel.sh)
-    into the virtualenv `root`/.venv-wheel/`venv` (tests/python/
-    make_wheel_venvs.sh), offline; returns the venv's python. scripts/test.sh
-    makes both before the tests run."""
-    python = os.path.join(root, ".venv-wheel", venv, "bin", "python")
+    into the virtualenv `root`/`folder`/`venv` (tests/python/
+    make_wheel_venvs.sh, make_framework_venvs.sh), offline; returns the
+    venv's python. scripts/test.sh makes both before the tests run."""
+    python = os.path.join(root, folder, venv, "bin", "python")
     wheels = glob.glob(os.path.join(root, "dist", "heterodl-*-cp311-abi3-manylinux_*.whl"))
     if len(wheels) != 1 or not os.path.exists(python):
         raise RuntimeError(f"expected one repaired wheel in dist/ (found {wheels}) and {python}: "
-                           "run scripts/build_wheel.sh and tests/python/make_wheel_venvs.sh "
+                           "run scripts/build_wheel.sh and tests/python/make_wheel_venvs.sh or "
+                           "make_framework_venvs.sh "
                            "(scripts/test.sh does)")
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                     "--force-reinstall", wheels[0]], check=True, timeout=300)
