@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite (what .ci/run calls): the
 # style check (clang-format and clang-tidy over the whole tree), the
-# default build's tests (unit, e2e, Python, the wheel in fresh venvs,
-# examples, the namespace cluster, the fuzzer), then the torch-free tests
+# default build's tests (unit, e2e, Python, the wheel in fresh venvs and
+# beside TensorFlow, JAX across processes, examples, the namespace cluster,
+# the fuzzer), then the torch-free tests
 # again under AddressSanitizer and UndefinedBehaviorSanitizer (the asan
 # preset). Each phase's time is printed at the end.
 #
@@ -37,6 +38,7 @@ phase "setup (install, build)" bash scripts/setup.sh
 phase "style (clang-format, clang-tidy)" bash scripts/check_style.sh
 phase "wheel" bash scripts/build_wheel.sh
 phase "wheel venvs" bash tests/python/make_wheel_venvs.sh
+phase "framework venvs" bash tests/python/make_framework_venvs.sh
 phase "tests (default preset)" ctest --preset default
 source scripts/cached_venv.sh
 use_ccache

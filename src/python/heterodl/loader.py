@@ -323,14 +323,14 @@ class _EpochIterator:
     def __init__(self, loader, importer: Callable[[Any], Any],
                  copy_guard: Optional[_PinnedCopyGuard],
                  start: Optional[Callable[[], Any]] = None,
-                 on_batch: Optional[Callable[[Batch], None]] = None):
+                 on_batch: Optional[Callable[[Batch], None]] = None, structured: bool = True):
         self._loader = loader
         self._import = importer
         self._copy_guard = copy_guard
         self._start = start
         self._first_index = 0  # what the loader's batch numbers start at
         self._on_batch = on_batch
-        structure = loader.sample_structure()
+        structure = loader.sample_structure() if structured else None
         self._structure = None if structure is None else json.loads(structure)
 
     def __iter__(self) -> "_EpochIterator":
@@ -424,16 +424,44 @@ def _importer(format: str) -> Callable[[Any], Any]:
     return lambda array: array
 
 
+def _tf_config_rank() -> Optional[Tuple[int, int]]:
+    """(rank, world size) from $TF_CONFIG, TensorFlow's
+    MultiWorkerMirroredStrategy cluster: the chief (if any) is rank 0, then
+    the workers in order; None without one, or for a task that trains on no
+    data (an evaluator, a parameter server)."""
+    text = os.environ.get("TF_CONFIG")
+    if not text:
+        return None
+    try:
+        config = json.loads(text)
+        cluster, task = config["cluster"], config["task"]
+        members = [("chief", i) for i in range(len(cluster.get("chief", ())))]
+        members += [("worker", i) for i in range(len(cluster.get("worker", ())))]
+        me = (task["type"], int(task["index"]))
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"TF_CONFIG is not a TensorFlow cluster description ({error}): "
+                         f"{text[:200]!r}") from None
+    if me not in members:
+        return None
+    return members.index(me), len(members)
+
+
 def _distributed_defaults() -> Tuple[int, int]:
     """(rank, world size) of the job this process is in: torch.distributed's
-    when it is initialized, else torchrun's or Slurm's environment, else one
-    process."""
+    when it is initialized, else torchrun's environment, TensorFlow's
+    TF_CONFIG, Horovod's or Open MPI's, or Slurm's, else one process."""
     # A script that initialized torch.distributed imported it: a NumPy or JAX
     # user's process is not made to import torch to find that it did not.
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    for rank_name, size_name in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
+    if "RANK" not in os.environ:
+        from_tf_config = _tf_config_rank()
+        if from_tf_config is not None:
+            return from_tf_config
+    for rank_name, size_name in (("RANK", "WORLD_SIZE"), ("HOROVOD_RANK", "HOROVOD_SIZE"),
+                                 ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                                 ("SLURM_PROCID", "SLURM_NTASKS")):
         if rank_name in os.environ and size_name in os.environ:
             try:
                 return int(os.environ[rank_name]), int(os.environ[size_name])
@@ -767,16 +795,18 @@ class RemoteDataLoader:
         """A C++ Loader with this loader's shared options and `options`."""
         return _heterodl.Loader({**self._connection, **options})
 
-    def _sample_batch(self, index: int) -> Batch:
+    def _sample_batch(self, index: int, structured: bool = True) -> Batch:
         """A batch holding sample `index` alone, built by a server: batch
-        `index` of an unshuffled one-rank plan of batches of 1."""
+        `index` of an unshuffled one-rank plan of batches of 1 (for a user's
+        Python dataset, its structure unless not `structured`)."""
         if self._sample_loader is None:
             self._sample_loader = self._connect(batch_size=1, rank=0, world_size=1,
                                                 shuffle=False, drop_last=False,
                                                 max_buffered_mb=1.0, connections_per_server=1,
                                                 max_failed_fraction=1.0)
         self._sample_loader.set_epoch(0, index)
-        return next(_EpochIterator(self._sample_loader, self._import, None))
+        return next(_EpochIterator(self._sample_loader, self._import, None,
+                                   structured=structured))
 
     def _plan_of(self, epoch: int) -> Tuple[Any, int]:
         """(the C++ Loader whose plan `epoch` runs, the number of its first
@@ -862,16 +892,22 @@ class RemoteDataLoader:
         by all ranks together; `epoch_offset` is where this epoch's plan
         began in it (0 unless the epoch is the rest of one begun at another
         world size)."""
-        epoch, next_batch = self.position()
+        return self._state_at(*self.position())
+
+    def _state_at(self, epoch: int, next_batch: int) -> Dict[str, Any]:
+        """state_dict() as it would be at batch `next_batch` of `epoch` (an
+        epoch this loader runs or ran: a consumer that holds batches ahead,
+        such as a tf.data pipeline, checkpoints where its model stands)."""
+        loader, first = self._plan_of(epoch)
         state = {"version": _STATE_VERSION, "epoch": epoch, "next_batch": next_batch,
-                 "batches_per_epoch": len(self), "num_samples": self.num_samples,
+                 "batches_per_epoch": first + len(loader), "num_samples": self.num_samples,
                  "fingerprint": self._loader.fingerprint(), "seed": self.seed,
                  "world_size": self.world_size, "batch_size": self.batch_size,
                  "drop_last": self.drop_last, "shuffle": self.shuffle,
                  "shuffle_block_shards": self.shuffle_block_shards,
-                 "epoch_offset": 0, "first_batch": 0}
+                 "epoch_offset": 0, "first_batch": first}
         if self._rest is not None and self._rest.epoch == epoch:
-            state.update(epoch_offset=self._rest.offset, first_batch=self._rest.first)
+            state["epoch_offset"] = self._rest.offset
         state["samples_consumed"] = _samples_consumed(state)
         return state
 
@@ -988,6 +1024,22 @@ class RemoteDataLoader:
         changes nothing."""
         return _EpochIterator(self._loader, self._import, self._copy_guard,
                               self._begin_iteration, self._took)
+
+    def _batches(self) -> Iterator[Batch]:
+        """Like iter(loader), but every step is the Batch itself (a user's
+        Python dataset's too, not its collated structure)."""
+        return _EpochIterator(self._loader, self._import, self._copy_guard,
+                              self._begin_iteration, self._took, structured=False)
+
+    def _reposition(self, epoch: int, next_batch: int) -> None:
+        """The next iteration starts at `next_batch` of `epoch`, a position
+        this loader gave (a rest's included, which resume() would drop)."""
+        if self._rest is not None and self._rest.epoch == epoch:
+            self._epoch = epoch
+            self._pending = (epoch, next_batch)
+            self._rest.loader.set_epoch(epoch, next_batch - self._rest.first)
+        else:
+            self.resume(epoch, next_batch)
 
     def _took(self, batch: Batch) -> None:
         self.last_batch = batch
