@@ -91,6 +91,7 @@ for round_ in range(args.rounds + 1):  # round 0 warms up (tracing, first connec
         results["numpy"].append(numpy_ms)
         results["heterodl.tf"].append(tf_ms)
 
+del dataset, numpy_loader, tf_loader  # their connections close before the server does
 server.terminate()
 server.wait()
 numpy_ms = statistics.median(results["numpy"])
