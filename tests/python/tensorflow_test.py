@@ -4,7 +4,8 @@ import order (TensorFlow carries its own gRPC, protobuf and Abseil), every
 batch kind as a tf.data.Dataset with the right element_spec and the same
 batches as NumPy, Keras fit over several epochs in the planned order, a
 fit killed mid-epoch and restarted by heterodl.tf.Checkpoint at the exact
-next batch, and examples/tensorflow/train_resnet.py end to end.
+next batch, records TensorFlow wrote read as the folder they came from, and
+examples/tensorflow/train_resnet.py end to end.
 
 Run by ctest: python tensorflow_test.py BUILD_DIR (the project's Python:
 it starts the servers; the checks run in the TensorFlow venv).
@@ -178,6 +179,21 @@ class TensorFlowTest(unittest.TestCase):
         self.assertEqual(len(resumed["weights"]), len(whole["weights"]))
         for got, want in zip(resumed["weights"], whole["weights"]):
             self.assertAlmostEqual(got, want, places=4)
+
+    def test_records_tensorflow_wrote_read_as_the_image_folder(self):
+        # TensorFlow's own TFRecordWriter and tf.train.Example, against the
+        # folder they were written from (the object-storage tests write
+        # theirs with the tfrecord package).
+        folder = sample_dataset(HETERODL, 32, "heterodl-tf-records-")
+        result = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "object_storage", "tensorflow_records.py"),
+             "--tf-python", self.python, "--dataset", folder, "--heterodl", HETERODL,
+             "--per-file", "10"],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": os.path.join(BUILD_DIR, "python")})
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr[-4000:])
+        self.assertIn("wrote 32 records in 4 files; heterodl read 32 samples", result.stdout)
+        self.assertIn("the image folder's batches, pixel for pixel", result.stdout)
 
     def test_the_keras_example_trains(self):
         result = subprocess.run(
