@@ -23,9 +23,9 @@ absl::StatusOr<int64_t> SamplesPerRank(const PlanParams& params) {
     return absl::InvalidArgumentError("batch_size must be > 0");
   }
   if (params.epoch_offset >= params.num_samples) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("an epoch offset of ", params.epoch_offset, " leaves nothing of the ",
-                     params.num_samples, " samples"));
+    return absl::InvalidArgumentError(absl::StrCat("an epoch offset of ", params.epoch_offset,
+                                                   " leaves nothing of the ", params.num_samples,
+                                                   " samples"));
   }
   const uint64_t n = params.num_samples - params.epoch_offset;
   const uint64_t world = params.world_size;

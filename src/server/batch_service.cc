@@ -237,14 +237,9 @@ absl::Status BatchService::ValidateBatchId(const StreamPlan& stream, const v1::B
 
 absl::StatusOr<std::shared_ptr<const EpochPlan>> BatchService::PlanFor(const PlanParams& params,
                                                                        uint32_t epoch) {
-  const PlanKey key{params.seed,
-                    params.world_size,
-                    params.batch_size,
-                    params.drop_last,
-                    params.shuffle,
-                    params.shuffle_block_shards,
-                    params.epoch_offset,
-                    epoch};
+  const PlanKey key{
+      params.seed,    params.world_size,           params.batch_size,   params.drop_last,
+      params.shuffle, params.shuffle_block_shards, params.epoch_offset, epoch};
   {
     absl::MutexLock lock(&mu_);
     auto it = plans_.find(key);

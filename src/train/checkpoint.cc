@@ -44,14 +44,13 @@ absl::Status SaveCheckpoint(const std::string& dir, Model& model,
                                           state.next_batch, static_cast<int64_t>(parameters.size()),
                                           static_cast<int64_t>(buffers.size())}));
     // 64-bit values travel as int64, bit for bit.
-    archive.write("plan", torch::tensor({static_cast<int64_t>(state.world_size),
-                                         static_cast<int64_t>(state.batch_size),
-                                         static_cast<int64_t>(state.epoch_offset),
-                                         state.first_batch,
-                                         static_cast<int64_t>(state.dataset_fingerprint),
-                                         static_cast<int64_t>(state.seed),
-                                         static_cast<int64_t>(state.drop_last),
-                                         static_cast<int64_t>(state.shuffle)}));
+    archive.write(
+        "plan",
+        torch::tensor(
+            {static_cast<int64_t>(state.world_size), static_cast<int64_t>(state.batch_size),
+             static_cast<int64_t>(state.epoch_offset), state.first_batch,
+             static_cast<int64_t>(state.dataset_fingerprint), static_cast<int64_t>(state.seed),
+             static_cast<int64_t>(state.drop_last), static_cast<int64_t>(state.shuffle)}));
     archive.save_to(partial.string());
     std::filesystem::rename(partial, path);
   } catch (const std::exception& error) {

@@ -136,10 +136,9 @@ absl::Status SynchronizeModel(Model& model, Communicator& communicator) {
 // another place (a checkpoint directory not shared by every host) is an error.
 absl::Status AgreeOnStart(const TrainingState& mine, Communicator& communicator,
                           const torch::Device& device) {
-  torch::Tensor state =
-      torch::tensor({mine.step, static_cast<int64_t>(mine.epoch), mine.next_batch,
-                     static_cast<int64_t>(mine.epoch_offset)})
-          .to(device);
+  torch::Tensor state = torch::tensor({mine.step, static_cast<int64_t>(mine.epoch), mine.next_batch,
+                                       static_cast<int64_t>(mine.epoch_offset)})
+                            .to(device);
   RETURN_IF_ERROR(communicator.Broadcast(state));
   state = state.cpu();
   if (state[0].item<int64_t>() != mine.step || state[1].item<int64_t>() != mine.epoch ||
@@ -445,8 +444,8 @@ absl::Status RankTrainer::CheckSamePermutation(const TrainingState& loaded) cons
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat(options_.checkpoint_dir, "/checkpoint.pt is a position in other epochs: ",
-                   absl::StrJoin(differs, ", "),
+      absl::StrCat(options_.checkpoint_dir,
+                   "/checkpoint.pt is a position in other epochs: ", absl::StrJoin(differs, ", "),
                    ". Resume with what it was written with, or start a new --checkpoint-dir"));
 }
 
@@ -463,8 +462,8 @@ absl::Status RankTrainer::ResumeResized(const TrainingState& loaded) {
   if (!consumed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         options_.checkpoint_dir, "/checkpoint.pt: its position is no batch of its own plan (",
-        loaded.world_size, " ranks, batch ", loaded.batch_size, "): ",
-        consumed.status().message()));
+        loaded.world_size, " ranks, batch ", loaded.batch_size,
+        "): ", consumed.status().message()));
   }
   if (*consumed == 0 || *consumed >= written.num_samples) {
     // Nothing of the epoch read, or all of it: where this run's plan says.
@@ -525,8 +524,8 @@ absl::Status RankTrainer::PlanSteps() {
     steps_before_main += rest_->loader->size();
     if (options_.steps <= 0) {
       // The resumed epoch has the rest's steps, not this plan's.
-      total_steps_ = steps_before_main + (epochs_ - static_cast<int64_t>(rest_->epoch) - 1) *
-                                             steps_per_epoch_;
+      total_steps_ =
+          steps_before_main + (epochs_ - static_cast<int64_t>(rest_->epoch) - 1) * steps_per_epoch_;
     }
   }
   // The loader fetches up to the run's last batch and not past it: a short
@@ -550,8 +549,7 @@ absl::Status RankTrainer::Train() {
       break;
     }
     if (rest_ && rest_->epoch == epoch) {
-      BatchFeeder rest_feeder(*rest_->loader, device_, options_.device_step_ms <= 0,
-                              input_format_);
+      BatchFeeder rest_feeder(*rest_->loader, device_, options_.device_step_ms <= 0, input_format_);
       RETURN_IF_ERROR(TrainEpoch(epoch, rest_feeder, progress));
     } else {
       RETURN_IF_ERROR(TrainEpoch(epoch, feeder, progress));
@@ -564,8 +562,7 @@ absl::Status RankTrainer::Train() {
 absl::Status RankTrainer::TrainEpoch(uint32_t epoch, BatchFeeder& feeder, ProgressLine& progress) {
   // A rest's loader numbers its batches from 0; the epoch counts them on.
   const int64_t first = rest_ && rest_->epoch == epoch ? rest_->first : 0;
-  RETURN_IF_ERROR(
-      feeder.StartEpoch(epoch, epoch == start_.epoch ? start_.next_batch - first : 0));
+  RETURN_IF_ERROR(feeder.StartEpoch(epoch, epoch == start_.epoch ? start_.next_batch - first : 0));
   absl::Time step_start = absl::Now();
   ASSIGN_OR_RETURN(std::optional<DeviceBatch> current, feeder.Next());
   double wait_ms = feeder.last_wait_ms();

@@ -262,10 +262,10 @@ std::multiset<int64_t> ReadFrom(const EpochPlan& plan, int64_t from) {
 // as `after` (another world size or batch size): every sample of the epoch
 // read exactly once, but for the padding each plan adds (DistributedSampler's
 // repeats of its head), and the resumed plan's batches from one offset.
-void ExpectResumedOnce(PlanParams before, int64_t next_batch, PlanParams after) {
-  SCOPED_TRACE(::testing::Message() << "world " << before.world_size << "x" << before.batch_size
-                                    << " batch " << next_batch << " -> world " << after.world_size
-                                    << "x" << after.batch_size);
+void ExpectResumedOnce(const PlanParams& before, int64_t next_batch, PlanParams after) {
+  SCOPED_TRACE(::testing::Message()
+               << "world " << before.world_size << "x" << before.batch_size << " batch "
+               << next_batch << " -> world " << after.world_size << "x" << after.batch_size);
   absl::StatusOr<EpochPlan> first = EpochPlan::Create(before, 5);
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<uint64_t> consumed = SamplesConsumed(before, next_batch);
