@@ -6,6 +6,7 @@ Run by ctest: python loader_state_test.py (PYTHONPATH=BUILD_DIR/python).
 """
 
 import json
+import os
 import unittest
 
 from heterodl import loader
@@ -81,6 +82,48 @@ class CheckStateTest(unittest.TestCase):
     def test_a_state_survives_json(self):
         self.assertEqual(json.loads(json.dumps(MINE)), MINE)
         loader._check_state(json.loads(json.dumps(MINE)), MINE)
+
+
+class DistributedDefaultsTest(unittest.TestCase):
+    """Where a loader's rank and world size come from without
+    torch.distributed: torchrun, TF_CONFIG, Horovod, Open MPI, Slurm."""
+
+    NAMES = ("RANK", "WORLD_SIZE", "TF_CONFIG", "HOROVOD_RANK", "HOROVOD_SIZE",
+             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
+
+    def setUp(self):
+        self.saved = {name: os.environ.pop(name, None) for name in self.NAMES}
+
+    def tearDown(self):
+        for name, value in self.saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+
+    def test_tf_config_names_the_chief_then_the_workers(self):
+        cluster = {"chief": ["c:1"], "worker": ["w0:1", "w1:1"], "evaluator": ["e:1"]}
+        for task, expected in ((("chief", 0), (0, 3)), (("worker", 0), (1, 3)),
+                               (("worker", 1), (2, 3)), (("evaluator", 0), (0, 1))):
+            os.environ["TF_CONFIG"] = json.dumps(
+                {"cluster": cluster, "task": {"type": task[0], "index": task[1]}})
+            self.assertEqual(loader._distributed_defaults(), expected, task)
+        os.environ["TF_CONFIG"] = "{not json"
+        with self.assertRaisesRegex(ValueError, "TF_CONFIG is not a TensorFlow cluster"):
+            loader._distributed_defaults()
+
+    def test_torchrun_then_horovod_then_open_mpi_then_slurm(self):
+        self.assertEqual(loader._distributed_defaults(), (0, 1))
+        os.environ.update(SLURM_PROCID="5", SLURM_NTASKS="8")
+        self.assertEqual(loader._distributed_defaults(), (5, 8))
+        os.environ.update(OMPI_COMM_WORLD_RANK="4", OMPI_COMM_WORLD_SIZE="7")
+        self.assertEqual(loader._distributed_defaults(), (4, 7))
+        os.environ.update(HOROVOD_RANK="3", HOROVOD_SIZE="6")
+        self.assertEqual(loader._distributed_defaults(), (3, 6))
+        os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": ["a:1", "b:1"]},
+                                              "task": {"type": "worker", "index": 1}})
+        self.assertEqual(loader._distributed_defaults(), (1, 2))
+        os.environ.update(RANK="2", WORLD_SIZE="5")
+        self.assertEqual(loader._distributed_defaults(), (2, 5))
 
 
 if __name__ == "__main__":
