@@ -767,7 +767,7 @@ class RemoteDataLoader:
             max_failed_fraction=float(max_failed_fraction))
         self._epoch = 0
         # A resume position no iteration has started from yet: a batch of
-        # the plan of the loader that runs its epoch (see _loader_of).
+        # the plan of the loader that runs its epoch (see _plan_of).
         self._pending: Optional[Tuple[int, int]] = None
         # The epoch a checkpoint of another world size or batch size left
         # unfinished (load_state_dict) runs from its own C++ Loader.
