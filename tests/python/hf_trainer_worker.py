@@ -58,3 +58,8 @@ training = transformers.TrainingArguments(
 trainer = ImageTrainer(model=Classifier(), args=training,
                        callbacks=[heterodl.huggingface.LoaderState(loader)])
 trainer.train(resume_from_checkpoint=True if args.resume else None)
+# The Trainer leaves the process group to the interpreter's exit, where
+# torch's gloo threads can outlive what they use (an abort, one run in a
+# few): end it here, as a script of one's own would.
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()

@@ -53,10 +53,17 @@ class HuggingFaceTest(unittest.TestCase):
              os.path.join(HERE, script), self.address, *args],
             capture_output=True, text=True, timeout=600,
             env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ""})
-        self.assertEqual(result.returncode, 0, f"{script} {args}:\n{result.stderr[-4000:]}")
+        # The process's own traceback comes before torchrun's.
+        errors = [line for line in result.stderr.splitlines()
+                  if "Error" in line or "error" in line or "Exception" in line]
+        self.assertEqual(result.returncode, 0, f"{script} {args}:\n" + "\n".join(errors[:40])
+                         + "\n...\n" + result.stderr[-3000:])
 
     def assert_each_sample_once(self, records):
-        seen = [json.loads(line) for path in glob.glob(records + ".*") for line in open(path)]
+        seen = []
+        for path in glob.glob(records + ".*"):
+            with open(path) as f:
+                seen.extend(json.loads(line) for line in f)
         for epoch in (0, 1):
             indices = sorted(i for r in seen if r["epoch"] == epoch for i in r["indices"])
             self.assertEqual(indices, list(range(SAMPLES)), f"epoch {epoch}")
