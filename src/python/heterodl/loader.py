@@ -389,20 +389,28 @@ def _split(elements: Any, lengths: Tuple[int, ...]) -> List[Any]:
     return arrays
 
 
-def _rebuild(node: Dict[str, Any], columns: List[Any]) -> Any:
+def _as_namedtuple(type_name: str, keys: Tuple[str, ...], items: List[Any]) -> Any:
+    return _namedtuple(type_name, keys)(*items)
+
+
+def _rebuild(node: Dict[str, Any], columns: List[Any],
+             named: Callable[[str, Tuple[str, ...], List[Any]], Any] = _as_namedtuple,
+             sequence: Callable[[List[Any]], Any] = list) -> Any:
     """A batch in its samples' structure (data_service.proto's SampleNode,
     as protobuf's JSON prints it: defaults left out), each leaf its field's
-    column: dicts and namedtuples as they are, tuples and lists as lists, as
-    torch's default_collate returns them."""
+    column: dicts as they are, namedtuples as `named(type name, keys,
+    items)` makes them, tuples and lists as `sequence(items)` does; by
+    default as torch's default_collate returns them (namedtuples, lists)."""
     kind = node.get("kind", "FIELD")
     if kind == "FIELD":
         return columns[int(node.get("field", 0))]
-    items = [_rebuild(item, columns) for item in node.get("items", ())]
+    items = [_rebuild(item, columns, named, sequence) for item in node.get("items", ())]
+    keys = tuple(node.get("keys", ()))
     if kind == "DICT":
-        return dict(zip(node.get("keys", ()), items))
+        return dict(zip(keys, items))
     if kind == "NAMEDTUPLE":
-        return _namedtuple(node.get("typeName", "Sample"), tuple(node.get("keys", ())))(*items)
-    return items
+        return named(node.get("typeName", "Sample"), keys, items)
+    return sequence(items)
 
 
 def _default_format() -> str:

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
-from .loader import Batch, RemoteDataLoader
+from .loader import Batch, RemoteDataLoader, _rebuild
 
 __all__ = ["dataset", "Checkpoint"]
 
@@ -148,7 +148,10 @@ class _Feed:
     def _arrange(self, values: Dict[str, Any], fields: Dict[str, Any]) -> Any:
         """`values` (specs or tensors, by field name) in the batch's structure."""
         if self._structure is not None:
-            return _rebuild(self._structure, [values[name] for name in fields])
+            # TensorFlow's containers: namedtuples as dicts, sequences as tuples.
+            return _rebuild(self._structure, [values[name] for name in fields],
+                            named=lambda _, keys, items: dict(zip(keys, items)),
+                            sequence=tuple)
         if "views_0" in fields:
             views = tuple(values[f"views_{g}"] for g in range(len(fields))
                           if f"views_{g}" in fields)
@@ -173,18 +176,6 @@ def _field_spec(array: Any, ragged: bool) -> tf.TypeSpec:
         return tf.RaggedTensorSpec([None, None, *tensor.shape[1:]], tensor.dtype, ragged_rank=1,
                                    row_splits_dtype=tf.int64)
     return tf.TensorSpec([None, *tensor.shape[1:]], tensor.dtype)
-
-
-def _rebuild(node: Dict[str, Any], columns: List[Any]) -> Any:
-    """A user's sample structure (loader.py's _rebuild) with TensorFlow's
-    containers: dicts stay dicts, sequences become tuples."""
-    kind = node.get("kind", "FIELD")
-    if kind == "FIELD":
-        return columns[int(node.get("field", 0))]
-    items = [_rebuild(item, columns) for item in node.get("items", ())]
-    if kind in ("DICT", "NAMEDTUPLE"):
-        return dict(zip(node.get("keys", ()), items))
-    return tuple(items)
 
 
 class Checkpoint(tf.keras.callbacks.Callback):
