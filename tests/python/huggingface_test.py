@@ -16,7 +16,6 @@ import glob
 import json
 import os
 import signal
-import subprocess
 import sys
 import unittest
 
@@ -26,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 VENV = os.path.join(ROOT, ".venv-frameworks", "huggingface")
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
+import processes  # noqa: E402
 from processes import install_built_wheel, sample_dataset, scratch_dir, start_server  # noqa: E402
 
 SKIPPED = VENV + ".skipped"
@@ -48,16 +48,8 @@ class HuggingFaceTest(unittest.TestCase):
         cls.server.wait(timeout=30)
 
     def torchrun(self, script, *args):
-        result = subprocess.run(
-            [self.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-             os.path.join(HERE, script), self.address, *args],
-            capture_output=True, text=True, timeout=600,
-            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ""})
-        # The process's own traceback comes before torchrun's.
-        errors = [line for line in result.stderr.splitlines()
-                  if "Error" in line or "error" in line or "Exception" in line]
-        self.assertEqual(result.returncode, 0, f"{script} {args}:\n" + "\n".join(errors[:40])
-                         + "\n...\n" + result.stderr[-3000:])
+        processes.torchrun(self.python, 2, os.path.join(HERE, script), self.address, *args,
+                           env={"PYTHONPATH": ""})  # the wheel, not the build tree
 
     def assert_each_sample_once(self, records):
         seen = []

@@ -15,7 +15,6 @@ import glob
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -34,7 +33,7 @@ except ImportError:  # pragma: no cover - setup.sh installs it
 import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import sample_dataset, start_server  # noqa: E402
+from processes import sample_dataset, start_server, torchrun  # noqa: E402
 
 SAMPLES = 96
 BATCH = 8  # 12 batches per epoch
@@ -147,17 +146,10 @@ class LightningResizeTest(unittest.TestCase):
 
     @classmethod
     def fit_on(cls, devices, root, *extra):
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   "--nproc-per-node", str(devices),
-                   os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "lightning_resize_worker.py"),
-                   cls.address, root, "--batch-size", str(cls.BATCH), *extra]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
-        if result.returncode != 0:
-            raise AssertionError(f"Lightning on {devices} devices failed:\n"
-                                 f"{result.stderr[-4000:]}")
-        return result.stderr
+        return torchrun(sys.executable, devices,
+                        os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "lightning_resize_worker.py"),
+                        cls.address, root, "--batch-size", str(cls.BATCH), *extra)
 
     def records(self, root):
         records = []

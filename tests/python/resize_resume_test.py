@@ -16,7 +16,6 @@ import glob
 import json
 import os
 import signal
-import subprocess
 import sys
 import unittest
 
@@ -24,6 +23,7 @@ BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
+import processes  # noqa: E402
 from processes import sample_dataset, scratch_dir, start_server  # noqa: E402
 
 import torch  # noqa: E402
@@ -37,14 +37,9 @@ DIE_AFTER = 5  # steps: batch 5 of epoch 0 (120 samples read) is next
 
 
 def torchrun(world, servers, records, checkpoint, batch_size, *extra):
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node", str(world), os.path.join(HERE, "resize_worker.py"), servers, records,
-               checkpoint, "--batch-size", str(batch_size), "--epochs", str(EPOCHS), *extra]
-    # Each rank's threads would contend on this machine's few cores.
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
-    if result.returncode != 0:
-        raise AssertionError(f"torchrun with {world} ranks failed:\n{result.stderr[-4000:]}")
+    processes.torchrun(sys.executable, world, os.path.join(HERE, "resize_worker.py"), servers,
+                       records, checkpoint, "--batch-size", str(batch_size), "--epochs",
+                       str(EPOCHS), *extra, timeout=300)
 
 
 def read_records(folder):

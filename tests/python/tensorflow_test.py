@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import unittest
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
@@ -72,21 +71,10 @@ class TensorFlowTest(unittest.TestCase):
     @classmethod
     def serve(cls, dataset, *extra):
         port_file = os.path.join(cls.tmp, f"port{len(cls.servers)}")
-        if dataset is None:  # a Python dataset: no --dataset; its workers import heterodl
-            process = subprocess.Popen(
-                [HETERODL, "serve", "--address", "127.0.0.1:0", "--port-file", port_file,
-                 "--threads", "1", *extra], stderr=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONPATH": os.path.join(BUILD_DIR, "python")})
-            deadline = time.time() + 120
-            while not os.path.exists(port_file):
-                if process.poll() is not None or time.time() > deadline:
-                    process.kill()
-                    raise RuntimeError(f"heterodl serve {' '.join(extra)} did not start")
-                time.sleep(0.1)
-            with open(port_file) as f:
-                address = f"127.0.0.1:{int(f.read())}"
-        else:
-            process, address = start_server(HETERODL, dataset, port_file, *extra)
+        # A Python dataset's workers import heterodl from the build tree.
+        env = {**os.environ, "PYTHONPATH": os.path.join(BUILD_DIR, "python")}
+        process, address = start_server(HETERODL, dataset, port_file, *extra, timeout=120,
+                                        env=env)
         cls.servers.append(process)
         return address
 

@@ -29,11 +29,15 @@ def sample_dataset(heterodl, images, prefix="heterodl-test-", formats="jpeg"):
     return dataset
 
 
-def start_server(heterodl, dataset, port_file, *extra, timeout=60):
-    """Starts `heterodl serve` on a free loopback port; returns (process, "host:port")."""
+def start_server(heterodl, dataset, port_file, *extra, timeout=60, env=None):
+    """Starts `heterodl serve` on a free loopback port; returns (process, "host:port").
+    `dataset` None serves what `extra` says (--python-dataset ...); `env` is
+    the server's environment (default: this process's)."""
+    dataset_flags = [] if dataset is None else ["--dataset", dataset]
     process = subprocess.Popen(
-        [heterodl, "serve", "--dataset", dataset, "--address", "127.0.0.1:0",
-         "--port-file", port_file, "--threads", "1", *extra], stderr=subprocess.DEVNULL)
+        [heterodl, "serve", *dataset_flags, "--address", "127.0.0.1:0",
+         "--port-file", port_file, "--threads", "1", *extra], stderr=subprocess.DEVNULL,
+        env=env)
     deadline = time.time() + timeout
     while not os.path.exists(port_file):
         if process.poll() is not None or time.time() > deadline:
@@ -78,3 +82,23 @@ def install_built_wheel(root, venv, folder=".venv-wheel"):
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                     "--force-reinstall", wheels[0]], check=True, timeout=300)
     return python
+
+
+def torchrun(python, processes, script, *args, env=None, timeout=600):
+    """Runs `script` `args` as `processes` processes of one job on this
+    machine (`python -m torch.distributed.run --standalone`), one OpenMP
+    thread each (they share a few cores); returns its stderr. AssertionError
+    when the job fails, with the processes' own error lines first (torchrun's
+    traceback comes after them and says only which one failed)."""
+    result = subprocess.run(
+        [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         str(processes), script, *args],
+        capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    if result.returncode != 0:
+        errors = [line for line in result.stderr.splitlines()
+                  if "Error" in line or "error" in line or "Exception" in line]
+        raise AssertionError(f"{os.path.basename(script)} on {processes} processes failed "
+                             f"(exit {result.returncode}):\n" + "\n".join(errors[:40])
+                             + "\n...\n" + result.stderr[-3000:])
+    return result.stderr
