@@ -38,6 +38,10 @@ def start_server(heterodl, dataset, port_file, *extra, timeout=60, env=None):
         [heterodl, "serve", *dataset_flags, "--address", "127.0.0.1:0",
          "--port-file", port_file, "--threads", "1", *extra], stderr=subprocess.DEVNULL,
         env=env)
+    # A server outlives no test: one a failed setUpClass never reaches its
+    # tearDownClass for would hold ctest's output pipe open until the
+    # test's timeout.
+    atexit.register(_stop, process)
     deadline = time.time() + timeout
     while not os.path.exists(port_file):
         if process.poll() is not None or time.time() > deadline:
@@ -46,6 +50,12 @@ def start_server(heterodl, dataset, port_file, *extra, timeout=60, env=None):
         time.sleep(0.05)
     with open(port_file) as f:
         return process, f"127.0.0.1:{int(f.read())}"
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.kill()
+        process.wait()
 
 
 def read_until(process, text, timeout=120):
