@@ -241,6 +241,80 @@ cv::Rect ScaleRect(const cv::Rect& region, int eighths, const JpegHeader& header
   return {x0, y0, x1 - x0, y1 - y0};
 }
 
+namespace {
+
+// Has libjpeg read the entropy-coded data of a multi-scan file only down to
+// the iMCU row below `scaled_region` (ScanSkipper); null when the file has a
+// single scan. `skipper` must outlive the decompression.
+void SkipScansBelow(jpeg_decompress_struct& cinfo, const cv::Rect& scaled_region, int eighths,
+                    ScanSkipper& skipper) {
+  if (!jpeg_has_multiple_scans(&cinfo)) {
+    return;
+  }
+  // The region's last row in the stored image, and the iMCU row after the
+  // one holding it (chroma upsampling reads one row of context below).
+  const int64_t last_row =
+      (int64_t{scaled_region.y + scaled_region.height} * 8 + eighths - 1) / eighths - 1;
+  const int64_t imcu_height = int64_t{cinfo.max_v_samp_factor} * DCTSIZE;
+  skipper.base.progress_monitor = SkipRowsBelowRegion;
+  skipper.needed_imcu_rows = static_cast<JDIMENSION>(last_row / imcu_height + 2);
+  cinfo.progress = &skipper.base;
+}
+
+// The decoder set up for `eighths`/8, RGB out, `mode`'s IDCT and upsampler.
+void SetOutput(jpeg_decompress_struct& cinfo, int eighths, JpegDecodeMode mode) {
+  cinfo.scale_num = static_cast<unsigned int>(eighths);
+  cinfo.scale_denom = 8;
+  cinfo.out_color_space = JCS_RGB;
+  if (mode == JpegDecodeMode::kFast) {
+    cinfo.dct_method = JDCT_IFAST;
+    cinfo.do_fancy_upsampling = FALSE;
+  }
+}
+
+}  // namespace
+
+absl::Status DecodeJpegEntropyOnly(absl::string_view data, int eighths,
+                                   const cv::Rect& scaled_region) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager errors;
+  InitErrors(cinfo, errors);
+  errors.strict = false;
+  errors.first_warning.reserve(JMSG_LENGTH_MAX);  // no allocation after setjmp
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return absl::InvalidArgumentError(absl::StrCat("corrupt JPEG data: ", errors.message));
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data.data()),
+               // NOLINTNEXTLINE(google-runtime-int): jpeg_mem_src's own type
+               static_cast<unsigned long>(data.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  // The merged upsampler needs no context rows, so skipping whole iMCU rows
+  // only entropy-decodes them.
+  SetOutput(cinfo, eighths, JpegDecodeMode::kFast);
+  ScanSkipper skipper;
+  SkipScansBelow(cinfo, scaled_region, eighths, skipper);
+  // A multi-scan file is entropy-decoded here, every scan of it.
+  jpeg_start_decompress(&cinfo);
+  if (!jpeg_has_multiple_scans(&cinfo)) {
+    const JDIMENSION imcu_rows = static_cast<JDIMENSION>(cinfo.min_DCT_scaled_size) *
+                                 static_cast<JDIMENSION>(cinfo.max_v_samp_factor);
+    JDIMENSION rows =
+        static_cast<JDIMENSION>(scaled_region.y + scaled_region.height) / imcu_rows * imcu_rows;
+    // Skipping to the last row returns without decoding anything.
+    if (rows >= cinfo.output_height) {
+      rows = (cinfo.output_height - 1) / imcu_rows * imcu_rows;
+    }
+    if (rows > 0) {
+      jpeg_skip_scanlines(&cinfo, rows);
+    }
+  }
+  jpeg_abort_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return absl::OkStatus();
+}
+
 absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, int eighths,
                               const cv::Rect& scaled_region, const JpegDecodeOptions& options,
                               cv::Mat& out, std::string* warning) {
@@ -270,24 +344,9 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
                // NOLINTNEXTLINE(google-runtime-int): jpeg_mem_src's own type
                static_cast<unsigned long>(data.size()));
   jpeg_read_header(&cinfo, TRUE);
-  cinfo.scale_num = static_cast<unsigned int>(eighths);
-  cinfo.scale_denom = 8;
-  cinfo.out_color_space = JCS_RGB;
-  if (options.mode == JpegDecodeMode::kFast) {
-    cinfo.dct_method = JDCT_IFAST;
-    cinfo.do_fancy_upsampling = FALSE;
-  }
+  SetOutput(cinfo, eighths, options.mode);
   ScanSkipper skipper;
-  if (jpeg_has_multiple_scans(&cinfo)) {
-    // The region's last row in the stored image, and the iMCU row after the
-    // one holding it (chroma upsampling reads one row of context below).
-    const int64_t last_row =
-        (int64_t{scaled_region.y + scaled_region.height} * 8 + eighths - 1) / eighths - 1;
-    const int64_t imcu_height = int64_t{cinfo.max_v_samp_factor} * DCTSIZE;
-    skipper.base.progress_monitor = SkipRowsBelowRegion;
-    skipper.needed_imcu_rows = static_cast<JDIMENSION>(last_row / imcu_height + 2);
-    cinfo.progress = &skipper.base;
-  }
+  SkipScansBelow(cinfo, scaled_region, eighths, skipper);
   jpeg_start_decompress(&cinfo);
   if (static_cast<int>(cinfo.output_width) != scaled_width) {
     // The header changed between the two reads: treat as corrupt.

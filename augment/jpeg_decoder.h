@@ -90,6 +90,17 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
                               const cv::Rect& scaled_region, const JpegDecodeOptions& options,
                               cv::Mat& out, std::string* warning = nullptr);
 
+// The part of DecodeJpegRegion no region decoder can shrink: the
+// entropy-coded (Huffman) data of every whole iMCU row above the region's
+// last row, at full image width (the format has no column index), or in a
+// progressive file every scan down to those rows, decoded and thrown away:
+// no IDCT, upsampling or colour conversion. The floor `bench augment`
+// measures a region decode against; slightly under what DecodeJpegRegion
+// must read (it stops at the last whole iMCU row). InvalidArgument for data
+// libjpeg cannot read.
+absl::Status DecodeJpegEntropyOnly(absl::string_view data, int eighths,
+                                   const cv::Rect& scaled_region);
+
 }  // namespace heterodl
 
 #endif  // HETERODL_AUGMENT_JPEG_DECODER_H_

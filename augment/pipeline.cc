@@ -288,6 +288,26 @@ absl::Status Pipeline::Run(absl::string_view encoded, const SampleKey& key, uint
   return absl::OkStatus();
 }
 
+absl::Status Pipeline::DecodeEntropyOnly(absl::string_view encoded, const SampleKey& key) const {
+  if (multi_view()) {
+    return absl::UnimplementedError("a multi-view pipeline has no entropy-only decode");
+  }
+  std::optional<ImageHeader> header;
+  if (options_.region_decode) {
+    ASSIGN_OR_RETURN(header, ReadHeader(encoded, options_));
+  }
+  if (!header) {
+    return absl::UnimplementedError("OpenCV decodes this file whole");
+  }
+  // Run()'s draw, from Run()'s stream.
+  CounterRng rng(key.seed, {kStreamAugment, key.epoch, static_cast<uint32_t>(key.index)});
+  const std::optional<RegionRequest> request =
+      groups_.front().spec.transforms.front()->PlanRegion(header->size, rng);
+  const cv::Rect whole({0, 0}, header->size);
+  return DecodeRegionEntropyOnly(encoded, *header,
+                                 request ? *request : RegionRequest{whole, header->size});
+}
+
 PipelineCost Pipeline::EstimateCost() const {
   PipelineCost cost;
   const cv::Size reference(kCostReferenceWidth, kCostReferenceHeight);

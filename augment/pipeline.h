@@ -219,6 +219,13 @@ class Pipeline {
                         PipelineTimings* timings = nullptr,
                         const std::atomic<bool>* abandoned = nullptr) const;
 
+  // What Run() must decode of `encoded` at least, done and thrown away: the
+  // entropy-coded data down to the region Run() would draw for `key`
+  // (region_decode.h's DecodeRegionEntropyOnly), for `bench augment`'s
+  // floor. Unimplemented for what has no such floor: PNG, WebP, files
+  // OpenCV decodes, a multi-view pipeline.
+  absl::Status DecodeEntropyOnly(absl::string_view encoded, const SampleKey& key) const;
+
   // The cost of one sample (see PipelineCost).
   PipelineCost EstimateCost() const;
 

@@ -102,25 +102,40 @@ absl::StatusOr<std::optional<ImageHeader>> ReadImageHeader(absl::string_view dat
   return std::nullopt;
 }
 
+namespace {
+
+// Where a JPEG region request lies in the image as stored, and at which
+// DCT scale it is decoded.
+struct StoredJpegRegion {
+  int eighths = 8;
+  cv::Rect scaled;  // the region in the stored image decoded at eighths/8
+};
+
+StoredJpegRegion PlanStoredJpegRegion(const ImageHeader& header, const RegionRequest& request) {
+  const int orientation = header.jpeg.orientation;
+  const cv::Rect stored = StoredRect(request.region, orientation, header.size);
+  cv::Size output = request.output;
+  if (orientation >= 5) {
+    std::swap(output.width, output.height);
+  }
+  const int eighths = ChooseScaleEighths(stored, output);
+  return {eighths, ScaleRect(stored, eighths, header.jpeg)};
+}
+
+}  // namespace
+
 absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
                           const RegionRequest& request, bool exact, cv::Mat& out, JpegDamage damage,
                           std::string* warning) {
   switch (header.format) {
     case ImageFormat::kJpeg: {
-      const int orientation = header.jpeg.orientation;
-      const cv::Rect stored = StoredRect(request.region, orientation, header.size);
-      cv::Size output = request.output;
-      if (orientation >= 5) {
-        std::swap(output.width, output.height);
-      }
-      const int eighths = ChooseScaleEighths(stored, output);
+      const StoredJpegRegion stored = PlanStoredJpegRegion(header, request);
       cv::Mat as_stored;
       const JpegDecodeOptions options{exact ? JpegDecodeMode::kExact : JpegDecodeMode::kFast,
                                       damage};
-      RETURN_IF_ERROR(DecodeJpegRegion(data, header.jpeg, eighths,
-                                       ScaleRect(stored, eighths, header.jpeg), options, as_stored,
-                                       warning));
-      TurnUpright(as_stored, orientation, out);
+      RETURN_IF_ERROR(DecodeJpegRegion(data, header.jpeg, stored.eighths, stored.scaled, options,
+                                       as_stored, warning));
+      TurnUpright(as_stored, header.jpeg.orientation, out);
       return absl::OkStatus();
     }
     case ImageFormat::kPng:
@@ -139,6 +154,15 @@ absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
       break;
   }
   return absl::InternalError("no region decoder for this format");
+}
+
+absl::Status DecodeRegionEntropyOnly(absl::string_view data, const ImageHeader& header,
+                                     const RegionRequest& request) {
+  if (header.format != ImageFormat::kJpeg) {
+    return absl::UnimplementedError("only JPEG's entropy decoding runs on its own");
+  }
+  const StoredJpegRegion stored = PlanStoredJpegRegion(header, request);
+  return DecodeJpegEntropyOnly(data, stored.eighths, stored.scaled);
 }
 
 std::string RegionDecodePath(const ImageHeader& header, bool whole_image) {

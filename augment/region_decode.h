@@ -59,6 +59,14 @@ absl::Status DecodeRegion(absl::string_view data, const ImageHeader& header,
                           const RegionRequest& request, bool exact, cv::Mat& out,
                           JpegDamage damage = JpegDamage::kDecode, std::string* warning = nullptr);
 
+// The least of DecodeRegion's work for this request that no region decoder
+// avoids (jpeg_decoder.h's DecodeJpegEntropyOnly), done and thrown away:
+// what `bench augment` reports as each JPEG's floor. Unimplemented for PNG
+// and WebP, whose decoders interleave that work with the rest (inflate and
+// unfilter, VP8 prediction): their whole decode is their floor.
+absl::Status DecodeRegionEntropyOnly(absl::string_view data, const ImageHeader& header,
+                                     const RegionRequest& request);
+
 // How DecodeRegion decodes a file with this header (for reports): a region,
 // or with `whole_image` the whole image (a pipeline not starting with a crop
 // or resize).

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "augment/decode.h"
 #include "augment/image_format.h"
+#include "augment/library_versions.h"
 #include "augment/pipeline.h"
 #include "augment/png_decoder.h"
 #include "augment/region_decode.h"
@@ -117,19 +118,21 @@ Worker OpenCvBaseline(int size) {
   };
 }
 
-// One peer process (`decoder`: pil or tensor) over the file list: its rate
-// over all files and per group; with `masks`, over image + mask pairs.
+// One peer process (`decoder`: pil or tensor, run by `python`) over the
+// file list: its rate over all files and per group; with `masks`, over
+// image + mask pairs.
 absl::StatusOr<v1::PeerResult> RunPeer(const AugmentBenchOptions& options,
-                                       const std::string& file_list, const std::string& spec,
-                                       const std::string& decoder, bool masks, bool boxes) {
+                                       const std::string& python, const std::string& file_list,
+                                       const std::string& spec, const std::string& decoder,
+                                       bool masks, bool boxes) {
   const std::string out = absl::StrCat(file_list, ".", decoder, ".json");
-  std::vector<std::string> command = {options.python, options.peer_script,
-                                      "--files",      file_list,
-                                      "--pipeline",   spec,
-                                      "--seconds",    absl::StrCat(options.seconds),
-                                      "--decoder",    decoder,
-                                      "--core",       "0",
-                                      "--out",        out};
+  std::vector<std::string> command = {python,       options.peer_script,
+                                      "--files",    file_list,
+                                      "--pipeline", spec,
+                                      "--seconds",  absl::StrCat(options.seconds),
+                                      "--decoder",  decoder,
+                                      "--core",     "0",
+                                      "--out",      out};
   if (masks) {
     command.emplace_back("--masks");
   }
@@ -139,7 +142,7 @@ absl::StatusOr<v1::PeerResult> RunPeer(const AugmentBenchOptions& options,
   ASSIGN_OR_RETURN(ChildProcess peer, ChildProcess::Spawn(command));
   const int code = peer.Wait();
   if (code != 0) {
-    return absl::UnavailableError(absl::StrCat("the torchvision peer (", options.python, " ",
+    return absl::UnavailableError(absl::StrCat("the torchvision peer (", python, " ",
                                                options.peer_script, " --decoder ", decoder,
                                                ") exited with ", code, " (its output is above)"));
   }
@@ -164,22 +167,30 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
       report.files(), report.dataset(), report.mean_width(), report.mean_height(),
       report.pipeline(), report.rounds(), report.seconds_per_run());
   const bool peers = report.torchvision_images_per_sec_per_core() > 0;
+  const bool pil_simd = report.formats(0).pil_simd_images_per_sec() > 0;
   absl::StrAppendFormat(&text, "  %-17s %5s %9s", "images/s per core", "files", "heterodl");
   if (peers) {
     absl::StrAppendFormat(&text, " %8s %7s %8s %7s", "PIL", "ratio", "tensor", "ratio");
+  }
+  if (pil_simd) {
+    absl::StrAppendFormat(&text, " %8s %7s", "PIL-SIMD", "ratio");
   }
   absl::StrAppend(&text, "  heterodl decodes with\n");
   for (const v1::FormatRow& row : report.formats()) {
     absl::StrAppendFormat(&text, "  %-17s %5d %9.0f", row.format(), row.files(),
                           row.heterodl_images_per_sec());
+    std::vector<std::pair<double, double>> peer_columns;
     if (peers) {
-      for (const auto& [rate, ratio] :
-           {std::pair(row.pil_images_per_sec(), row.ratio_vs_pil()),
-            std::pair(row.tensor_images_per_sec(), row.ratio_vs_tensor())}) {
-        // A peer that left this kind of file out has no figure for it.
-        absl::StrAppend(&text, rate > 0 ? absl::StrFormat(" %8.0f %6.2fx", rate, ratio)
-                                        : absl::StrFormat(" %8s %7s", "-", "-"));
-      }
+      peer_columns = {{row.pil_images_per_sec(), row.ratio_vs_pil()},
+                      {row.tensor_images_per_sec(), row.ratio_vs_tensor()}};
+    }
+    if (pil_simd) {
+      peer_columns.emplace_back(row.pil_simd_images_per_sec(), row.ratio_vs_pil_simd());
+    }
+    for (const auto& [rate, ratio] : peer_columns) {
+      // A peer that left this kind of file out has no figure for it.
+      absl::StrAppend(&text, rate > 0 ? absl::StrFormat(" %8.0f %6.2fx", rate, ratio)
+                                      : absl::StrFormat(" %8s %7s", "-", "-"));
     }
     absl::StrAppendFormat(&text, "  %s\n", row.decode_path());
   }
@@ -198,6 +209,25 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
     absl::StrAppend(&text,
                     "  PIL: torchvision.transforms over PIL.Image; tensor: "
                     "torchvision.io.decode_image + transforms.v2\n");
+  }
+  if (pil_simd) {
+    absl::StrAppend(&text, "  PIL-SIMD: the PIL peer on Pillow-SIMD\n");
+  }
+  if (report.formats(0).pipeline_microseconds() > 0) {
+    absl::StrAppendFormat(&text,
+                          "\n  where the time goes, microseconds per image, one core:\n"
+                          "  %-17s %9s %11s %9s %11s\n",
+                          "", "pipeline", "decode+crop", "floor", "floor share");
+    for (const v1::FormatRow& row : report.formats()) {
+      absl::StrAppendFormat(&text, "  %-17s %9.0f %11.0f %9.0f %10.0f%%\n", row.format(),
+                            row.pipeline_microseconds(), row.decoder_microseconds(),
+                            row.entropy_floor_microseconds(),
+                            100 * row.entropy_floor_microseconds() / row.pipeline_microseconds());
+    }
+    absl::StrAppend(&text,
+                    "  decode+crop: the decoder and the crop's resize fused with it; floor: "
+                    "JPEG's entropy-coded data down to the region's rows, decoded alone; PNG's "
+                    "and WebP's decode+crop\n");
   }
   if (report.opencv_images_per_sec_per_core() > 0) {
     absl::StrAppendFormat(&text, "\n  %-34s %8.0f images/s per core   heterodl is %.2fx\n",
@@ -218,6 +248,10 @@ std::string FormatTable(const v1::AugmentBenchReport& report) {
   }
   for (const std::string& note : report.peer_notes()) {
     absl::StrAppend(&text, "  ", note, "\n");
+  }
+  absl::StrAppend(&text, "\n  versions:\n");
+  for (const std::string& line : report.versions()) {
+    absl::StrAppend(&text, "    ", line, "\n");
   }
   absl::StrAppend(&text, "\n  thread scaling (all files):\n");
   for (const v1::ThreadScaling& row : report.scaling()) {
@@ -442,19 +476,92 @@ double PeerRate(const v1::PeerResult& result, const std::string& group) {
   return found == result.groups().end() ? 0 : found->second.images_per_sec();
 }
 
-// Per group: heterodl's rate, and the two peers' (empty without peers).
+// Per group: heterodl's rate, and the peers' (empty without peers).
 struct GroupRates {
-  std::vector<double> ours, pil, tensor;
+  std::vector<double> ours, pil, tensor, pil_simd;
 };
 
 // One torchvision peer over the rounds: its rates' place in GroupRates, and
 // why it stopped running when it failed.
 struct PeerRun {
+  const char* name;     // in notes: "PIL", "tensor", "Pillow-SIMD"
   const char* decoder;  // "pil" or "tensor"
+  std::string python;
   std::vector<double> GroupRates::*column;
   std::string error;
   std::vector<double>& rates(GroupRates& group) const { return group.*column; }
 };
+
+// "NAME peer: LIBRARY VERSION, ..." from what a peer reported, in a fixed
+// order (a proto map's is not).
+std::string VersionLine(const std::string& name, const v1::PeerResult& result) {
+  std::vector<std::pair<std::string, std::string>> versions(result.versions().begin(),
+                                                            result.versions().end());
+  std::sort(versions.begin(), versions.end());
+  return absl::StrCat(
+      name, " peer: ", absl::StrJoin(versions, ", ", [](std::string* out, const auto& version) {
+        absl::StrAppend(out, version.first, " ", version.second);
+      }));
+}
+
+// Microseconds per image on one core, over passes of `files` for about
+// `seconds` (at least one pass), of `run` on each file and its index.
+double MicrosecondsPerImage(const std::vector<EncodedSample>& files, double seconds,
+                            const std::function<void(const EncodedSample&, uint64_t)>& run) {
+  PinToCore(0);
+  uint64_t images = 0;
+  const absl::Time start = absl::Now();
+  do {
+    for (uint64_t i = 0; i < files.size(); ++i) {
+      run(files[i], i);
+    }
+    images += files.size();
+  } while (absl::Now() - start < absl::Seconds(seconds));
+  return absl::ToDoubleSeconds(absl::Now() - start) * 1e6 / static_cast<double>(images);
+}
+
+// Where heterodl's time goes on `group`: Run()'s decode (with the first
+// crop's resize fused into it), and the floor under it (the entropy-only
+// decode where the format has one, that decode where not).
+void ProfileGroup(const FileGroup& group, const Pipeline& pipeline, double seconds,
+                  v1::FormatRow& row) {
+  if (group.bytes.front().detection || !group.bytes.front().mask.empty() || pipeline.multi_view()) {
+    return;  // images alone, one view: what the floor is defined for
+  }
+  std::vector<uint8_t> out(pipeline.output_bytes());
+  std::vector<double> decoder(group.bytes.size());
+  uint64_t passes = 0;
+  MicrosecondsPerImage(group.bytes, seconds, [&](const EncodedSample& sample, uint64_t i) {
+    PipelineTimings timings;
+    if (i == 0) {
+      ++passes;
+    }
+    if (pipeline.Run(sample.image, {0, 0, i}, out.data(), &timings).ok()) {
+      decoder[i] += timings.decode_seconds * 1e6;
+    }
+  });
+  // Each file's floor: its entropy-only decode, else its decoder's part.
+  std::vector<bool> has_floor(group.bytes.size());
+  for (size_t i = 0; i < group.bytes.size(); ++i) {
+    has_floor[i] = pipeline.DecodeEntropyOnly(group.bytes[i].image, {0, 0, i}).ok();
+  }
+  double decoder_total = 0;
+  double floor_without_entropy = 0;
+  for (size_t i = 0; i < group.bytes.size(); ++i) {
+    decoder_total += decoder[i] / static_cast<double>(passes);
+    floor_without_entropy += has_floor[i] ? 0 : decoder[i] / static_cast<double>(passes);
+  }
+  const double entropy_per_image =
+      MicrosecondsPerImage(group.bytes, seconds, [&](const EncodedSample& sample, uint64_t i) {
+        if (has_floor[i]) {
+          (void)pipeline.DecodeEntropyOnly(sample.image, {0, 0, i});
+        }
+      });
+  const double n = static_cast<double>(group.bytes.size());
+  row.set_pipeline_microseconds(1e6 / row.heterodl_images_per_sec());
+  row.set_decoder_microseconds(decoder_total / n);
+  row.set_entropy_floor_microseconds(entropy_per_image + floor_without_entropy / n);
+}
 
 void AddFormatRow(const FileGroup& group, const GroupRates& rates, const Pipeline& pipeline,
                   v1::AugmentBenchReport& report) {
@@ -475,6 +582,10 @@ void AddFormatRow(const FileGroup& group, const GroupRates& rates, const Pipelin
   if (Median(rates.tensor) > 0) {
     row->set_tensor_images_per_sec(Median(rates.tensor));
     row->set_ratio_vs_tensor(row->heterodl_images_per_sec() / row->tensor_images_per_sec());
+  }
+  if (Median(rates.pil_simd) > 0) {
+    row->set_pil_simd_images_per_sec(Median(rates.pil_simd));
+    row->set_ratio_vs_pil_simd(row->heterodl_images_per_sec() / row->pil_simd_images_per_sec());
   }
 }
 
@@ -528,7 +639,16 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   }
   std::vector<PeerRun> peer_runs;
   if (options.peer) {
-    peer_runs = {{"pil", &GroupRates::pil}, {"tensor", &GroupRates::tensor}};
+    peer_runs = {{"PIL", "pil", options.python, &GroupRates::pil},
+                 {"tensor", "tensor", options.python, &GroupRates::tensor}};
+    if (std::filesystem::exists(options.pillow_simd_python)) {
+      peer_runs.push_back(
+          {"Pillow-SIMD", "pil", options.pillow_simd_python, &GroupRates::pil_simd});
+    } else if (!options.pillow_simd_python.empty()) {
+      report.add_peer_notes(absl::StrCat("Pillow-SIMD peer not run: no ",
+                                         options.pillow_simd_python,
+                                         " (bench/peers/setup_pillow_simd.sh makes it)"));
+    }
   }
   for (int round = 0; round < options.rounds; ++round) {
     for (size_t g = 0; g < files.groups.size(); ++g) {
@@ -539,19 +659,22 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
       if (!peer.error.empty()) {
         continue;
       }
-      absl::StatusOr<v1::PeerResult> result =
-          RunPeer(options, files.list_path, spec, peer.decoder, files.masks, files.boxes);
+      absl::StatusOr<v1::PeerResult> result = RunPeer(options, peer.python, files.list_path, spec,
+                                                      peer.decoder, files.masks, files.boxes);
       if (!result.ok()) {
         // One peer that cannot run costs its columns, not the run.
         peer.error = std::string(result.status().message());
-        report.add_peer_notes(absl::StrCat(peer.decoder, " peer failed: ", peer.error));
+        report.add_peer_notes(absl::StrCat(peer.name, " peer failed: ", peer.error));
         continue;
       }
+      if (round == 0) {
+        report.add_versions(VersionLine(peer.name, *result));
+      }
       if (result->skipped_files() > 0 && round == 0) {
-        report.add_peer_notes(absl::StrCat(peer.decoder, " peer left out ", result->skipped()));
+        report.add_peer_notes(absl::StrCat(peer.name, " peer left out ", result->skipped()));
       }
       if (files.boxes && result->boxes() != files.box_count && round == 0) {
-        report.add_peer_notes(absl::StrCat(peer.decoder, " peer was given ", result->boxes(),
+        report.add_peer_notes(absl::StrCat(peer.name, " peer was given ", result->boxes(),
                                            " boxes of the ", files.box_count, " heterodl moves"));
       }
       for (size_t g = 0; g < files.groups.size(); ++g) {
@@ -571,6 +694,8 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
   }
   for (size_t g = 0; g < files.groups.size(); ++g) {
     AddFormatRow(files.groups[g], rates[g], pipeline, report);
+    ProfileGroup(files.groups[g], pipeline, options.seconds / 2,
+                 *report.mutable_formats(static_cast<int>(g)));
   }
   // All files together are the headline figures.
   const v1::FormatRow& all = report.formats(0);
@@ -628,6 +753,7 @@ absl::StatusOr<std::string> RunAugmentBench(const AugmentBenchOptions& options) 
                                                    " decodes (", files.first_skipped, ")"));
   }
   v1::AugmentBenchReport report;
+  report.add_versions(absl::StrCat("heterodl: ", DecoderLibraryVersions()));
   if (files.skipped > 0) {
     report.add_peer_notes(
         absl::StrCat("heterodl and the peers left out ", files.skipped,

@@ -23,7 +23,10 @@ struct AugmentBenchOptions {
   double seconds = 3.0;  // per measurement
   int rounds = 3;        // heterodl and peer runs alternate this many times
   bool peer = true;
-  std::string python;       // interpreter with torchvision
+  std::string python;  // interpreter with torchvision
+  // Interpreter whose PIL is Pillow-SIMD (bench/peers/setup_pillow_simd.sh):
+  // the PIL peer runs on it too when it exists; a note says when not.
+  std::string pillow_simd_python;
   std::string peer_script;  // bench/peers/torchvision_augment.py
   bool json = false;
 };

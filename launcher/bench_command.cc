@@ -35,6 +35,9 @@ ABSL_FLAG(bool, peers, false,
           "first (bench/peers/setup.sh)");
 ABSL_FLAG(std::string, tensorflow_python, HETERODL_TENSORFLOW_PYTHON,
           "bench feed --peers: Python with TensorFlow");
+ABSL_FLAG(std::string, pillow_simd_python, HETERODL_PILLOW_SIMD_PYTHON,
+          "bench augment: Python whose PIL is Pillow-SIMD, for a third peer (made by "
+          "bench/peers/setup_pillow_simd.sh; skipped with a note when missing, '' for none)");
 
 namespace heterodl {
 
@@ -65,6 +68,7 @@ int RunAugment() {
   options.peer = !absl::GetFlag(FLAGS_no_peer);
   options.python = PythonFlagOr(HETERODL_DEFAULT_PYTHON);
   options.peer_script = HETERODL_PEER_AUGMENT_SCRIPT;
+  options.pillow_simd_python = absl::GetFlag(FLAGS_pillow_simd_python);
   options.json = absl::GetFlag(FLAGS_json);
   return PrintReport(RunAugmentBench(options));
 }

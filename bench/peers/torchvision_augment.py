@@ -25,7 +25,7 @@ as on the heterodl side. A file the peer's decoder cannot read (a format it
 lacks, a damaged file it refuses) is left out after one try and counted, so
 one file never ends the benchmark. Writes to --out (or else prints) one JSON
 object: {"images": N, "seconds": S, "images_per_sec": R, "groups": {GROUP:
-{...}}, "skipped_files": K, "skipped": WHY}.
+{...}}, "skipped_files": K, "skipped": WHY, "versions": {LIBRARY: VERSION}}.
 """
 
 import argparse
@@ -301,6 +301,32 @@ def measure(run, blobs, seconds):
     return {"images": images, "seconds": elapsed, "images_per_sec": images / elapsed}
 
 
+def versions(decoder):
+    """What this peer ran, as a user who installs it today gets it: the
+    decoder's library and the codecs it carries, torchvision and torch."""
+    import sys
+
+    import PIL
+    import torchvision
+    from PIL import features
+
+    found = {"python": sys.version.split()[0], "torch": torch.__version__,
+             "torchvision": torchvision.__version__}
+    if decoder == "pil":
+        # Pillow-SIMD numbers its releases after Pillow's, with a .postN.
+        found["Pillow-SIMD" if ".post" in PIL.__version__ else "Pillow"] = PIL.__version__
+        for codec, name in (("libjpeg_turbo", "libjpeg-turbo"), ("zlib", "zlib"),
+                            ("webp", "libwebp")):
+            version = features.version(codec)
+            if version:
+                found[name] = version
+    else:
+        # torchvision.io decodes with the libjpeg-turbo, libpng and libwebp
+        # its wheel bundles; it does not say which versions.
+        found["codecs"] = "bundled with torchvision (versions not exposed)"
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", required=True)
@@ -365,6 +391,7 @@ def main():
         raise SystemExit(f"the {args.decoder} peer decodes none of the files: "
                          f"{next(iter(refused.values()))}")
     result = measure(run, everything, args.seconds)
+    result["versions"] = versions(args.decoder)
     if args.boxes:
         result["boxes"] = boxes_read
     if groups:

@@ -111,6 +111,39 @@ TEST(JpegDecoderTest, ProgressiveRowsBelowTheRegionAreNeverRead) {
   }
 }
 
+// The floor `bench augment` measures: the entropy-coded data down to the
+// region's rows, and no further. A file cut below those rows is never read
+// that far; cut above them, it is an error, as the region decode is.
+TEST(JpegDecoderTest, EntropyOnlyDecodeReadsDownToTheRegionsRowsAndNoFurther) {
+  std::vector<uint8_t> encoded;
+  ASSERT_TRUE(cv::imencode(".jpg", Texture(480, 360), encoded, {cv::IMWRITE_JPEG_QUALITY, 90}));
+  const std::string intact(encoded.begin(), encoded.end());
+  const std::string cut = intact.substr(0, intact.size() * 6 / 10);
+  ASSERT_OK_AND_ASSIGN(const JpegHeader header, ReadJpegHeader(intact, 1 << 30));
+  ASSERT_FALSE(header.progressive);
+  for (int eighths : {8, 2}) {
+    SCOPED_TRACE(eighths);
+    const cv::Size scaled = ScaledImageSize(header, eighths);
+    const cv::Rect top(scaled.width / 4, 0, scaled.width / 2, scaled.height / 4);
+    const cv::Rect bottom(0, scaled.height * 3 / 4, scaled.width, scaled.height / 4);
+    EXPECT_OK(DecodeJpegEntropyOnly(intact, eighths, top));
+    EXPECT_OK(DecodeJpegEntropyOnly(intact, eighths, bottom));
+    EXPECT_OK(DecodeJpegEntropyOnly(cut, eighths, top));
+    EXPECT_TRUE(absl::IsInvalidArgument(DecodeJpegEntropyOnly(cut, eighths, bottom)));
+    cv::Mat decoded;
+    EXPECT_TRUE(absl::IsInvalidArgument(
+        DecodeJpegRegion(cut, header, eighths, bottom, kExactStrict, decoded)));
+  }
+  // Progressive: every scan is read (down to the region's rows), so a cut
+  // anywhere before the last scan is an error even for the top rows.
+  const std::string progressive = Progressive(Texture(480, 360));
+  const cv::Rect top(0, 0, 480, 32);
+  EXPECT_OK(DecodeJpegEntropyOnly(progressive, 8, top));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      DecodeJpegEntropyOnly(progressive.substr(0, progressive.size() / 2), 8, top)));
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodeJpegEntropyOnly("\xFF\xD8\xFF garbage", 8, top)));
+}
+
 TEST(JpegDecoderTest, TruncatedProgressiveFilesAreStillErrors) {
   // A file cut short is an error whatever the damage policy: PIL and
   // torchvision refuse it too.

@@ -14,6 +14,7 @@
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
+#include "tests/testing/status_testing.h"
 #include "tests/testing/test_images.h"
 
 namespace heterodl {
@@ -425,6 +426,36 @@ TEST(PipelineTest, SameOutputOnEveryThread) {
   for (const std::vector<uint8_t>& result : results) {
     EXPECT_EQ(result, results[0]);
   }
+}
+
+TEST(PipelineTest, EntropyOnlyDecodeIsJpegsAndFollowsTheDrawnRegion) {
+  ASSERT_OK_AND_ASSIGN(const Pipeline pipeline, Pipeline::Parse("random_resized_crop(64)"));
+  cv::Mat color(240, 320, CV_8UC3);
+  cv::randu(color, 0, 255);
+  const std::string jpeg = Encode(color, ".jpg");
+  for (uint64_t index = 0; index < 8; ++index) {
+    EXPECT_OK(pipeline.DecodeEntropyOnly(jpeg, {0, 0, index}));
+  }
+  // Cut at half the file: some drawn regions lie in the rows it still holds
+  // and some reach below them, which is an error as in Run().
+  const std::string cut = jpeg.substr(0, jpeg.size() / 2);
+  int read = 0;
+  int refused = 0;
+  std::vector<uint8_t> out(pipeline.output_bytes());
+  for (uint64_t index = 0; index < 64; ++index) {
+    const absl::Status entropy = pipeline.DecodeEntropyOnly(cut, {0, 0, index});
+    (entropy.ok() ? read : refused) += 1;
+    if (!entropy.ok()) {
+      EXPECT_TRUE(absl::IsInvalidArgument(entropy)) << entropy;
+      EXPECT_FALSE(pipeline.Run(cut, {0, 0, index}, out.data()).ok()) << index;
+    }
+  }
+  EXPECT_GT(read, 0);
+  EXPECT_GT(refused, 0);
+  EXPECT_TRUE(absl::IsUnimplemented(pipeline.DecodeEntropyOnly(Encode(color, ".png"), {})));
+  EXPECT_TRUE(absl::IsUnimplemented(pipeline.DecodeEntropyOnly(Encode(color, ".bmp"), {})));
+  ASSERT_OK_AND_ASSIGN(const Pipeline views, Pipeline::Parse("2*random_resized_crop(64)"));
+  EXPECT_TRUE(absl::IsUnimplemented(views.DecodeEntropyOnly(jpeg, {})));
 }
 
 TEST(PipelineSafetyTest, EveryFormatDecodes) {

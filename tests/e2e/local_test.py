@@ -415,11 +415,25 @@ class LocalRunTest(unittest.TestCase):
         self.assertIn("--device-step-ms", usage.stderr)
 
     def test_augment_benchmark_reports_both_sides(self):
+        missing = os.path.join(self.tmp, "no-such-venv", "bin", "python")
         result = subprocess.run([HETERODL, "bench", "augment", "--dataset", self.dataset, "--json",
-                                 "--seconds", "0.3", "--rounds", "1", "--threads", "2"],
+                                 "--seconds", "0.3", "--rounds", "1", "--threads", "2",
+                                 "--pillow-simd-python", missing],
                                 capture_output=True, text=True, timeout=300)
         self.assertEqual(result.returncode, 0, result.stderr[-4000:])
         report = json.loads(result.stdout.strip().splitlines()[-1])
+        # What each side ran, as the peers reported it.
+        versions = "\n".join(report["versions"])
+        self.assertRegex(versions, r"heterodl: OpenCV [0-9.]+, libjpeg-turbo [0-9.]+, libpng")
+        self.assertRegex(versions, r"PIL peer: Pillow [0-9.]+, libjpeg-turbo [0-9.]+, .*"
+                                   r"torchvision [0-9.]+")
+        self.assertRegex(versions, r"tensor peer: .*torchvision [0-9.]+")
+        self.assertIn(f"Pillow-SIMD peer not run: no {missing}", "\n".join(report["peer_notes"]))
+        # Where the time goes, with the entropy-only floor under it.
+        row = report["formats"][0]
+        for key in ("pipeline_microseconds", "decoder_microseconds",
+                    "entropy_floor_microseconds"):
+            self.assertGreater(row[key], 0, key)
         for key in ("heterodl_images_per_sec_per_core", "torchvision_images_per_sec_per_core",
                     "opencv_images_per_sec_per_core"):
             self.assertGreater(report[key], 0, key)
