@@ -50,7 +50,8 @@ absl::Status SaveCheckpoint(const std::string& dir, Model& model,
             {static_cast<int64_t>(state.world_size), static_cast<int64_t>(state.batch_size),
              static_cast<int64_t>(state.epoch_offset), state.first_batch,
              static_cast<int64_t>(state.dataset_fingerprint), static_cast<int64_t>(state.seed),
-             static_cast<int64_t>(state.drop_last), static_cast<int64_t>(state.shuffle)}));
+             static_cast<int64_t>(state.drop_last), static_cast<int64_t>(state.shuffle),
+             static_cast<int64_t>(state.shuffle_block_shards.value_or(0))}));
     archive.save_to(partial.string());
     std::filesystem::rename(partial, path);
   } catch (const std::exception& error) {
@@ -113,7 +114,8 @@ absl::StatusOr<std::optional<TrainingState>> LoadCheckpoint(const std::string& d
     loaded.epoch = static_cast<uint32_t>(state[1].item<int64_t>());
     loaded.next_batch = state[2].item<int64_t>();
     torch::Tensor plan;
-    if (archive.try_read("plan", plan) && plan.numel() == 8) {
+    // 8 values before --shuffle-block-shards was saved, 9 since.
+    if (archive.try_read("plan", plan) && (plan.numel() == 8 || plan.numel() == 9)) {
       loaded.world_size = static_cast<uint32_t>(plan[0].item<int64_t>());
       loaded.batch_size = static_cast<uint32_t>(plan[1].item<int64_t>());
       loaded.epoch_offset = static_cast<uint64_t>(plan[2].item<int64_t>());
@@ -122,6 +124,9 @@ absl::StatusOr<std::optional<TrainingState>> LoadCheckpoint(const std::string& d
       loaded.seed = static_cast<uint64_t>(plan[5].item<int64_t>());
       loaded.drop_last = plan[6].item<int64_t>() != 0;
       loaded.shuffle = plan[7].item<int64_t>() != 0;
+      if (plan.numel() == 9) {
+        loaded.shuffle_block_shards = static_cast<uint32_t>(plan[8].item<int64_t>());
+      }
     }
     return std::optional<TrainingState>(loaded);
   } catch (const std::exception& error) {

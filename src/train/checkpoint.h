@@ -40,6 +40,9 @@ struct TrainingState {
   uint64_t seed = 0;
   bool drop_last = false;
   bool shuffle = true;
+  // --shuffle-block-shards; unknown in a checkpoint written before it was
+  // saved (then not compared).
+  std::optional<uint32_t> shuffle_block_shards;
 };
 
 // Writes DIR/checkpoint.pt (through a temporary file and a rename, so a

@@ -440,6 +440,10 @@ absl::Status RankTrainer::CheckSamePermutation(const TrainingState& loaded) cons
   if (loaded.shuffle != mine.shuffle) {
     differs.push_back(absl::StrCat("shuffle ", loaded.shuffle ? "on" : "off"));
   }
+  if (loaded.shuffle_block_shards && loaded.shuffle_block_shards != mine.shuffle_block_shards) {
+    differs.push_back(absl::StrCat("--shuffle-block-shards ", *loaded.shuffle_block_shards,
+                                   " (this run: ", *mine.shuffle_block_shards, ")"));
+  }
   if (differs.empty()) {
     return absl::OkStatus();
   }
@@ -495,6 +499,7 @@ TrainingState RankTrainer::At(int64_t step, uint32_t epoch, int64_t next_batch) 
   state.seed = options_.data.seed;
   state.drop_last = options_.data.drop_last;
   state.shuffle = options_.data.shuffle;
+  state.shuffle_block_shards = options_.data.shuffle_block_shards;
   if (rest_ && rest_->epoch == epoch) {
     state.epoch_offset = rest_->offset;
     state.first_batch = rest_->first;

@@ -4,12 +4,15 @@ Run by ctest as `python train_test.py BUILD_DIR` with the project's venv
 Python (torch and torchvision make the TorchScript model).
 """
 
+import glob
+import io
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tarfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
@@ -133,6 +136,40 @@ class TrainerTest(unittest.TestCase):
                                 capture_output=True, text=True, timeout=300)
         self.assertNotEqual(second.returncode, 0)
         self.assertIn("is a position in other epochs: --seed 0 (this run: 9)", second.stderr)
+
+    def test_a_checkpoint_of_another_block_shuffle_is_refused(self):
+        # WebDataset shards of the sample photos: a block shuffle's order
+        # depends on its window of shards, so a position in one is no
+        # position in another.
+        shards = os.path.join(self.tmp, "shards")
+        os.makedirs(shards)
+        photos = sorted(glob.glob(os.path.join(self.dataset, "*", "*.jpg")))
+        classes = sorted(os.listdir(self.dataset))
+        for shard in range(4):
+            with tarfile.open(os.path.join(shards, f"shard-{shard}.tar"), "w") as tar:
+                for i, photo in enumerate(photos[shard::4]):
+                    key = f"{shard:02d}{i:04d}"
+                    tar.add(photo, arcname=f"{key}.jpg")
+                    label = str(classes.index(os.path.basename(os.path.dirname(photo))))
+                    info = tarfile.TarInfo(f"{key}.cls")
+                    info.size = len(label)
+                    tar.addfile(info, io.BytesIO(label.encode()))
+        root = os.path.join(self.tmp, "blocks")
+        common = [HETERODL, "local", "--dataset", shards, "--servers", "1", "--ranks", "1",
+                  "--batch-size", "4", "--pipeline", "random_resized_crop(32)",
+                  "--checkpoint-dir", os.path.join(root, "checkpoints")]
+        first = subprocess.run(common + ["--steps", "2", "--shuffle-block-shards", "2"],
+                               capture_output=True, text=True, timeout=300)
+        self.assertEqual(first.returncode, 0, first.stderr[-4000:])
+        second = subprocess.run(common + ["--steps", "4", "--resume", "--shuffle-block-shards",
+                                          "3"], capture_output=True, text=True, timeout=300)
+        self.assertNotEqual(second.returncode, 0)
+        self.assertIn("is a position in other epochs: --shuffle-block-shards 2 (this run: 3)",
+                      second.stderr)
+        same = subprocess.run(common + ["--steps", "4", "--resume", "--shuffle-block-shards",
+                                        "2"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(same.returncode, 0, same.stderr[-4000:])
+        self.assertRegex(same.stderr, r"resuming from .* at step 2 ")
 
     def test_a_torchscript_model_from_python_trains(self):
         path = os.path.join(self.tmp, "scripted_resnet18.pt")

@@ -234,6 +234,7 @@ TEST(CheckpointTest, RestoresModelOptimizerAndPosition) {
   saved.seed = 42;
   saved.drop_last = true;
   saved.shuffle = false;
+  saved.shuffle_block_shards = 4;
   ASSERT_TRUE(SaveCheckpoint(dir, *model, optimizer, saved).ok());
 
   torch::manual_seed(4);  // different initial weights
@@ -255,6 +256,7 @@ TEST(CheckpointTest, RestoresModelOptimizerAndPosition) {
   EXPECT_EQ((*state)->seed, 42u);
   EXPECT_TRUE((*state)->drop_last);
   EXPECT_FALSE((*state)->shuffle);
+  EXPECT_EQ((*state)->shuffle_block_shards, 4u);
   for (size_t i = 0; i < model->Parameters().size(); ++i) {
     EXPECT_TRUE(torch::equal(model->Parameters()[i], restored->Parameters()[i]));
   }
