@@ -89,6 +89,19 @@ std::vector<std::unique_ptr<ServerConnection>> MakeConnections(
 
 }  // namespace
 
+PlanParams PlanParamsOf(const RemoteLoaderOptions& options, uint64_t num_samples) {
+  PlanParams params;
+  params.num_samples = num_samples;
+  params.seed = options.seed;
+  params.world_size = options.world_size;
+  params.batch_size = options.batch_size;
+  params.drop_last = options.drop_last;
+  params.shuffle = options.shuffle;
+  params.shuffle_block_shards = options.shuffle_block_shards;
+  params.epoch_offset = options.epoch_offset;
+  return params;
+}
+
 absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
     const RemoteLoaderOptions& options) {
   RETURN_IF_ERROR(ValidateOptions(options));
@@ -109,15 +122,7 @@ absl::StatusOr<std::unique_ptr<RemoteLoader>> RemoteLoader::Connect(
   ASSIGN_OR_RETURN(const v1::DatasetInfo info, AgreeOnDataset(asked, options));
   first.clear();
   ASSIGN_OR_RETURN(google::protobuf::RepeatedPtrField<v1::FieldSpec> fields, BatchFieldsOf(info));
-  PlanParams params;
-  params.num_samples = info.num_samples();
-  params.seed = options.seed;
-  params.world_size = options.world_size;
-  params.batch_size = options.batch_size;
-  params.drop_last = options.drop_last;
-  params.shuffle = options.shuffle;
-  params.shuffle_block_shards = options.shuffle_block_shards;
-  params.epoch_offset = options.epoch_offset;
+  PlanParams params = PlanParamsOf(options, info.num_samples());
   if (params.shuffle_block_shards > 0) {
     params.shard_sizes.assign(info.shard_sizes().begin(), info.shard_sizes().end());
   }

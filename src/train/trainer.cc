@@ -454,12 +454,11 @@ absl::Status RankTrainer::CheckSamePermutation(const TrainingState& loaded) cons
 }
 
 absl::Status RankTrainer::ResumeResized(const TrainingState& loaded) {
-  PlanParams written;
-  written.num_samples = loader_->dataset().num_samples;
+  // The plan the checkpoint's position is a batch of: this run's, but for
+  // the ranks, batch and offset it was written with.
+  PlanParams written = PlanParamsOf(options_.data, loader_->dataset().num_samples);
   written.world_size = loaded.world_size;
   written.batch_size = loaded.batch_size;
-  written.drop_last = options_.data.drop_last;
-  written.shuffle = options_.data.shuffle;
   written.epoch_offset = loaded.epoch_offset;
   const absl::StatusOr<uint64_t> consumed =
       SamplesConsumed(written, loaded.next_batch - loaded.first_batch);
