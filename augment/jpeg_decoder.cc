@@ -244,8 +244,8 @@ cv::Rect ScaleRect(const cv::Rect& region, int eighths, const JpegHeader& header
 namespace {
 
 // Has libjpeg read the entropy-coded data of a multi-scan file only down to
-// the iMCU row below `scaled_region` (ScanSkipper); null when the file has a
-// single scan. `skipper` must outlive the decompression.
+// the iMCU row below `scaled_region` (ScanSkipper); leaves a single-scan
+// file alone. `skipper` must outlive the decompression.
 void SkipScansBelow(jpeg_decompress_struct& cinfo, const cv::Rect& scaled_region, int eighths,
                     ScanSkipper& skipper) {
   if (!jpeg_has_multiple_scans(&cinfo)) {

@@ -25,6 +25,7 @@
 #include "augment/png_decoder.h"
 #include "augment/region_decode.h"
 #include "augment/transforms.h"
+#include "bench/peer_versions.h"
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/bench.pb.h"
 #include "opencv2/core.hpp"
@@ -492,18 +493,6 @@ struct PeerRun {
   std::vector<double>& rates(GroupRates& group) const { return group.*column; }
 };
 
-// "NAME peer: LIBRARY VERSION, ..." from what a peer reported, in a fixed
-// order (a proto map's is not).
-std::string VersionLine(const std::string& name, const v1::PeerResult& result) {
-  std::vector<std::pair<std::string, std::string>> versions(result.versions().begin(),
-                                                            result.versions().end());
-  std::sort(versions.begin(), versions.end());
-  return absl::StrCat(
-      name, " peer: ", absl::StrJoin(versions, ", ", [](std::string* out, const auto& version) {
-        absl::StrAppend(out, version.first, " ", version.second);
-      }));
-}
-
 // Microseconds per image on one core, over passes of `files` for about
 // `seconds` (at least one pass), of `run` on each file and its index.
 double MicrosecondsPerImage(const std::vector<EncodedSample>& files, double seconds,
@@ -531,6 +520,8 @@ void ProfileGroup(const FileGroup& group, const Pipeline& pipeline, double secon
   std::vector<uint8_t> out(pipeline.output_bytes());
   std::vector<double> decoder(group.bytes.size());
   uint64_t passes = 0;
+  // The pipeline's own time per image is the rate's (the rounds measured
+  // it); these passes are for its decode's share.
   MicrosecondsPerImage(group.bytes, seconds, [&](const EncodedSample& sample, uint64_t i) {
     PipelineTimings timings;
     if (i == 0) {
@@ -668,7 +659,7 @@ absl::Status MeasureOneCore(const AugmentBenchOptions& options, const std::strin
         continue;
       }
       if (round == 0) {
-        report.add_versions(VersionLine(peer.name, *result));
+        report.add_versions(VersionLine(absl::StrCat(peer.name, " peer"), *result));
       }
       if (result->skipped_files() > 0 && round == 0) {
         report.add_peer_notes(absl::StrCat(peer.name, " peer left out ", result->skipped()));

@@ -25,7 +25,8 @@ struct AugmentBenchOptions {
   bool peer = true;
   std::string python;  // interpreter with torchvision
   // Interpreter whose PIL is Pillow-SIMD (bench/peers/setup_pillow_simd.sh):
-  // the PIL peer runs on it too when it exists; a note says when not.
+  // the PIL peer runs on it too when it exists, a note says when it does
+  // not; empty: no such peer.
   std::string pillow_simd_python;
   std::string peer_script;  // bench/peers/torchvision_augment.py
   bool json = false;

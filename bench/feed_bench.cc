@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/augment_bench.h"
+#include "bench/peer_versions.h"
 #include "google/protobuf/util/json_util.h"
 #include "heterodl/bench.pb.h"
 #include "src/client/remote_loader.h"
@@ -269,6 +270,8 @@ absl::Status RunPeers(const FeedBenchOptions& options, const std::string& addres
   report.set_python_images_per_sec(python_rate);
   if (!python.ok()) {
     report.set_python_error(std::string(python.status().message()));
+  } else {
+    report.set_python_versions(VersionLine("heterodl RemoteDataLoader", *python));
   }
   struct Peer {
     const char* name;
@@ -309,6 +312,7 @@ absl::Status RunPeers(const FeedBenchOptions& options, const std::string& addres
     row->set_heterodl_ratio(rate > 0 && python_rate > 0 ? python_rate / rate : 0);
     row->set_skipped_files(result->skipped_files());
     row->set_skipped(result->skipped());
+    row->set_versions(VersionLine(peer.name, *result));
   }
   return absl::OkStatus();
 }
@@ -375,6 +379,15 @@ std::string FormatTable(const v1::FeedBenchReport& report) {
       if (peer.skipped_files() > 0) {
         absl::StrAppendFormat(&text, "  %-40s left out %d files: %s\n", "", peer.skipped_files(),
                               peer.skipped());
+      }
+    }
+    absl::StrAppend(&text, "\n  versions:\n");
+    if (!report.python_versions().empty()) {
+      absl::StrAppend(&text, "    ", report.python_versions(), "\n");
+    }
+    for (const v1::FeedPeer& peer : report.peers()) {
+      if (!peer.versions().empty()) {
+        absl::StrAppend(&text, "    ", peer.versions(), "\n");
       }
     }
   }

@@ -36,8 +36,9 @@ ABSL_FLAG(bool, peers, false,
 ABSL_FLAG(std::string, tensorflow_python, HETERODL_TENSORFLOW_PYTHON,
           "bench feed --peers: Python with TensorFlow");
 ABSL_FLAG(std::string, pillow_simd_python, HETERODL_PILLOW_SIMD_PYTHON,
-          "bench augment: Python whose PIL is Pillow-SIMD, for a third peer (made by "
-          "bench/peers/setup_pillow_simd.sh; skipped with a note when missing, '' for none)");
+          "bench augment: Python whose PIL is Pillow-SIMD, for a third peer (the default is "
+          "made by bench/peers/setup_pillow_simd.sh and skipped when missing; a path given and "
+          "missing is a note in the report; '' for none)");
 
 namespace heterodl {
 
@@ -50,6 +51,14 @@ int PrintReport(const absl::StatusOr<std::string>& report) {
   }
   std::printf("%s\n", report->c_str());
   return kExitOk;
+}
+
+// Whether a flag shared with other commands holds something else than its
+// default (this Abseil cannot tell whether it was given at all).
+template <typename T>
+bool ChangedFromDefault(const absl::Flag<T>& flag) {
+  const absl::CommandLineFlag& handle = absl::GetFlagReflectionHandle(flag);
+  return handle.CurrentValue() != handle.DefaultValue();
 }
 
 int RunAugment() {
@@ -69,6 +78,12 @@ int RunAugment() {
   options.python = PythonFlagOr(HETERODL_DEFAULT_PYTHON);
   options.peer_script = HETERODL_PEER_AUGMENT_SCRIPT;
   options.pillow_simd_python = absl::GetFlag(FLAGS_pillow_simd_python);
+  // The default venv is optional: missing, it is no peer and no note; a
+  // path asked for and missing is a note in the report.
+  if (!ChangedFromDefault(FLAGS_pillow_simd_python) &&
+      !std::filesystem::exists(options.pillow_simd_python)) {
+    options.pillow_simd_python.clear();
+  }
   options.json = absl::GetFlag(FLAGS_json);
   return PrintReport(RunAugmentBench(options));
 }
@@ -99,14 +114,6 @@ int RunStep() {
   options.report_dir = absl::GetFlag(FLAGS_report);
   options.json = absl::GetFlag(FLAGS_json);
   return PrintReport(RunStepBench(options));
-}
-
-// Whether a flag shared with other commands holds something else than its
-// default (this Abseil cannot tell whether it was given at all).
-template <typename T>
-bool ChangedFromDefault(const absl::Flag<T>& flag) {
-  const absl::CommandLineFlag& handle = absl::GetFlagReflectionHandle(flag);
-  return handle.CurrentValue() != handle.DefaultValue();
 }
 
 // bench feed --python-dataset: the user's own Dataset through PyTorch's

@@ -4,7 +4,7 @@ Each peer drives its loader the way `heterodl bench feed` drives heterodl's:
 epochs one after another (at least three, and at least --seconds), the clock
 started at the first batch (start-up is not the feed), and writes one JSON
 object: {"images": N, "seconds": S, "images_per_sec": R, "skipped_files": K,
-"skipped": WHY}. A peer whose decoder cannot read some files (a format it
+"skipped": WHY, "versions": {LIBRARY: VERSION}}. A peer whose decoder cannot read some files (a format it
 lacks, a damaged file it refuses) leaves them out and says how many, rather
 than ending the benchmark: its rate is over the files it kept.
 """
@@ -108,18 +108,35 @@ def consume(epochs, seconds, touch=lambda batch: batch, files_per_epoch=None):
             "epochs": epoch, "refused": refused}
 
 
-def report(result, out, left_out=0, note=""):
+def versions(*modules):
+    """What a peer ran: Python and the named modules' versions (PIL's as
+    Pillow, or Pillow-SIMD with its .postN), for the report beside its
+    figure."""
+    import importlib
+    import sys
+
+    found = {"python": sys.version.split()[0]}
+    for name in modules:
+        version = getattr(importlib.import_module(name), "__version__", "unknown")
+        if name == "PIL":
+            name = "Pillow-SIMD" if ".post" in version else "Pillow"
+        found[name] = version
+    return found
+
+
+def report(result, out, left_out=0, note="", ran=None):
     """Prints and writes the result: `left_out` files (described by `note`)
     were left out before the run, and the files the run's decoder refused
-    are added to them."""
+    are added to them; `ran` is versions()'s dict."""
     notes = [note] if note else []
     skipped_files = left_out
     if result.get("refused"):
         notes.append(f"{result['refused']} refused by its decoder")
         skipped_files += result["refused"]
-    result = dict(result, skipped_files=skipped_files, skipped="; ".join(notes))
+    result = dict(result, skipped_files=skipped_files, skipped="; ".join(notes),
+                  versions=ran or {})
     text = json.dumps({k: result[k] for k in ("images", "seconds", "images_per_sec",
-                                              "skipped_files", "skipped")})
+                                              "skipped_files", "skipped", "versions")})
     print(text, flush=True)
     if out:
         with open(out, "w") as f:

@@ -83,7 +83,8 @@ def main():
                         drop_last=False, collate_fn=collate_decoded)
     result = feed_common.consume(lambda epoch: loader, args.seconds,
                                  lambda batch: int(batch[0].shape[0]), files_per_epoch=len(paths))
-    feed_common.report(result, args.out, left_out, note)
+    feed_common.report(result, args.out, left_out, note,
+                       ran=feed_common.versions("torch", "torchvision", "PIL"))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ def main():
         return loader
 
     feed_common.report(feed_common.consume(epochs, args.seconds,
-                                           lambda batch: int(batch.images.shape[0])), args.out)
+                                           lambda batch: int(batch.images.shape[0])), args.out,
+                       ran=feed_common.versions("heterodl", "torch"))
 
 
 if __name__ == "__main__":

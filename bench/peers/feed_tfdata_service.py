@@ -97,7 +97,8 @@ def main():
 
     result = feed_common.consume(epochs, args.seconds, touch, files_per_epoch=len(paths))
     server.terminate()
-    feed_common.report(result, args.out, left_out, note)
+    feed_common.report(result, args.out, left_out, note,
+                       ran=feed_common.versions("tensorflow"))
 
 
 if __name__ == "__main__":

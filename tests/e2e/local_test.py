@@ -20,6 +20,9 @@ from processes import free_port, read_until, sample_dataset, scratch_dir, start_
 
 BUILD_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
 HETERODL = os.path.join(BUILD_DIR, "heterodl")
+# The optional Pillow-SIMD peer (bench/peers/setup_pillow_simd.sh) is not
+# these tests' subject: off, so a machine that has its venv runs what CI runs.
+BENCH_AUGMENT = [HETERODL, "bench", "augment", "--pillow-simd-python", ""]
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 # The project's venv (torch, torchvision): what the benchmarks' peers run in.
 VENV_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
@@ -416,7 +419,7 @@ class LocalRunTest(unittest.TestCase):
 
     def test_augment_benchmark_reports_both_sides(self):
         missing = os.path.join(self.tmp, "no-such-venv", "bin", "python")
-        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", self.dataset, "--json",
+        result = subprocess.run([*BENCH_AUGMENT, "--dataset", self.dataset, "--json",
                                  "--seconds", "0.3", "--rounds", "1", "--threads", "2",
                                  "--pillow-simd-python", missing],
                                 capture_output=True, text=True, timeout=300)
@@ -456,7 +459,7 @@ class LocalRunTest(unittest.TestCase):
         subprocess.run([HETERODL, "dataset", "sample", pairs, "--task", "segmentation",
                         "--images", "6", "--sample-size", "256x512"], check=True, timeout=120,
                        capture_output=True)
-        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", pairs, "--json",
+        result = subprocess.run([*BENCH_AUGMENT, "--dataset", pairs, "--json",
                                  "--pipeline", "random_resize(128,512)|"
                                  "random_crop(128x256,pad_if_needed=true)|hflip(0.5)|"
                                  "color_jitter(0.4,0.4,0.4)",
@@ -479,7 +482,7 @@ class LocalRunTest(unittest.TestCase):
         images = os.path.join(scratch_dir("heterodl-det-bench-"), "data")
         subprocess.run([HETERODL, "dataset", "sample", images, "--task", "detection",
                         "--images", "6"], check=True, timeout=120, capture_output=True)
-        result = subprocess.run([HETERODL, "bench", "augment", "--dataset",
+        result = subprocess.run([*BENCH_AUGMENT, "--dataset",
                                  os.path.join(images, "annotations.json"), "--json",
                                  "--pipeline", "scale_jitter(256x256,scale_range=0.1:2)|"
                                  "random_crop(256x256,pad_if_needed=true)|hflip(0.5)",
@@ -497,7 +500,7 @@ class LocalRunTest(unittest.TestCase):
 
     def test_augment_benchmark_reports_each_format_against_both_peers(self):
         mixed = sample_dataset(HETERODL, 100, formats="mixed")
-        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", mixed, "--json",
+        result = subprocess.run([*BENCH_AUGMENT, "--dataset", mixed, "--json",
                                  "--seconds", "0.2", "--rounds", "1", "--threads", "1"],
                                 capture_output=True, text=True, timeout=300)
         self.assertEqual(result.returncode, 0, result.stderr[-4000:])
@@ -554,10 +557,12 @@ class LocalRunTest(unittest.TestCase):
                 self.assertEqual(result["skipped_files"], skipped, result)
                 self.assertRegex(result["skipped"], note)
                 self.assertGreater(result["images_per_sec"], 0)
+                self.assertRegex(result["versions"]["Pillow"], r"^[0-9]+\.[0-9]+")
+                self.assertRegex(result["versions"]["torchvision"], r"^[0-9]+\.[0-9]+")
         # bench augment: nobody is given the two files heterodl cannot
         # decode; the tensor peer leaves out the BMP; every format keeps its
         # three figures.
-        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", mixed, "--json",
+        result = subprocess.run([*BENCH_AUGMENT, "--dataset", mixed, "--json",
                                  "--seconds", "0.2", "--rounds", "1", "--threads", "1"],
                                 capture_output=True, text=True, timeout=300)
         self.assertEqual(result.returncode, 0, result.stderr[-4000:])
@@ -636,7 +641,7 @@ class LocalRunTest(unittest.TestCase):
         self.assertIn("--model (default:", result.stdout)
 
     def test_bad_pipeline_is_a_clear_error(self):
-        result = subprocess.run([HETERODL, "bench", "augment", "--dataset", self.dataset,
+        result = subprocess.run([*BENCH_AUGMENT, "--dataset", self.dataset,
                                  "--pipeline", "random_resized_crop(224)|hflp(0.5)", "--no-peer"],
                                 capture_output=True, text=True, timeout=60)
         self.assertNotEqual(result.returncode, 0)
