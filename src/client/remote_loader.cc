@@ -8,6 +8,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "src/client/dataset_handshake.h"
 #include "src/client/grpc_remote_loader.h"
+#include "src/client/loader_plan.h"
 #include "src/client/server_channel.h"
 #include "src/client/server_connection.h"
 #include "src/client/server_discovery.h"

@@ -48,7 +48,6 @@
 #include "src/common/memory/buffer_pool.h"
 #include "src/common/net/server_sources.h"
 #include "src/common/net/tls_config.h"
-#include "src/plan/epoch_plan.h"
 
 namespace heterodl {
 
@@ -142,10 +141,6 @@ struct RemoteLoaderOptions {
   // receive buffers straight into memory the device can read.
   HostAllocator pixel_allocator;
 };
-
-// The epochs' plan `options` ask for over a dataset of `num_samples`; a
-// block shuffle's shard sizes are the caller's to add (the servers' say).
-PlanParams PlanParamsOf(const RemoteLoaderOptions& options, uint64_t num_samples);
 
 // What the servers serve, as the first server that answered describes it.
 struct DatasetDescription {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "src/client/data_group_watch.h"
+#include "src/client/loader_plan.h"
 #include "src/client/remote_loader.h"
 #include "src/common/fingerprint.h"
 #include "src/common/log.h"
