@@ -119,11 +119,27 @@ void SkipRowsBelowRegion(j_common_ptr common) {
   errors->in_skipped_rows = true;
 }
 
-void InitErrors(jpeg_decompress_struct& cinfo, ErrorManager& errors) {
+// `errors` as `cinfo`'s error manager, corrupt-data warnings errors or
+// noted as `damage` says. Before the caller's setjmp: noting a warning then
+// allocates nothing.
+void InitErrors(jpeg_decompress_struct& cinfo, ErrorManager& errors, JpegDamage damage) {
   cinfo.err = jpeg_std_error(&errors.base);
   errors.base.error_exit = ErrorExit;
   errors.base.emit_message = EmitMessage;
   errors.message[0] = '\0';
+  errors.strict = damage == JpegDamage::kRefuse;
+  if (!errors.strict) {
+    errors.first_warning.reserve(JMSG_LENGTH_MAX);
+  }
+}
+
+// A decompressor reading `data` from memory. After the caller's setjmp,
+// where libjpeg's errors jump (a helper's own setjmp would be gone by then).
+void CreateReading(jpeg_decompress_struct& cinfo, absl::string_view data) {
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data.data()),
+               // NOLINTNEXTLINE(google-runtime-int): jpeg_mem_src's own type
+               static_cast<unsigned long>(data.size()));
 }
 
 uint16_t Read16(const uint8_t* p, bool little_endian) {
@@ -180,16 +196,13 @@ bool LooksLikeJpeg(absl::string_view data) {
 absl::StatusOr<JpegHeader> ReadJpegHeader(absl::string_view data, int64_t max_pixels) {
   jpeg_decompress_struct cinfo;
   ErrorManager errors;
-  InitErrors(cinfo, errors);
+  InitErrors(cinfo, errors, JpegDamage::kRefuse);
   JpegHeader header;
   if (setjmp(errors.jump)) {
     jpeg_destroy_decompress(&cinfo);
     return absl::InvalidArgumentError(absl::StrCat("corrupt JPEG header: ", errors.message));
   }
-  jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data.data()),
-               // NOLINTNEXTLINE(google-runtime-int): jpeg_mem_src's own type
-               static_cast<unsigned long>(data.size()));
+  CreateReading(cinfo, data);
   jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&cinfo, TRUE);
   header.width = static_cast<int>(cinfo.image_width);
@@ -278,17 +291,12 @@ absl::Status DecodeJpegEntropyOnly(absl::string_view data, int eighths,
                                    const cv::Rect& scaled_region) {
   jpeg_decompress_struct cinfo;
   ErrorManager errors;
-  InitErrors(cinfo, errors);
-  errors.strict = false;
-  errors.first_warning.reserve(JMSG_LENGTH_MAX);  // no allocation after setjmp
+  InitErrors(cinfo, errors, JpegDamage::kDecode);
   if (setjmp(errors.jump)) {
     jpeg_destroy_decompress(&cinfo);
     return absl::InvalidArgumentError(absl::StrCat("corrupt JPEG data: ", errors.message));
   }
-  jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data.data()),
-               // NOLINTNEXTLINE(google-runtime-int): jpeg_mem_src's own type
-               static_cast<unsigned long>(data.size()));
+  CreateReading(cinfo, data);
   jpeg_read_header(&cinfo, TRUE);
   // The merged upsampler needs no context rows, so skipping whole iMCU rows
   // only entropy-decodes them.
@@ -332,17 +340,12 @@ absl::Status DecodeJpegRegion(absl::string_view data, const JpegHeader& header, 
   JSAMPARRAY const row_pointers = rows.data();
   jpeg_decompress_struct cinfo;
   ErrorManager errors;
-  InitErrors(cinfo, errors);
-  errors.strict = options.damage == JpegDamage::kRefuse;
-  errors.first_warning.reserve(JMSG_LENGTH_MAX);  // no allocation after setjmp
+  InitErrors(cinfo, errors, options.damage);
   if (setjmp(errors.jump)) {
     jpeg_destroy_decompress(&cinfo);
     return absl::InvalidArgumentError(absl::StrCat("corrupt JPEG data: ", errors.message));
   }
-  jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data.data()),
-               // NOLINTNEXTLINE(google-runtime-int): jpeg_mem_src's own type
-               static_cast<unsigned long>(data.size()));
+  CreateReading(cinfo, data);
   jpeg_read_header(&cinfo, TRUE);
   SetOutput(cinfo, eighths, options.mode);
   ScanSkipper skipper;
