@@ -15,7 +15,6 @@ and PYTHONPATH=BUILD_DIR/python).
 
 import json
 import os
-import signal
 import sys
 import unittest
 
@@ -31,7 +30,7 @@ import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from pixels import coordinates  # noqa: E402
-from processes import scratch_dir, start_server  # noqa: E402
+from processes import scratch_dir, start_server, stop_servers  # noqa: E402
 
 # (width, height) of the test images, and their objects: (xywh, category).
 IMAGES = [((60, 40), [((4, 6, 20, 10), 1), ((30.5, 12, 25, 27.5), 2)]),
@@ -69,8 +68,7 @@ class DetectionTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        stop_servers(cls.server)
 
     def outputs(self, spec, epochs=1):
         """Each sample through `spec`, in dataset order: [(HWC image, target)] per sample."""

@@ -15,7 +15,6 @@ Run by ctest: python huggingface_test.py BUILD_DIR (the project's Python).
 import glob
 import json
 import os
-import signal
 import sys
 import unittest
 
@@ -26,7 +25,8 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 VENV = os.path.join(ROOT, ".venv-frameworks", "huggingface")
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 import processes  # noqa: E402
-from processes import install_built_wheel, sample_dataset, scratch_dir, start_server  # noqa: E402
+from processes import (install_built_wheel, sample_dataset, scratch_dir, start_server,  # noqa: E402
+                       stop_servers)
 
 SKIPPED = VENV + ".skipped"
 SAMPLES = 64  # 8 steps per epoch of 2 processes x 4
@@ -44,8 +44,7 @@ class HuggingFaceTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        stop_servers(cls.server)
 
     def torchrun(self, script, *args):
         processes.torchrun(self.python, 2, os.path.join(HERE, script), self.address, *args,

@@ -10,7 +10,6 @@ Run by ctest: python jax_multihost_test.py BUILD_DIR (the project's Python).
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import unittest
@@ -21,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 from processes import (free_port, install_built_wheel, sample_dataset, scratch_dir,  # noqa: E402
-                       start_server)
+                       start_server, stop_servers)
 
 SAMPLES = 64
 BATCH = 8  # per process: global batches of 16 over 4 devices
@@ -38,8 +37,7 @@ class JaxMultiHostTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        stop_servers(cls.server)
 
     def test_two_processes_see_each_sample_once_in_global_batches(self):
         record = os.path.join(self.tmp, "record.json")

@@ -14,7 +14,6 @@ PYTHONPATH=BUILD_DIR/python). Skips, saying so, when lightning is missing
 import glob
 import json
 import os
-import signal
 import sys
 import tempfile
 import unittest
@@ -33,7 +32,7 @@ except ImportError:  # pragma: no cover - setup.sh installs it
 import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import sample_dataset, start_server, torchrun  # noqa: E402
+from processes import sample_dataset, start_server, stop_servers, torchrun  # noqa: E402
 
 SAMPLES = 96
 BATCH = 8  # 12 batches per epoch
@@ -73,8 +72,7 @@ class LightningTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        stop_servers(cls.server)
 
     def loader(self):
         return heterodl.RemoteDataLoader(servers=self.address, batch_size=BATCH,
@@ -141,8 +139,7 @@ class LightningResizeTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        stop_servers(cls.server)
 
     @classmethod
     def fit_on(cls, devices, root, *extra):

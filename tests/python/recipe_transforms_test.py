@@ -20,7 +20,6 @@ Python and PYTHONPATH=BUILD_DIR/python).
 """
 
 import os
-import signal
 import sys
 import unittest
 
@@ -38,7 +37,7 @@ import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from pixels import coordinates  # noqa: E402
-from processes import scratch_dir, start_server  # noqa: E402
+from processes import scratch_dir, start_server, stop_servers  # noqa: E402
 
 # (width, height): odd and even sides, wide and tall.
 SIZES = [(30, 20), (33, 27), (40, 48)]
@@ -74,8 +73,7 @@ class RecipeTransformsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        stop_servers(cls.server)
 
     def outputs(self, operation, epochs=1):
         """Each image through `operation`, then the crop: per image, a list

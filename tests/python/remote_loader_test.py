@@ -21,7 +21,7 @@ import torch  # noqa: E402
 import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import sample_dataset, scratch_dir, start_server  # noqa: E402
+from processes import sample_dataset, scratch_dir, start_server, stop_servers  # noqa: E402
 
 
 class RemoteDataLoaderTest(unittest.TestCase):
@@ -40,10 +40,7 @@ class RemoteDataLoaderTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for server in cls.servers:
-            server.send_signal(signal.SIGTERM)
-        for server in cls.servers:
-            server.wait(timeout=30)
+        stop_servers(*cls.servers)
 
     def loader(self, **kwargs):
         options = dict(servers=self.addresses, batch_size=8, pipeline="random_resized_crop(32)",

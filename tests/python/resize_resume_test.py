@@ -15,7 +15,6 @@ import collections
 import glob
 import json
 import os
-import signal
 import sys
 import unittest
 
@@ -24,7 +23,7 @@ HETERODL = os.path.join(BUILD_DIR, "heterodl")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 import processes  # noqa: E402
-from processes import sample_dataset, scratch_dir, start_server  # noqa: E402
+from processes import sample_dataset, scratch_dir, start_server, stop_servers  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -64,8 +63,7 @@ class ResizeResumeTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        stop_servers(cls.server)
 
     def check_resumed(self, world, batch_size):
         state = torch.load(self.checkpoint)["loader"]

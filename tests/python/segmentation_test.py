@@ -32,7 +32,7 @@ import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from pixels import coordinates  # noqa: E402
-from processes import scratch_dir, start_server  # noqa: E402
+from processes import scratch_dir, start_server, stop_servers  # noqa: E402
 
 # (width, height) of the test images.
 SIZES = [(30, 20), (50, 40), (64, 48)]
@@ -73,9 +73,7 @@ class SegmentationTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for server in (cls.server, cls.wide_server):
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
+        stop_servers(cls.server, cls.wide_server)
 
     def outputs(self, spec, epochs=1, address=None):
         """Each pair through `spec`, in dataset order: [(HWC image, HW mask)] per pair."""

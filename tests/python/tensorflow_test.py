@@ -13,7 +13,6 @@ it starts the servers; the checks run in the TensorFlow venv).
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import unittest
@@ -24,7 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 VENV = os.path.join(ROOT, ".venv-frameworks", "tensorflow")
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
-from processes import install_built_wheel, sample_dataset, scratch_dir, start_server  # noqa: E402
+from processes import (install_built_wheel, sample_dataset, scratch_dir, start_server,  # noqa: E402
+                       stop_servers)
 
 SKIPPED = VENV + ".skipped"
 # A user's own dataset whose samples are dicts with a field of varying length.
@@ -80,10 +80,7 @@ class TensorFlowTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for server in cls.servers:
-            server.send_signal(signal.SIGTERM)
-        for server in cls.servers:
-            server.wait(timeout=30)
+        stop_servers(*cls.servers)
 
     def check(self, *args, timeout=300):
         result = subprocess.run([self.python, os.path.join(HERE, "tensorflow_check.py"), *args],

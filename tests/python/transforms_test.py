@@ -13,7 +13,6 @@ and PYTHONPATH=BUILD_DIR/python).
 """
 
 import os
-import signal
 import subprocess
 import sys
 import unittest
@@ -29,7 +28,7 @@ import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from pixels import coordinates  # noqa: E402
-from processes import scratch_dir, start_server  # noqa: E402
+from processes import scratch_dir, start_server, stop_servers  # noqa: E402
 
 # (width, height) of the test images.
 SIZES = [(30, 20), (50, 40), (64, 48)]
@@ -52,8 +51,7 @@ class TransformsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        stop_servers(cls.server)
 
     def heterodl_outputs(self, spec, epochs=1):
         """Each image through `spec`, in dataset order: HWC uint8 tensors."""

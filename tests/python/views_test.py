@@ -7,7 +7,6 @@ PYTHONPATH=BUILD_DIR/python).
 """
 
 import os
-import signal
 import sys
 import unittest
 
@@ -21,7 +20,7 @@ from PIL import Image  # noqa: E402
 import heterodl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
-from processes import sample_dataset, start_server  # noqa: E402
+from processes import sample_dataset, start_server, stop_servers  # noqa: E402
 
 # A small DINO-style recipe: 2 global and 4 local views.
 GLOBAL = ("random_resized_crop(64,scale=0.4:1)|hflip(0.5)|color_jitter(0.4,0.4,0.2,0.1,p=0.8)|"
@@ -51,9 +50,7 @@ class ViewsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for server, _ in cls.servers:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
+        stop_servers(*(server for server, _ in cls.servers))
 
     def loader(self, server=0, **options):
         options.setdefault("views", VIEWS)

@@ -12,7 +12,6 @@ scripts/test.sh makes both.
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import unittest
@@ -29,7 +28,7 @@ SYSTEM_LIBRARIES = {"linux-vdso.so.1", "libc.so.6", "libm.so.6", "libstdc++.so.6
                     "librt.so.1", "ld-linux-x86-64.so.2"}
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "testing"))
-from processes import install_built_wheel, sample_dataset, start_server  # noqa: E402
+from processes import install_built_wheel, sample_dataset, start_server, stop_servers  # noqa: E402
 
 
 class WheelTest(unittest.TestCase):
@@ -42,8 +41,7 @@ class WheelTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        stop_servers(cls.server)
 
     def run_in(self, venv, expect_format=None):
         python = install_built_wheel(ROOT, venv)

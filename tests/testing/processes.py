@@ -4,6 +4,7 @@ import atexit
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -50,6 +51,15 @@ def start_server(heterodl, dataset, port_file, *extra, timeout=60, env=None):
         time.sleep(0.05)
     with open(port_file) as f:
         return process, f"127.0.0.1:{int(f.read())}"
+
+
+def stop_servers(*servers, timeout=30):
+    """Asks each server to leave (SIGTERM, as an orchestrator would), all at
+    once, then waits for each: a test class's tearDownClass."""
+    for server in servers:
+        server.send_signal(signal.SIGTERM)
+    for server in servers:
+        server.wait(timeout=timeout)
 
 
 def _stop(process):
